@@ -1,0 +1,105 @@
+/**
+ * The charges table on PostgreSQL, in a schema of its own per demo run (`retrysafe_demo_<run id>`), so runs
+ * on one database never see each other's rows and the user creates nothing by hand. In transactional mode
+ * each row is written through the request's `pg` `PoolClient`, inside the transaction that also completes
+ * the idempotency record.
+ *
+ * @module
+ */
+import type pg from 'pg';
+import type { Charge, ChargeLedger } from './ledger.js';
+
+interface ChargeRow {
+  id: string;
+  idempotency_key: string | null;
+  amount_cents: number;
+  currency: string;
+  /** `bigint` arrives as a string from `pg`. */
+  created_at: string;
+}
+
+/** Run ids are what `run.ts` makes: lower-case hex, so the schema name needs no escaping beyond quotes. */
+const RUN_ID = /^[0-9a-f]{1,32}$/;
+
+/**
+ * The per-run charges table on a `pg` pool.
+ *
+ * @example
+ * ```ts
+ * const ledger = await PostgresChargeLedger.open(store.pool, '1a2b3c4d');
+ * await store.transaction((tx) => ledger.insert(charge, tx));
+ * await ledger.dispose(); // drops retrysafe_demo_1a2b3c4d
+ * ```
+ */
+export class PostgresChargeLedger implements ChargeLedger<pg.PoolClient> {
+  private constructor(
+    private readonly pool: pg.Pool,
+    /** `"retrysafe_demo_<run id>".charges`, quoted. */
+    private readonly table: string,
+    private readonly schema: string,
+  ) {}
+
+  /**
+   * Creates the run's schema and table when missing (a restarted server finds them again) and returns the
+   * ledger. The pool stays its owner's.
+   *
+   * @throws TypeError when `runId` is not 1–32 lower-case hex digits
+   * @throws the driver's error when PostgreSQL refuses
+   */
+  static async open(pool: pg.Pool, runId: string): Promise<PostgresChargeLedger> {
+    if (!RUN_ID.test(runId)) throw new TypeError(`retrysafe: the demo run id must be 1-32 lower-case hex digits, got ${JSON.stringify(runId)}`);
+    const schema = `"retrysafe_demo_${runId}"`;
+    const table = `${schema}.charges`;
+    await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    // Deliberately not UNIQUE on idempotency_key: see ledger.ts.
+    await pool.query(
+      `CREATE TABLE IF NOT EXISTS ${table} (
+        id text PRIMARY KEY,
+        idempotency_key text,
+        amount_cents integer NOT NULL,
+        currency text NOT NULL,
+        created_at bigint NOT NULL
+      )`,
+    );
+    return new PostgresChargeLedger(pool, table, schema);
+  }
+
+  async insert(charge: Charge, tx: pg.PoolClient | undefined): Promise<void> {
+    // $1 id, $2 idempotency key, $3 amount in cents, $4 currency, $5 created at (ms since the epoch)
+    await (tx ?? this.pool).query(`INSERT INTO ${this.table} (id, idempotency_key, amount_cents, currency, created_at) VALUES ($1, $2, $3, $4, $5)`, [
+      charge.id,
+      charge.idempotencyKey,
+      charge.amountCents,
+      charge.currency,
+      charge.createdAt,
+    ]);
+  }
+
+  async find(id: string): Promise<Charge | undefined> {
+    // $1 payment id
+    const { rows } = await this.pool.query<ChargeRow>(`SELECT * FROM ${this.table} WHERE id = $1`, [id]);
+    const row = rows[0];
+    return row && toCharge(row);
+  }
+
+  async list(keyPrefix: string): Promise<Charge[]> {
+    // $1 key prefix; starts_with, not LIKE, so `_` and `%` in a key are plain characters.
+    const { rows } = await this.pool.query<ChargeRow>(`SELECT * FROM ${this.table} WHERE starts_with(idempotency_key, $1) ORDER BY created_at, id`, [keyPrefix]);
+    return rows.map(toCharge);
+  }
+
+  /** Drops the run's schema; the report already holds what the rows said. */
+  async dispose(): Promise<void> {
+    await this.pool.query(`DROP SCHEMA IF EXISTS ${this.schema} CASCADE`);
+  }
+}
+
+function toCharge(row: ChargeRow): Charge {
+  return {
+    id: row.id,
+    idempotencyKey: row.idempotency_key,
+    amountCents: row.amount_cents,
+    currency: row.currency,
+    createdAt: Number(row.created_at),
+  };
+}

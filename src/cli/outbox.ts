@@ -1,0 +1,148 @@
+/**
+ * `retrysafe outbox …`: operate the transactional outbox on PostgreSQL (tables in `--schema`, as migrated
+ * by `retrysafe migrate`).
+ *
+ * - `outbox status --store URL [--json]` prints the pending count, the oldest pending message's age, rows
+ *   in flight, dead letters, sent rows awaiting cleanup, and the enqueue-to-sent latency (p50/p99) of the
+ *   last 5 minutes.
+ * - `outbox dead-letters --store URL [--limit N] [--json]` lists dead letters, oldest first.
+ * - `outbox requeue ID --store URL` makes a dead letter pending again, with its original id.
+ * - `outbox cleanup --store URL --retention 7d [--limit N]` deletes sent rows older than the retention in
+ *   batches of `--limit`, until caught up; never pending or dead-lettered rows.
+ *
+ * Exit codes: 0 done; 1 the database refused, or `requeue` found no such dead letter; 2 usage error.
+ *
+ * @module
+ */
+import { InvalidArgumentError, type Command } from 'commander';
+import pg from 'pg';
+import { createOutbox, type Outbox, type OutboxDeadLetter, type OutboxStatus } from '../messaging/outbox/outbox.js';
+import { DEFAULT_SCHEMA } from '../stores/postgres/schema.js';
+import { durationFlag, integerFlag, schemaFlag } from './store-flag.js';
+
+interface StoreFlags {
+  readonly store: string;
+  readonly schema: string;
+}
+
+/** Adds the `outbox` command group to `program`. */
+export function register(program: Command): void {
+  const outbox = program.command('outbox').description('Monitor the transactional outbox; list and requeue dead letters; clean up sent rows.');
+
+  withStore(outbox.command('status'))
+    .description('Pending count, oldest pending age, dead letters and publish latency.')
+    .option('--json', 'print one JSON object')
+    .action(async (flags: StoreFlags & { json?: boolean }) => {
+      await withOutbox(flags, async (box, pool) => {
+        const status = await box.status(pool);
+        process.stdout.write(flags.json === true ? `${JSON.stringify({ schema: box.schema, ...status })}\n` : formatStatus(box.schema, status));
+      });
+    });
+
+  withStore(outbox.command('dead-letters'))
+    .description('List dead-lettered messages, oldest first.')
+    .option('--limit <n>', 'at most this many', integerFlag('--limit', 1, 1_000_000), 100)
+    .option('--json', 'one JSON object per line (payload base64)')
+    .action(async (flags: StoreFlags & { limit: number; json?: boolean }) => {
+      await withOutbox(flags, async (box, pool) => {
+        const letters = await box.deadLetters(pool, flags.limit);
+        process.stdout.write(letters.map((letter) => (flags.json === true ? deadLetterJson(letter) : deadLetterLine(letter))).join(''));
+        if (letters.length === 0 && flags.json !== true) process.stdout.write('retrysafe: no dead letters\n');
+      });
+    });
+
+  withStore(outbox.command('requeue').argument('<id>', 'the dead letter\'s message id (a UUID)', uuid))
+    .description('Make a dead letter pending again; the relay publishes it with its original id.')
+    .action(async (id: string, flags: StoreFlags) => {
+      await withOutbox(flags, async (box, pool) => {
+        if (await box.requeue(pool, id)) {
+          process.stdout.write(`retrysafe: ${id} requeued\n`);
+        } else {
+          process.stderr.write(`retrysafe: no dead letter ${id}\n`);
+          process.exitCode = 1;
+        }
+      });
+    });
+
+  withStore(outbox.command('cleanup'))
+    .description('Delete sent rows older than the retention, in bounded batches (never unsent rows).')
+    .requiredOption('--retention <duration>', 'how long sent rows are kept, e.g. 7d', durationFlag('--retention'))
+    .option('--limit <n>', 'rows per batch', integerFlag('--limit', 1, 1_000_000), 1_000)
+    .action(async (flags: StoreFlags & { retention: number; limit: number }) => {
+      await withOutbox(flags, async (box, pool) => {
+        let total = 0;
+        for (;;) {
+          const deleted = await box.cleanup(pool, { retentionMs: flags.retention, batchSize: flags.limit, maxBatches: 100 });
+          total += deleted;
+          if (deleted < flags.limit * 100) break;
+        }
+        process.stdout.write(`retrysafe: deleted ${total} sent rows\n`);
+      });
+    });
+}
+
+function withStore(command: Command): Command {
+  return command
+    .requiredOption('--store <url>', 'PostgreSQL URL, e.g. postgres://user@127.0.0.1:5432/app', postgresUrl)
+    .option('--schema <name>', 'schema holding the outbox table (letters, digits, _)', schemaFlag, DEFAULT_SCHEMA)
+    .addHelpText('after', '\nExit codes: 0 done, 1 the database refused (or no such dead letter), 2 usage error.');
+}
+
+async function withOutbox(flags: StoreFlags, fn: (outbox: Outbox, pool: pg.Pool) => Promise<void>): Promise<void> {
+  const pool = new pg.Pool({ connectionString: flags.store, max: 1 });
+  try {
+    await fn(createOutbox({ schema: flags.schema }), pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+function formatStatus(schema: string, s: OutboxStatus): string {
+  const latency =
+    s.latencyP50Ms === undefined
+      ? 'no message sent in the last 5 minutes'
+      : `p50 ${milliseconds(s.latencyP50Ms)}, p99 ${milliseconds(s.latencyP99Ms ?? s.latencyP50Ms)} (last 5 minutes)`;
+  return [
+    `retrysafe outbox in schema "${schema}"`,
+    `  pending             ${s.pending}`,
+    `  oldest pending age  ${milliseconds(s.oldestPendingAgeMs)}`,
+    `  in flight           ${s.inFlight}`,
+    `  dead letters        ${s.deadLetters}`,
+    `  sent (retained)     ${s.sent}`,
+    `  publish latency     ${latency}`,
+    '',
+  ].join('\n');
+}
+
+function milliseconds(ms: number): string {
+  return ms < 10_000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+function deadLetterLine(letter: OutboxDeadLetter): string {
+  const when = new Date(letter.deadLetteredAt).toISOString();
+  return `${letter.id}  ${when}  topic=${JSON.stringify(letter.topic)} key=${JSON.stringify(letter.key)} attempts=${letter.attempts}  ${letter.error ?? ''}\n`;
+}
+
+function deadLetterJson(letter: OutboxDeadLetter): string {
+  return `${JSON.stringify({ ...letter, payload: Buffer.from(letter.payload).toString('base64') })}\n`;
+}
+
+function postgresUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new InvalidArgumentError(`--store must be a postgres:// or postgresql:// URL, got ${JSON.stringify(text)}.`);
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new InvalidArgumentError(`--store must be a postgres:// or postgresql:// URL; the outbox lives on PostgreSQL, got ${JSON.stringify(text)}.`);
+  }
+  return text;
+}
+
+function uuid(text: string): string {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(text)) {
+    throw new InvalidArgumentError(`the message id must be a UUID, got ${JSON.stringify(text)}.`);
+  }
+  return text.toLowerCase();
+}

@@ -1,0 +1,263 @@
+/**
+ * The `--store` flag: one URL names an idempotency store for every CLI command. Each scheme is one row of
+ * {@link STORE_SCHEMES}. A new store plugs in with a row there, a member of {@link OpenedStore}, and a case
+ * in the demo server's wiring (`demo/server.ts`), which the compiler then asks for. Open the driver with a
+ * dynamic `import()` in `open`, so a command that never opens that store never loads its (optional) driver.
+ *
+ * | value | store |
+ * |---|---|
+ * | `memory:` | in-process memory store; lives and dies with the process |
+ * | `sqlite:PATH` | SQLite file at PATH (created if missing), transactional, shared safely across processes |
+ * | `sqlite::memory:` | private in-memory SQLite database; transactional, dies with the process |
+ * | `postgres://…`, `postgresql://…` | PostgreSQL (schema `retrysafe`, or `?schema=NAME`; migrated on open), transactional |
+ * | `redis://…`, `rediss://…` | Redis (key prefix `retrysafe`, or `?prefix=NAME`); plain: it cannot commit with a business database (docs/redis.md) |
+ *
+ * `schema` and `prefix` are retrysafe's own query parameters: they are taken out of the URL before it
+ * reaches the driver.
+ *
+ * @module
+ */
+import type { Database } from 'better-sqlite3';
+import { IdempotencyError } from '../core/errors.js';
+import { DEFAULT_SCHEMA, schemaNames } from '../stores/postgres/schema.js';
+import type { PostgresStore } from '../stores/postgres/store.js';
+import type { IdempotencyStore, TransactionalStore } from '../stores/store.js';
+
+/** Thrown for a `--store` value that names no known scheme or is malformed. The CLI exits 2 on it. */
+export class StoreUrlError extends IdempotencyError {
+  override readonly name = 'StoreUrlError';
+  /** Stable code; safe to switch on. */
+  declare readonly code: 'store-url-invalid';
+
+  constructor(
+    /** The value as the user wrote it. */
+    readonly url: string,
+    reason: string,
+  ) {
+    super('store-url-invalid', `invalid --store ${JSON.stringify(url)}: ${reason}. Supported: ${supportedExamples()}`);
+  }
+}
+
+/** A store as the CLI opened it, told apart by `scheme` so a command can wire scheme-specific extras. */
+export type OpenedStore =
+  | {
+      readonly scheme: 'memory';
+      readonly transactional: false;
+      readonly store: IdempotencyStore;
+    }
+  | {
+      readonly scheme: 'sqlite';
+      readonly transactional: true;
+      /** Transactions hand out the `better-sqlite3` connection itself. */
+      readonly store: TransactionalStore<Database>;
+      /** The connection, for a command's own tables in the same file (and the same transactions). */
+      readonly database: Database;
+    }
+  | {
+      readonly scheme: 'postgres' | 'postgresql';
+      readonly transactional: true;
+      /** Transactions hand out the `pg` `PoolClient` they run on; `store.pool` serves a command's own tables. */
+      readonly store: PostgresStore;
+    }
+  | {
+      readonly scheme: 'redis' | 'rediss';
+      /** Redis cannot commit together with a business database (docs/redis.md). */
+      readonly transactional: false;
+      readonly store: IdempotencyStore;
+    };
+
+/** A parsed, not yet opened, `--store` value. */
+export interface StoreTarget {
+  /** Scheme without the colon, e.g. `"sqlite"`. */
+  readonly scheme: OpenedStore['scheme'];
+  /** The value as given. */
+  readonly url: string;
+  /**
+   * `true` when the records outlive the process that opened the store (a file, a server), so a crashed
+   * process restarted on the same target finds them again.
+   */
+  readonly durable: boolean;
+  /**
+   * `true` when the store opens as a {@link TransactionalStore}, so business writes can commit with the
+   * record; `false` for a plain store, where a crash between the business write and `complete` re-executes
+   * the operation once the lease expires.
+   */
+  readonly transactional: boolean;
+  /** The `?schema=` of a PostgreSQL URL; `undefined` when it names none (the store then uses `retrysafe`). */
+  readonly schema?: string | undefined;
+  /** The URL for the driver: the value without retrysafe's own `schema` / `prefix` parameters. */
+  readonly driverUrl: string;
+  /** Opens the store (creating files or schema as the store does). Rejects with the driver's error. */
+  open(): Promise<OpenedStore>;
+}
+
+/** One row of the scheme table. */
+export interface StoreScheme {
+  /** Scheme without the colon. */
+  readonly scheme: OpenedStore['scheme'];
+  /** A valid example value, shown in errors and `--help`. */
+  readonly example: string;
+  /**
+   * Parses what follows `scheme:`.
+   * @throws {@link StoreUrlError} when the rest is malformed
+   */
+  parse(rest: string, url: string): StoreTarget;
+}
+
+/** The supported schemes, by name. */
+export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
+  {
+    scheme: 'memory',
+    example: 'memory:',
+    parse(rest: string, url: string): StoreTarget {
+      if (rest !== '') throw new StoreUrlError(url, 'memory: takes nothing after the colon');
+      return {
+        scheme: 'memory',
+        url,
+        driverUrl: url,
+        durable: false,
+        transactional: false,
+        async open(): Promise<OpenedStore> {
+          const { createMemoryStore } = await import('../stores/memory.js');
+          return { scheme: 'memory', transactional: false, store: createMemoryStore() };
+        },
+      };
+    },
+  },
+  {
+    scheme: 'sqlite',
+    example: 'sqlite:./idempotency.db',
+    parse(rest: string, url: string): StoreTarget {
+      if (rest === '') throw new StoreUrlError(url, 'sqlite: needs a file path (or :memory:) after the colon');
+      const path = rest;
+      return {
+        scheme: 'sqlite',
+        url,
+        driverUrl: url,
+        durable: path !== ':memory:',
+        transactional: true,
+        async open(): Promise<OpenedStore> {
+          // Loaded on demand so commands that never open a store do not load the native driver.
+          const { createSqliteStore } = await import('../stores/sqlite/index.js');
+          const store = createSqliteStore({ path });
+          return { scheme: 'sqlite', transactional: true, store, database: store.database };
+        },
+      };
+    },
+  },
+  ...(['postgres', 'postgresql'] as const).map(
+    (scheme): StoreScheme => ({
+      scheme,
+      example: `${scheme}://user@127.0.0.1:5432/app`,
+      parse(_rest: string, url: string): StoreTarget {
+        requireServerUrl(url, scheme, 'a database name, e.g. /app');
+        const [driverUrl, named] = takeParameter(url, 'schema');
+        const schema = named ?? DEFAULT_SCHEMA;
+        try {
+          schemaNames('schema', schema);
+        } catch (error) {
+          throw new StoreUrlError(url, `?schema= ${(error as Error).message.replace(/^retrysafe: option "schema" /, '')}`);
+        }
+        return {
+          scheme,
+          url,
+          driverUrl,
+          schema: named,
+          durable: true,
+          transactional: true,
+          async open(): Promise<OpenedStore> {
+            // Loaded on demand so commands that never open PostgreSQL do not load `pg`.
+            const { createPostgresStore, migrate } = await import('../stores/postgres/index.js');
+            // Migrating is idempotent and serialized by an advisory lock, so every open can afford it.
+            await migrate({ connectionString: driverUrl, schema });
+            return { scheme, transactional: true, store: createPostgresStore({ connectionString: driverUrl, schema }) };
+          },
+        };
+      },
+    }),
+  ),
+  ...(['redis', 'rediss'] as const).map(
+    (scheme): StoreScheme => ({
+      scheme,
+      example: `${scheme}://127.0.0.1:6379`,
+      parse(_rest: string, url: string): StoreTarget {
+        requireServerUrl(url, scheme, undefined);
+        const [driverUrl, prefix] = takeParameter(url, 'prefix');
+        if (prefix !== undefined && (prefix === '' || /[{}]/.test(prefix))) {
+          throw new StoreUrlError(url, '?prefix= must be non-empty and hold no "{" or "}"');
+        }
+        return {
+          scheme,
+          url,
+          driverUrl,
+          durable: true,
+          transactional: false,
+          async open(): Promise<OpenedStore> {
+            const { openRedisStore } = await import('../stores/redis/index.js');
+            return { scheme, transactional: false, store: await openRedisStore(driverUrl, prefix === undefined ? {} : { prefix }) };
+          },
+        };
+      },
+    }),
+  ),
+]);
+
+/**
+ * Parses a `--store` value such as `sqlite:./data.db`, `sqlite::memory:`, `memory:`,
+ * `postgres://user@host:5432/db` or `redis://host:6379`. Parsing checks the shape only; a server that is
+ * down or refuses shows when the target is opened.
+ *
+ * @throws {@link StoreUrlError} for an unknown scheme, a value without a scheme, or a malformed rest
+ * @example
+ * ```ts
+ * const target = parseStoreUrl('sqlite:/tmp/idempotency.db');
+ * const opened = await target.open(); // opened.transactional === true
+ * ```
+ */
+export function parseStoreUrl(url: string): StoreTarget {
+  const colon = url.indexOf(':');
+  if (colon <= 0) throw new StoreUrlError(url, 'expected SCHEME:…');
+  const name = url.slice(0, colon).toLowerCase();
+  const scheme = STORE_SCHEMES.find((row) => row.scheme === name);
+  if (!scheme) throw new StoreUrlError(url, `unknown scheme "${name}:"`);
+  return scheme.parse(url.slice(colon + 1), url);
+}
+
+/**
+ * Checks a server URL (`scheme://host…`): it must parse as a URL with a host and, when `path` says what is
+ * expected, a non-empty path.
+ *
+ * @throws {@link StoreUrlError} when it does not
+ */
+function requireServerUrl(url: string, scheme: string, path: string | undefined): void {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new StoreUrlError(url, `not a valid ${scheme}:// URL`);
+  }
+  // libpq-style URLs may name a Unix socket directory in `?host=` instead of a host.
+  const host = parsed.hostname !== '' || parsed.searchParams.has('host');
+  if (!url.slice(scheme.length + 1).startsWith('//') || !host) {
+    throw new StoreUrlError(url, `${scheme}: needs a host, as in ${scheme}://HOST:PORT`);
+  }
+  if (path !== undefined && (parsed.pathname === '' || parsed.pathname === '/')) {
+    throw new StoreUrlError(url, `${scheme}: needs ${path}`);
+  }
+}
+
+/**
+ * Splits retrysafe's own query parameter `name` off a server URL: the URL without it (as given when it is
+ * absent), and its value (`undefined` when absent; the last one when repeated).
+ */
+function takeParameter(url: string, name: string): [string, string | undefined] {
+  const parsed = new URL(url);
+  const values = parsed.searchParams.getAll(name);
+  if (values.length === 0) return [url, undefined];
+  parsed.searchParams.delete(name);
+  return [parsed.toString(), values[values.length - 1]];
+}
+
+function supportedExamples(): string {
+  return STORE_SCHEMES.map((row) => row.example).join(', ');
+}

@@ -1,0 +1,190 @@
+/**
+ * The typed errors retrysafe throws. Every one extends {@link IdempotencyError}, carries a literal
+ * `name`, a stable string `code` and, where it wraps another failure, a `cause`. Only the HTTP adapters
+ * map codes to statuses (see `problem.ts`).
+ *
+ * @module
+ */
+import type { IdempotencyRecord } from './record.js';
+
+/**
+ * The codes the HTTP adapters answer; `problem.ts` maps each to a status. Every other
+ * {@link IdempotencyErrorCode} belongs to a component that is not an HTTP handler.
+ */
+export type HttpErrorCode =
+  | 'idempotency-key-missing'
+  | 'idempotency-key-invalid'
+  | 'idempotency-key-reused'
+  | 'idempotency-request-in-progress'
+  | 'idempotency-store-unavailable'
+  | 'idempotency-lease-lost';
+
+/**
+ * Stable machine-readable codes of {@link IdempotencyError}, across every module. Each module's own code
+ * type (`InboxErrorCode`, `OutboxErrorCode`, `SessionErrorCode`, `RetryExhaustedCode`) is the slice of this
+ * union with its prefix.
+ */
+export type IdempotencyErrorCode =
+  // HTTP receiver (receiver.ts, key.ts): answered by the HTTP adapters.
+  | HttpErrorCode
+  // Atomic phases (phase-runner.ts).
+  | 'phase-recovery-point-unresumable'
+  // Inbox (messaging/inbox/errors.ts).
+  | 'inbox-message-id-missing'
+  | 'inbox-handler-timeout'
+  // Outbox relay and publishers (messaging/outbox/errors.ts).
+  | 'outbox-publish-failed'
+  | 'outbox-publish-timeout'
+  // Session receiver and client (client/session-errors.ts).
+  | 'session-unknown'
+  | 'session-expired'
+  | 'session-request-stale'
+  | 'session-request-invalid'
+  | 'session-request-in-progress'
+  | 'session-lease-lost'
+  // Retrying fetch (client/outcome.ts).
+  | 'retry-attempts-exhausted'
+  | 'retry-deadline-exceeded'
+  // CLI `--store` flag (cli/store-url.ts).
+  | 'store-url-invalid'
+  // Stores used against their contract (stores/*).
+  | 'store-closed'
+  | 'store-misuse'
+  | 'store-transaction-aborted';
+
+/**
+ * Root of every error retrysafe throws on purpose (a bad option is a `TypeError` instead). Module roots
+ * such as `InboxError` or `SessionError` extend it and narrow `code` to their slice.
+ */
+export class IdempotencyError extends Error {
+  override readonly name: string = 'IdempotencyError';
+  /** Stable code; safe to switch on. */
+  readonly code: IdempotencyErrorCode;
+
+  constructor(code: IdempotencyErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/** The request carried no Idempotency-Key where one is required. HTTP: 400. */
+export class IdempotencyKeyMissingError extends IdempotencyError {
+  override readonly name = 'IdempotencyKeyMissingError';
+  constructor(message = 'This operation requires an Idempotency-Key.') {
+    super('idempotency-key-missing', message);
+  }
+}
+
+/**
+ * The Idempotency-Key is malformed: empty, longer than 255 characters, or neither an RFC 9651
+ * sf-string nor a bare token of printable ASCII. HTTP: 400.
+ */
+export class IdempotencyKeyInvalidError extends IdempotencyError {
+  override readonly name = 'IdempotencyKeyInvalidError';
+  constructor(readonly reason: string) {
+    super('idempotency-key-invalid', `The Idempotency-Key is invalid: ${reason}.`);
+  }
+}
+
+/**
+ * The key was already used with a request whose fingerprint differs (IETF Idempotency-Key draft,
+ * section 2.7; Stripe). HTTP: 422. The stored record is untouched.
+ */
+export class IdempotencyKeyReusedError extends IdempotencyError {
+  override readonly name = 'IdempotencyKeyReusedError';
+  constructor(readonly record: IdempotencyRecord) {
+    super(
+      'idempotency-key-reused',
+      'This Idempotency-Key was already used with a different request payload.',
+    );
+  }
+}
+
+/**
+ * Another request holding the same key is still being processed (IETF draft section 2.7). HTTP: 409 with
+ * `Retry-After`.
+ */
+export class RequestInProgressError extends IdempotencyError {
+  override readonly name = 'RequestInProgressError';
+  constructor(readonly record: IdempotencyRecord) {
+    super(
+      'idempotency-request-in-progress',
+      'A request with this Idempotency-Key is still being processed; retry later.',
+    );
+  }
+}
+
+/** The store could not be reached or failed; the operation did not run (fail closed). HTTP: 503. */
+export class StoreUnavailableError extends IdempotencyError {
+  override readonly name = 'StoreUnavailableError';
+  constructor(cause: unknown) {
+    super('idempotency-store-unavailable', 'The idempotency store is unavailable.', { cause });
+  }
+}
+
+/**
+ * The caller's lease was taken over (it expired while the work ran), so its result was fenced off and not
+ * saved. The winner's result stands. HTTP: 409.
+ */
+export class LeaseLostError extends IdempotencyError {
+  override readonly name = 'LeaseLostError';
+  constructor(readonly scope: string, readonly key: string) {
+    super(
+      'idempotency-lease-lost',
+      'The lease on this Idempotency-Key expired and was taken over; this result was not saved.',
+    );
+  }
+}
+
+/**
+ * A record's recovery point names a plan or phase the given plan cannot resume: another plan's id, a phase
+ * the plan no longer has, or its last phase. The phase runner refuses it rather than guess where to
+ * continue; the record is handed back untouched.
+ */
+export class RecoveryPointUnresumableError extends IdempotencyError {
+  override readonly name = 'RecoveryPointUnresumableError';
+  constructor(
+    readonly scope: string,
+    readonly key: string,
+    /** The id of the plan asked to resume the record. */
+    readonly plan: string,
+    message: string,
+  ) {
+    super('phase-recovery-point-unresumable', message);
+  }
+}
+
+/**
+ * A store was called after its `close()`. Through a receiver it surfaces as the `cause` of a
+ * {@link StoreUnavailableError} (HTTP: 503).
+ */
+export class StoreClosedError extends IdempotencyError {
+  override readonly name = 'StoreClosedError';
+  constructor(readonly store: string) {
+    super('store-closed', `retrysafe: the ${store} store is closed`);
+  }
+}
+
+/**
+ * A store or one of its transactions was used in a way its contract forbids; the message says how (for
+ * example: the store itself called inside its own transaction instead of the view passed to `fn`, a
+ * transaction view used after the transaction ended, or the transaction ended by `fn` itself). A
+ * programming error, not a failure of the database.
+ */
+export class StoreMisuseError extends IdempotencyError {
+  override readonly name = 'StoreMisuseError';
+  constructor(message: string) {
+    super('store-misuse', message);
+  }
+}
+
+/**
+ * A transaction could not commit because an earlier statement in it failed (an error the caller's code
+ * caught and swallowed): PostgreSQL rolled it back at COMMIT, so nothing of it was written.
+ */
+export class TransactionAbortedError extends IdempotencyError {
+  override readonly name = 'TransactionAbortedError';
+  constructor(message: string) {
+    super('store-transaction-aborted', message);
+  }
+}

@@ -1,0 +1,355 @@
+/**
+ * The engine: turns (scope, key, fingerprint) plus a unit of work into "the work runs once; every retry
+ * gets the first answer". Framework-free; the HTTP adapters, the function API and the CLI gateway are
+ * built on {@link Receiver.execute}.
+ *
+ * Sources: IETF draft-ietf-httpapi-idempotency-key-header (sections 2.6–2.7), Stripe's idempotent
+ * requests, Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres".
+ *
+ * @module
+ */
+import { systemClock, type Clock } from './clock.js';
+import { describe, requireDurationMs } from './duration.js';
+import {
+  IdempotencyError,
+  IdempotencyKeyReusedError,
+  LeaseLostError,
+  RequestInProgressError,
+  StoreUnavailableError,
+} from './errors.js';
+import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
+import type { IdempotencyStore, TransactionalStore } from '../stores/store.js';
+
+/** What identifies one logical operation. */
+export interface OperationId {
+  /** Namespace (tenant, principal, job type …); the same key in two scopes is two operations. */
+  readonly scope: string;
+  /** The idempotency key (already parsed; see `parseIdempotencyKey`). */
+  readonly key: string;
+  /** Fingerprint of the request (see `fingerprint`); a different one under the same key is refused. */
+  readonly fingerprint: string;
+}
+
+/** How a duplicate that arrives while the original is still running is answered. */
+export type InFlightPolicy = 'reject' | 'wait';
+
+/** Options shared by every receiver. Durations are in milliseconds. */
+export interface ReceiverOptions {
+  /**
+   * How long a claim's lease lasts. Must outlast the work: when it expires a retry may take the record
+   * over and run again, and the late holder's result is fenced off. @defaultValue 30_000
+   */
+  readonly leaseMs?: number;
+  /** How long a completed record is kept and replayed (Stripe keeps keys 24 h). @defaultValue 86_400_000 */
+  readonly retentionMs?: number;
+  /**
+   * `reject`: a duplicate of a running request fails at once with {@link RequestInProgressError} (HTTP 409
+   * + `Retry-After`). `wait`: it waits up to `waitTimeoutMs` for the original's response and replays it.
+   * @defaultValue 'reject'
+   */
+  readonly inFlight?: InFlightPolicy;
+  /** Longest wait of a duplicate in `wait` mode before it is answered as in progress. @defaultValue 10_000 */
+  readonly waitTimeoutMs?: number;
+  /** Poll interval of `wait` mode on a store without `waitFor`. @defaultValue 25 */
+  readonly pollIntervalMs?: number;
+  /**
+   * Decides whether a response is saved for replay (`true`) or the key is released so a retry runs again
+   * (`false`). @defaultValue saves every status below 500 (Stripe v2; IETF draft section 2.6); 5xx are released
+   */
+  readonly shouldPersist?: (response: StoredResponse) => boolean;
+  /** Time source. @defaultValue the system clock */
+  readonly clock?: Clock;
+}
+
+/** Options of a receiver over a plain store. */
+export interface PlainReceiverOptions extends ReceiverOptions {
+  readonly store: IdempotencyStore;
+  readonly transactional?: false;
+}
+
+/** Options of a receiver in transactional mode. */
+export interface TransactionalReceiverOptions<Tx> extends ReceiverOptions {
+  readonly store: TransactionalStore<Tx>;
+  /** Claim, work and saved response commit in one transaction; the work writes through `context.tx`. */
+  readonly transactional: true;
+}
+
+/** What the work is handed. */
+export interface ExecutionContext<Tx> {
+  /** The lease this execution holds; `claim.takeover` tells a resumed execution. */
+  readonly claim: Claim;
+  /** In transactional mode, the transaction to write business rows through; otherwise `undefined`. */
+  readonly tx: Tx;
+}
+
+/** The outcome of {@link Receiver.execute}. */
+export interface Execution {
+  /** The response to send: the fresh one, or the saved one on a replay. */
+  readonly response: StoredResponse;
+  /** `true` when this is the saved response of an earlier execution. */
+  readonly replayed: boolean;
+  /**
+   * `true` when the response was saved for replay. `false` for a released key (5xx by default), and when
+   * a plain store failed to save after the work ran (the key then stays claimed until its lease expires).
+   */
+  readonly saved: boolean;
+}
+
+/** The engine. Create one with {@link createReceiver}. */
+export interface Receiver<Tx = undefined> {
+  /** The resolved, frozen options. */
+  readonly options: Readonly<Required<Omit<ReceiverOptions, 'clock'>>> & { readonly clock: Clock };
+  readonly store: IdempotencyStore;
+  /**
+   * Runs `work` at most once per (scope, key) and returns its response, or replays the saved one.
+   *
+   * @throws {@link IdempotencyKeyReusedError} — the key is held by a request with another fingerprint (422)
+   * @throws {@link RequestInProgressError} — the original is still running (`reject` mode, or `wait` timed out) (409)
+   * @throws {@link LeaseLostError} — this execution's lease was taken over; its response was not saved (409)
+   * @throws {@link StoreUnavailableError} — the store failed before the work ran (503); the work did not run
+   * @throws whatever `work` throws; the key is released (or the transaction rolled back) first
+   */
+  execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution>;
+  /**
+   * The function API: runs `fn` once per (scope, key) and returns its result; a retry with the same key and
+   * fingerprint returns the first result (JSON round-tripped) without calling `fn`.
+   * Throws as {@link Receiver.execute} does.
+   *
+   * @example
+   * ```ts
+   * const receipt = await receiver.run(
+   *   { scope: 'jobs', key: job.id, fingerprint: fingerprint({ method: 'JOB', route: 'send-invoice', body: JSON.stringify(job) }) },
+   *   async () => sendInvoice(job),
+   * );
+   * ```
+   */
+  run<T>(id: OperationId, fn: (context: ExecutionContext<Tx>) => Promise<T>): Promise<T>;
+}
+
+/**
+ * Creates the engine over a store.
+ *
+ * @throws TypeError naming the option when an option is invalid (e.g. `leaseMs` not a positive integer,
+ *   `leaseMs` > `retentionMs`, `transactional: true` on a store without `transaction`)
+ * @example
+ * ```ts
+ * import { createMemoryStore, createReceiver } from 'retrysafe';
+ * const receiver = createReceiver({ store: createMemoryStore(), inFlight: 'wait' });
+ * ```
+ */
+export function createReceiver(options: PlainReceiverOptions): Receiver;
+export function createReceiver<Tx>(options: TransactionalReceiverOptions<Tx>): Receiver<Tx>;
+export function createReceiver<Tx>(options: PlainReceiverOptions | TransactionalReceiverOptions<Tx>): Receiver<Tx> {
+  return new Engine<Tx>(options);
+}
+
+const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' });
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Saves every status below 500; releases server errors. */
+function persistBelow500(response: StoredResponse): boolean {
+  return response.status < 500;
+}
+
+/** Thrown inside a transaction to roll it back while still answering with `response`. */
+class Rollback extends Error {
+  constructor(readonly response: StoredResponse) {
+    super('rolled back: the response is not to be saved');
+  }
+}
+
+/** Wraps the work's own failure so it is told apart from a store failure. */
+class WorkFailed extends Error {
+  constructor(readonly error: unknown) {
+    super('the work failed', { cause: error });
+  }
+}
+
+type Attempt = { readonly done: Execution } | { readonly inFlight: IdempotencyRecord };
+
+class Engine<Tx> implements Receiver<Tx> {
+  readonly options: Receiver<Tx>['options'];
+  readonly store: IdempotencyStore;
+  private readonly transactional: boolean;
+
+  constructor(options: PlainReceiverOptions | TransactionalReceiverOptions<Tx>) {
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError(`retrysafe: createReceiver expects an options object, got ${describe(options)}`);
+    }
+    const store = options.store as unknown;
+    if (typeof store !== 'object' || store === null || typeof (store as IdempotencyStore).claim !== 'function') {
+      throw new TypeError(`retrysafe: option "store" must be an IdempotencyStore, got ${describe(store)}`);
+    }
+    this.store = options.store;
+    this.transactional = options.transactional === true;
+    if (this.transactional && typeof (options.store as Partial<TransactionalStore<Tx>>).transaction !== 'function') {
+      throw new TypeError('retrysafe: option "transactional" is true but the store has no transaction() method');
+    }
+    const leaseMs = requireDurationMs('leaseMs', options.leaseMs ?? 30_000);
+    const retentionMs = requireDurationMs('retentionMs', options.retentionMs ?? 86_400_000);
+    if (leaseMs > retentionMs) {
+      throw new TypeError(`retrysafe: option "leaseMs" (${leaseMs}) must not exceed "retentionMs" (${retentionMs})`);
+    }
+    const inFlight = options.inFlight ?? 'reject';
+    if (inFlight !== 'reject' && inFlight !== 'wait') {
+      throw new TypeError(`retrysafe: option "inFlight" must be "reject" or "wait", got ${describe(inFlight)}`);
+    }
+    const shouldPersist = options.shouldPersist ?? persistBelow500;
+    if (typeof shouldPersist !== 'function') {
+      throw new TypeError(`retrysafe: option "shouldPersist" must be a function, got ${describe(shouldPersist)}`);
+    }
+    const clock = options.clock ?? systemClock;
+    if (typeof clock.now !== 'function') {
+      throw new TypeError(`retrysafe: option "clock" must have a now() method, got ${describe(clock)}`);
+    }
+    this.options = Object.freeze({
+      leaseMs,
+      retentionMs,
+      inFlight,
+      waitTimeoutMs: requireDurationMs('waitTimeoutMs', options.waitTimeoutMs ?? 10_000),
+      pollIntervalMs: requireDurationMs('pollIntervalMs', options.pollIntervalMs ?? 25),
+      shouldPersist,
+      clock,
+    });
+  }
+
+  async execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution> {
+    // The wait budget is counted in the time actually waited, so a fake clock cannot stall it.
+    let budget = this.options.waitTimeoutMs;
+    for (;;) {
+      const attempt = this.transactional ? await this.attemptInTransaction(id, work) : await this.attempt(id, work);
+      if ('done' in attempt) return attempt.done;
+      if (this.options.inFlight === 'reject' || budget <= 0) throw new RequestInProgressError(attempt.inFlight);
+      // Wake no later than the holder's lease expiry, when a takeover becomes possible.
+      const untilLeaseEnds = attempt.inFlight.leaseExpiresAt - this.options.clock.now();
+      const slice = Math.min(budget, Math.max(1, untilLeaseEnds));
+      budget -= slice;
+      await this.waitForChange(id, slice);
+      // Completed, released or taken over: claim again and let the store decide.
+    }
+  }
+
+  async run<T>(id: OperationId, fn: (context: ExecutionContext<Tx>) => Promise<T>): Promise<T> {
+    const execution = await this.execute(id, async (context) => {
+      const value = await fn(context);
+      const text = JSON.stringify(value) as string | undefined;
+      return { status: 200, headers: JSON_HEADERS, body: text === undefined ? new Uint8Array() : encoder.encode(text) };
+    });
+    const body = execution.response.body;
+    return (body.byteLength === 0 ? undefined : JSON.parse(decoder.decode(body))) as T;
+  }
+
+  /** Plain mode: claim, work, complete (or release) as separate store operations. */
+  private async attempt(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Attempt> {
+    const claimed = await this.claim(this.store, id);
+    if (!('claim' in claimed)) return claimed;
+    const claim = claimed.claim;
+    let response: StoredResponse;
+    try {
+      response = await work({ claim, tx: undefined as Tx });
+    } catch (error) {
+      await this.store.release(claim).catch(() => false);
+      throw error;
+    }
+    if (!this.options.shouldPersist(response)) {
+      await this.store.release(claim).catch(() => false);
+      return { done: { response, replayed: false, saved: false } };
+    }
+    let saved: boolean;
+    try {
+      saved = await this.store.complete(claim, response, this.options.retentionMs);
+    } catch {
+      // The effect happened; answer it. The key stays claimed until its lease expires.
+      return { done: { response, replayed: false, saved: false } };
+    }
+    if (!saved) throw new LeaseLostError(id.scope, id.key);
+    return { done: { response, replayed: false, saved: true } };
+  }
+
+  /** Transactional mode: claim, work and complete inside one transaction. */
+  private async attemptInTransaction(
+    id: OperationId,
+    work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>,
+  ): Promise<Attempt> {
+    const store = this.store as TransactionalStore<Tx>;
+    // A store may commit the claim apart from the transaction (so duplicates see it at once); the
+    // rollback then leaves the claim behind, and it is released here. Such a store is claimed on first,
+    // outside any transaction, so only a won claim opens one.
+    let claim: Claim | undefined;
+    if (store.claimsApart === true) {
+      const claimed = await this.claim(store, id);
+      if (!('claim' in claimed)) return claimed;
+      claim = claimed.claim;
+    }
+    try {
+      return await store.transaction(async (tx, txStore): Promise<Attempt> => {
+        let held = claim;
+        if (held === undefined) {
+          const claimed = await this.claim(txStore, id);
+          if (!('claim' in claimed)) return claimed;
+          held = claim = claimed.claim;
+        }
+        let response: StoredResponse;
+        try {
+          response = await work({ claim: held, tx });
+        } catch (error) {
+          throw new WorkFailed(error);
+        }
+        if (!this.options.shouldPersist(response)) throw new Rollback(response);
+        if (!(await txStore.complete(held, response, this.options.retentionMs))) {
+          throw new WorkFailed(new LeaseLostError(id.scope, id.key));
+        }
+        return { done: { response, replayed: false, saved: true } };
+      });
+    } catch (failure) {
+      if (claim) await this.store.release(claim).catch(() => false);
+      if (failure instanceof Rollback) return { done: { response: failure.response, replayed: false, saved: false } };
+      if (failure instanceof WorkFailed) throw failure.error;
+      // A store's own typed faults (closed, misused, an aborted transaction) still mean the store could
+      // not do its part: fail closed as unavailable, with the fault as the cause.
+      if (failure instanceof IdempotencyError && !failure.code.startsWith('store-')) throw failure;
+      throw new StoreUnavailableError(failure);
+    }
+  }
+
+  /** Claims, and turns a lost claim into an attempt result or a typed error. */
+  private async claim(store: IdempotencyStore, id: OperationId): Promise<Attempt | { readonly claim: Claim }> {
+    let result;
+    try {
+      result = await store.claim({
+        scope: id.scope,
+        key: id.key,
+        fingerprint: id.fingerprint,
+        leaseMs: this.options.leaseMs,
+        retentionMs: this.options.retentionMs,
+      });
+    } catch (error) {
+      throw new StoreUnavailableError(error);
+    }
+    if (result.acquired) return { claim: result.claim };
+    const record = result.record;
+    // Mismatch is checked before in-flight (DESIGN.md section 4): a reused key is an error however it stands.
+    if (record.fingerprint !== id.fingerprint) throw new IdempotencyKeyReusedError(record);
+    if (record.state === 'completed' && record.response) {
+      return { done: { response: record.response, replayed: true, saved: true } };
+    }
+    return { inFlight: record };
+  }
+
+  /** Waits until the record changes state (completed, released, lease expired) or `timeoutMs` passes. */
+  private async waitForChange(id: OperationId, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    try {
+      if (this.store.waitFor) return await this.store.waitFor(id.scope, id.key, timeoutMs);
+      let record = await this.store.get(id.scope, id.key);
+      for (let waited = 0; waited < timeoutMs; waited += this.options.pollIntervalMs) {
+        if (record?.state !== 'in_progress' || record.leaseExpiresAt <= this.options.clock.now()) break;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(this.options.pollIntervalMs, timeoutMs - waited)));
+        record = await this.store.get(id.scope, id.key);
+      }
+      return record;
+    } catch (error) {
+      throw new StoreUnavailableError(error);
+    }
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * The idempotency record and the response it saves.
+ *
+ * One record exists per (scope, key). Its lifecycle is
+ * `absent → in_progress → completed → (retention expires) → absent`, with two side exits:
+ * `in_progress → absent` when the holder releases the key (the handler failed and the request may be
+ * retried), and `in_progress (lease expired) → in_progress (new holder)` when a crashed holder's lease is
+ * taken over. See DESIGN.md section 3.
+ *
+ * @module
+ */
+
+/** The two states a stored record can be in. An absent record has no state. */
+export type RecordState = 'in_progress' | 'completed';
+
+/**
+ * A response saved for replay: what the first execution answered.
+ *
+ * For HTTP this is the status, the allow-listed headers and the exact body bytes. The function API
+ * (`receiver.run`) stores its JSON-encoded result with status 200.
+ */
+export interface StoredResponse {
+  /** HTTP status code (100–599). */
+  readonly status: number;
+  /** Header names in lower case mapped to their values; only allow-listed headers are ever stored. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The body bytes, replayed byte for byte. */
+  readonly body: Uint8Array;
+}
+
+/** A record as a store returns it. All times are milliseconds since the Unix epoch. */
+export interface IdempotencyRecord {
+  /** Namespace of the key, e.g. tenant and principal; keys never match across scopes. */
+  readonly scope: string;
+  /** The idempotency key as the client sent it (case-sensitive). */
+  readonly key: string;
+  /** Fingerprint (hex SHA-256) of the request that first claimed the key. */
+  readonly fingerprint: string;
+  readonly state: RecordState;
+  /**
+   * Fencing token of the current lease holder. `complete`, `release` and `checkpoint` apply only when the
+   * caller presents this exact token, so a holder whose lease was taken over cannot write.
+   */
+  readonly leaseToken: string;
+  /** When the current lease ends (ms since epoch); after it another caller may take the record over. */
+  readonly leaseExpiresAt: number;
+  /**
+   * The last recovery point a multi-phase operation reached, if any: an opaque string the store keeps as
+   * is. The phase runner writes a small JSON document there (plan, phase, input, state; see
+   * `recovery-point.ts`).
+   */
+  readonly recoveryPoint?: string;
+  /** The saved response, present once `state` is `completed`. */
+  readonly response?: StoredResponse;
+  /** When the record was first claimed (ms since epoch). */
+  readonly createdAt: number;
+  /** When the record was completed (ms since epoch). */
+  readonly completedAt?: number;
+  /** When the record's retention ends (ms since epoch); after it the key is new again and may be reaped. */
+  readonly expiresAt: number;
+}
+
+/**
+ * Proof that the caller holds the lease on a record: what `claim` hands the winner, and what
+ * `complete`/`release`/`checkpoint` take back.
+ */
+export interface Claim {
+  readonly scope: string;
+  readonly key: string;
+  readonly fingerprint: string;
+  /** The fencing token; see {@link IdempotencyRecord.leaseToken}. */
+  readonly leaseToken: string;
+  /** When this lease ends (ms since epoch). */
+  readonly leaseExpiresAt: number;
+  /** `true` when the claim took over a record whose holder's lease had expired. */
+  readonly takeover: boolean;
+  /** The recovery point the previous holder reached, when this claim took over a multi-phase record. */
+  readonly recoveryPoint?: string;
+}
+
+/** Is this record's lease still live at `now` (ms since epoch)? */
+export function leaseIsLive(record: IdempotencyRecord, now: number): boolean {
+  return record.state === 'in_progress' && record.leaseExpiresAt > now;
+}

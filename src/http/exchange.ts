@@ -1,0 +1,482 @@
+/**
+ * The framework-neutral half of the HTTP adapters: everything the Express, Fastify and Hono middleware
+ * share — the method filter, Idempotency-Key parsing, required/optional keys, scope, fingerprint, the
+ * replay-header allow-list, problem responses, and running the handler through the {@link Receiver}.
+ * An adapter only translates its framework's request into an {@link ExchangeRequest}, captures the
+ * handler's response, and sends the {@link ExchangeOutcome}.
+ *
+ * Behaviour (DESIGN.md section 4; IETF draft-ietf-httpapi-idempotency-key-header; Stripe's idempotent
+ * requests): see {@link Exchange.handle}.
+ *
+ * @module
+ */
+import { describe } from '../core/duration.js';
+import { IdempotencyError, IdempotencyKeyMissingError } from '../core/errors.js';
+import { fingerprint } from '../core/fingerprint.js';
+import { parseIdempotencyKey } from '../core/key.js';
+import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../core/problem.js';
+import type { Claim, StoredResponse } from '../core/record.js';
+import type { Receiver } from '../core/receiver.js';
+
+/** Name of the request header carrying the key (IETF draft section 2). */
+export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
+
+/** Name of the header added to a replayed response (the value is `true`), as Stripe does. */
+export const REPLAYED_HEADER = 'idempotent-replayed';
+
+/** Default of {@link IdempotencyOptions.methods}: the non-idempotent methods a client retries with a key. */
+export const DEFAULT_METHODS: readonly string[] = Object.freeze(['POST', 'PATCH']);
+
+/** Default of {@link IdempotencyOptions.replayHeaders}: representation metadata that is safe to replay. */
+export const DEFAULT_REPLAY_HEADERS: readonly string[] = Object.freeze([
+  'content-type',
+  'content-language',
+  'content-location',
+  'location',
+  'etag',
+  'last-modified',
+  'cache-control',
+  'link',
+]);
+
+/** Headers that are never saved for replay, whatever the allow-list says. */
+const NEVER_REPLAYED = new Set(['set-cookie']);
+
+/**
+ * Options of every HTTP adapter (`retrysafe/express`, `retrysafe/fastify`, `retrysafe/hono`).
+ *
+ * @typeParam Req - the framework's request type, handed to `scope` and `route`
+ * @typeParam Tx - the receiver's transaction handle (`undefined` unless transactional)
+ */
+export interface IdempotencyOptions<Req, Tx> {
+  /** The engine; its store, lease, retention, in-flight policy and `shouldPersist` apply. */
+  readonly receiver: Receiver<Tx>;
+  /** Whether a request without an Idempotency-Key is refused (400 `idempotency-key-missing`). @defaultValue true */
+  readonly required?: boolean;
+  /** Methods the middleware acts on (case-insensitive); every other method passes through untouched. @defaultValue ['POST', 'PATCH'] */
+  readonly methods?: readonly string[];
+  /**
+   * The key's namespace, typically tenant and principal, so one tenant's key never replays another's
+   * response. Derive it from authenticated state, never from a header the client controls. A throw is
+   * passed to the framework's error handler. @defaultValue () => ''
+   */
+  readonly scope?: (req: Req) => string | Promise<string>;
+  /**
+   * What the fingerprint calls the route. @defaultValue the request path without the query. Not the
+   * route pattern: `/accounts/a/payments` and `/accounts/b/payments` must not share a key's response.
+   */
+  readonly route?: (req: Req) => string;
+  /**
+   * Response headers saved and replayed (lower-case). `set-cookie` is refused: a replay must never hand
+   * one client's session to another request. @defaultValue {@link DEFAULT_REPLAY_HEADERS}
+   */
+  readonly replayHeaders?: readonly string[];
+  /** Prefix of the problem `type` URIs. @defaultValue {@link DEFAULT_PROBLEM_TYPE_BASE} */
+  readonly problemTypeBase?: string;
+  /** `Retry-After` on 409 and 503 problems, in seconds. @defaultValue 1 */
+  readonly retryAfterSeconds?: number;
+  /**
+   * Longest request body the middleware reads itself for the fingerprint, in bytes. A longer body (by
+   * its Content-Length, or as it streams in) is refused with 413 through the framework's error handler
+   * before anything is claimed. @defaultValue 1_048_576 (Fastify's default `bodyLimit`)
+   */
+  readonly maxBodyBytes?: number;
+}
+
+/** What a handler behind the middleware is given (`req.idempotency`, `request.idempotency`, `c.get('idempotency')`). */
+export interface IdempotencyContext<Tx> {
+  /** The decoded Idempotency-Key. */
+  readonly key: string;
+  /** The scope the key lives in. */
+  readonly scope: string;
+  /** The lease this execution holds; `claim.takeover` marks a retry that took over a crashed holder's lease. */
+  readonly claim: Claim;
+  /** In transactional mode the transaction to write business rows through; otherwise `undefined`. */
+  readonly tx: Tx;
+}
+
+/** A request as the exchange sees it. */
+export interface ExchangeRequest<Req> {
+  /** The framework's own request, handed to the `scope` and `route` options. */
+  readonly request: Req;
+  readonly method: string;
+  /** The request path without the query; the `route` option overrides it. */
+  readonly route: string;
+  /** The raw query string, with or without the leading `?`. */
+  readonly query: string;
+  /** Request headers; `get` takes a lower-case name and returns `undefined` or `null` when absent. */
+  readonly headers: { get(name: string): string | null | undefined };
+  /** The body for the fingerprint: raw bytes, or text hashed as UTF-8. Read only when a key is present. */
+  readonly body: () => Uint8Array | string | Promise<Uint8Array | string>;
+  /** Per-route override of {@link IdempotencyOptions.required}; `undefined` keeps the option. */
+  readonly required?: boolean | undefined;
+}
+
+/** A response the handler produced, as the adapter captured it. */
+export interface CapturedResponse {
+  readonly status: number;
+  /** Lower-case names; several values of one header joined with `, ` (Set-Cookie is dropped before saving anyway). */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Uint8Array;
+  /**
+   * `true` when the adapter saw the handler fail (an exception reached the framework's error handler).
+   * The key is then released whatever `shouldPersist` says, and this (error) response is sent.
+   */
+  readonly failed?: boolean;
+}
+
+/** A response to send. Header names are lower case. */
+export interface OutgoingResponse {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Uint8Array;
+}
+
+/**
+ * What the adapter does with a request:
+ * - `pass`: the middleware does not apply (method, optional route without a key); run the handler untouched.
+ * - `handler`: the handler ran; send its captured response (all of its headers, Set-Cookie included).
+ * - `replay`: send a saved response; its headers include `idempotent-replayed: true`.
+ * - `problem`: send an `application/problem+json` answer (400, 409, 422 or 503).
+ */
+export type ExchangeOutcome =
+  | { readonly kind: 'pass' }
+  | { readonly kind: 'handler'; readonly response: CapturedResponse }
+  | { readonly kind: 'replay' | 'problem'; readonly response: OutgoingResponse };
+
+/** The shared request pipeline. Create one per middleware with {@link createExchange}. */
+export interface Exchange<Req, Tx> {
+  /** The resolved {@link IdempotencyOptions.maxBodyBytes}. */
+  readonly maxBodyBytes: number;
+  /** `true` when `method` is one the middleware acts on. */
+  applies(method: string): boolean;
+  /**
+   * Runs one request through the pipeline:
+   * 1. a method not in `methods` → `pass`;
+   * 2. no Idempotency-Key → 400 problem `idempotency-key-missing` when required, else `pass`;
+   * 3. a malformed key → 400 `idempotency-key-invalid`;
+   * 4. `receiver.execute` over (scope, key, fingerprint of method, route, query and body): `run` is
+   *    called at most once, and its response is saved per the receiver's `shouldPersist` (or released when
+   *    `failed`); a saved response replays; a reused key → 422, in flight → 409 + `Retry-After`, store
+   *    down → 503 (the handler does not run), lease lost → 409.
+   *
+   * @param run - runs the framework handler with the context and resolves its captured response
+   * @throws whatever `scope`, `route`, `body` or `run` throw (not a failed handler: see `failed`)
+   */
+  handle(
+    request: ExchangeRequest<Req>,
+    run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
+  ): Promise<ExchangeOutcome>;
+}
+
+/** The resolved, frozen options of an {@link Exchange}. */
+interface ResolvedOptions<Req, Tx> {
+  readonly receiver: Receiver<Tx>;
+  readonly required: boolean;
+  readonly methods: ReadonlySet<string>;
+  readonly scope: (req: Req) => string | Promise<string>;
+  readonly route: ((req: Req) => string) | undefined;
+  readonly replayHeaders: ReadonlySet<string>;
+  readonly problemTypeBase: string;
+  readonly retryAfterSeconds: number;
+  readonly maxBodyBytes: number;
+}
+
+/** Carries a failed handler's response through the receiver, which releases the key on a throw. */
+class HandlerFailed extends Error {
+  override readonly name = 'HandlerFailed';
+  constructor(readonly response: CapturedResponse) {
+    super('the handler failed');
+  }
+}
+
+const encoder = new TextEncoder();
+const PASS: ExchangeOutcome = Object.freeze({ kind: 'pass' });
+const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
+
+/**
+ * Validates the adapter options once and builds the shared pipeline.
+ *
+ * @throws TypeError naming the option and value: `receiver` without `execute`, `required` not a boolean,
+ *   `methods` not a non-empty array of method names, `scope`/`route` not functions, `replayHeaders` not an
+ *   array of header names or listing `set-cookie`, `problemTypeBase` not a string, `retryAfterSeconds` or
+ *   `maxBodyBytes` not a non-negative integer
+ * @example
+ * ```ts
+ * const exchange = createExchange({ receiver, scope: (req: Request) => req.headers.get('x-tenant') ?? '' });
+ * const outcome = await exchange.handle(neutralRequest, async (context) => runHandler(context));
+ * ```
+ */
+export function createExchange<Req, Tx>(options: IdempotencyOptions<Req, Tx>): Exchange<Req, Tx> {
+  const resolved = resolveOptions(options);
+  return new HttpExchange(resolved);
+}
+
+function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): ResolvedOptions<Req, Tx> {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: the idempotency middleware expects an options object, got ${describe(options)}`);
+  }
+  const receiver = options.receiver as unknown;
+  if (typeof receiver !== 'object' || receiver === null || typeof (receiver as Receiver<Tx>).execute !== 'function') {
+    throw new TypeError(`retrysafe: option "receiver" must be a Receiver (see createReceiver), got ${describe(receiver)}`);
+  }
+  const required = options.required ?? true;
+  if (typeof required !== 'boolean') {
+    throw new TypeError(`retrysafe: option "required" must be a boolean, got ${describe(required)}`);
+  }
+  const methods: unknown = options.methods ?? DEFAULT_METHODS;
+  if (!isStringArray(methods, /^[A-Za-z]+$/) || methods.length === 0) {
+    throw new TypeError(`retrysafe: option "methods" must be a non-empty array of HTTP method names, got ${describe(methods)}`);
+  }
+  const scope = options.scope ?? (() => '');
+  if (typeof scope !== 'function') {
+    throw new TypeError(`retrysafe: option "scope" must be a function of the request, got ${describe(scope)}`);
+  }
+  if (options.route !== undefined && typeof options.route !== 'function') {
+    throw new TypeError(`retrysafe: option "route" must be a function of the request, got ${describe(options.route)}`);
+  }
+  const replayHeaders: unknown = options.replayHeaders ?? DEFAULT_REPLAY_HEADERS;
+  if (!isStringArray(replayHeaders, /^[!#$%&'*+.^_`|~0-9a-z-]+$/)) {
+    throw new TypeError(`retrysafe: option "replayHeaders" must be an array of lower-case header names, got ${describe(replayHeaders)}`);
+  }
+  for (const name of replayHeaders) {
+    if (NEVER_REPLAYED.has(name)) {
+      throw new TypeError(`retrysafe: option "replayHeaders" must not list ${describe(name)}: cookies are never stored or replayed`);
+    }
+  }
+  const problemTypeBase = options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE;
+  if (typeof problemTypeBase !== 'string') {
+    throw new TypeError(`retrysafe: option "problemTypeBase" must be a string, got ${describe(problemTypeBase)}`);
+  }
+  const retryAfterSeconds = options.retryAfterSeconds ?? 1;
+  if (typeof retryAfterSeconds !== 'number' || !Number.isSafeInteger(retryAfterSeconds) || retryAfterSeconds < 0) {
+    throw new TypeError(`retrysafe: option "retryAfterSeconds" must be a non-negative integer number of seconds, got ${describe(retryAfterSeconds)}`);
+  }
+  const maxBodyBytes = options.maxBodyBytes ?? 1_048_576;
+  if (typeof maxBodyBytes !== 'number' || !Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 0) {
+    throw new TypeError(`retrysafe: option "maxBodyBytes" must be a non-negative integer number of bytes, got ${describe(maxBodyBytes)}`);
+  }
+  return Object.freeze({
+    receiver: options.receiver,
+    maxBodyBytes,
+    required,
+    methods: new Set(methods.map((m) => m.toUpperCase())),
+    scope,
+    route: options.route,
+    replayHeaders: new Set(replayHeaders),
+    problemTypeBase,
+    retryAfterSeconds,
+  });
+}
+
+function isStringArray(value: unknown, pattern: RegExp): value is readonly string[] {
+  return Array.isArray(value) && value.every((item) => typeof item === 'string' && pattern.test(item));
+}
+
+class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
+  readonly maxBodyBytes: number;
+
+  constructor(private readonly options: ResolvedOptions<Req, Tx>) {
+    this.maxBodyBytes = options.maxBodyBytes;
+  }
+
+  applies(method: string): boolean {
+    return this.options.methods.has(method.toUpperCase());
+  }
+
+  async handle(
+    request: ExchangeRequest<Req>,
+    run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
+  ): Promise<ExchangeOutcome> {
+    if (!this.applies(request.method)) return PASS;
+    const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
+    if (header === null || header === undefined) {
+      if (request.required ?? this.options.required) return this.problemOutcome(new IdempotencyKeyMissingError());
+      return PASS;
+    }
+    let key: string;
+    try {
+      key = parseIdempotencyKey(header);
+    } catch (error) {
+      if (error instanceof IdempotencyError) return this.problemOutcome(error);
+      throw error;
+    }
+    // Awaiting a value that is not a promise still costs a microtask hop; the usual scope and body are plain.
+    const scoped = this.options.scope(request.request);
+    const scope = typeof scoped === 'string' ? scoped : await scoped;
+    if (typeof scope !== 'string') {
+      throw new TypeError(`retrysafe: the "scope" option must return a string, got ${describe(scope)}`);
+    }
+    const route = this.options.route ? this.options.route(request.request) : request.route;
+    const read = request.body();
+    const body = typeof read === 'string' || read instanceof Uint8Array ? read : await read;
+    const id = { scope, key, fingerprint: fingerprint({ method: request.method, route, query: request.query, body }) };
+    let captured: CapturedResponse | undefined;
+    try {
+      const execution = await this.options.receiver.execute(id, async ({ claim, tx }) => {
+        captured = await run({ key, scope, claim, tx });
+        if (captured.failed === true) throw new HandlerFailed(captured);
+        return this.toStored(captured);
+      });
+      if (execution.replayed) {
+        const saved = execution.response;
+        return { kind: 'replay', response: { status: saved.status, headers: { ...saved.headers, ...REPLAYED }, body: saved.body } };
+      }
+      // The receiver hands back what the work returned; the handler's full response (cookies too) is sent.
+      return { kind: 'handler', response: captured ?? execution.response };
+    } catch (error) {
+      if (error instanceof HandlerFailed) return { kind: 'handler', response: error.response };
+      // Other retrysafe errors (a handler's own failed retrying fetch, say) are the handler's to answer.
+      if (error instanceof IdempotencyError && isHttpErrorCode(error.code)) return this.problemOutcome(error);
+      throw error;
+    }
+  }
+
+  private problemOutcome(error: IdempotencyError): ExchangeOutcome {
+    const problem = problemFor(error, this.options.problemTypeBase, this.options.retryAfterSeconds);
+    return {
+      kind: 'problem',
+      response: { status: problem.status, headers: problem.headers, body: encoder.encode(JSON.stringify(problem.body)) },
+    };
+  }
+
+  /** Keeps only allow-listed headers, so cookies and per-request headers are never replayed. */
+  private toStored(response: CapturedResponse): StoredResponse {
+    const headers: Record<string, string> = {};
+    for (const name in response.headers) {
+      const lower = name.toLowerCase();
+      const value = response.headers[name];
+      if (value !== undefined && this.options.replayHeaders.has(lower)) headers[lower] = value;
+    }
+    return { status: response.status, headers, body: response.body };
+  }
+}
+
+/**
+ * The fingerprint body of a request whose raw bytes are gone because a parser consumed them: a Buffer or
+ * string body as is, anything else as JSON with object keys sorted (so key order does not change the
+ * fingerprint); `undefined` and `null` as the empty body.
+ */
+export function canonicalBody(body: unknown): Uint8Array | string {
+  if (body === undefined || body === null) return '';
+  if (body instanceof Uint8Array || typeof body === 'string') return body;
+  return JSON.stringify(sortKeys(body)) ?? '';
+}
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value === null || typeof value !== 'object' || value instanceof Date) return value;
+  const out: Record<string, unknown> = {};
+  for (const name of Object.keys(value).sort()) out[name] = sortKeys((value as Record<string, unknown>)[name]);
+  return out;
+}
+
+/** Thrown by {@link readBody} when a body exceeds its limit; each adapter turns it into its framework's 413. */
+export class BodyTooLargeError extends Error {
+  override readonly name = 'BodyTooLargeError';
+  /** HTTP status for error handlers that read `status` (Express) or `statusCode` (Fastify). */
+  readonly status = 413;
+  readonly statusCode = 413;
+  /** Lets Express's and http-errors' handlers show the message. */
+  readonly expose = true;
+  constructor(readonly limit: number) {
+    super(`The request body is larger than ${limit} bytes.`);
+  }
+}
+
+/**
+ * Reads a request body of at most `limit` bytes: refuses at once when `contentLength` announces more, and
+ * stops collecting as soon as the chunks pass it.
+ *
+ * @param chunks - the body stream (a Node `Readable`, a web `ReadableStream`, …); string chunks are UTF-8
+ * @param contentLength - the Content-Length header, if any
+ * @throws {@link BodyTooLargeError} when the body is longer than `limit` bytes
+ * @throws the stream's own error; `ERR_STREAM_PREMATURE_CLOSE` when a Node stream closes before it ends
+ */
+export async function readBody(chunks: AsyncIterable<unknown>, limit: number, contentLength?: string | null): Promise<Uint8Array> {
+  if (contentLength !== undefined && contentLength !== null && Number(contentLength) > limit) throw new BodyTooLargeError(limit);
+  if (isNodeStream(chunks)) return readNodeStream(chunks, limit);
+  const parts: Uint8Array[] = [];
+  let length = 0;
+  for await (const chunk of chunks) {
+    const part = typeof chunk === 'string' ? encoder.encode(chunk) : (chunk as Uint8Array);
+    length += part.byteLength;
+    if (length > limit) throw new BodyTooLargeError(limit);
+    parts.push(part);
+  }
+  return concat(parts, length);
+}
+
+/** The part of a Node `Readable` that {@link readNodeStream} uses (no `node:stream` import: Hono runs elsewhere too). */
+interface NodeStream {
+  readonly readableEnded: boolean;
+  readonly destroyed: boolean;
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  removeListener(event: string, listener: (...args: never[]) => void): unknown;
+}
+
+function isNodeStream(value: object): value is NodeStream {
+  return typeof (value as Partial<NodeStream>).on === 'function' && typeof (value as Partial<NodeStream>).readableEnded === 'boolean';
+}
+
+/**
+ * The body of a Node stream through plain `data`/`end` listeners: an async iterator over a stream costs a
+ * promise per chunk and per end. Same outcome as `for await`: an ended stream reads as empty, a destroyed
+ * one fails as a premature close.
+ */
+function readNodeStream(stream: NodeStream, limit: number): Promise<Uint8Array> {
+  if (stream.readableEnded) return Promise.resolve(new Uint8Array(0));
+  if (stream.destroyed) return Promise.reject(prematureClose());
+  return new Promise((resolve, reject) => {
+    const parts: Uint8Array[] = [];
+    let length = 0;
+    const stop = (): void => {
+      stream.removeListener('data', onData);
+      stream.removeListener('end', onEnd);
+      stream.removeListener('error', onError);
+      stream.removeListener('close', onClose);
+    };
+    const onData = (chunk: Uint8Array | string): void => {
+      const part = typeof chunk === 'string' ? encoder.encode(chunk) : chunk;
+      length += part.byteLength;
+      if (length > limit) {
+        // Left flowing without a listener, the rest drains, so the 413 still reaches the client.
+        stop();
+        reject(new BodyTooLargeError(limit));
+        return;
+      }
+      parts.push(part);
+    };
+    const onEnd = (): void => {
+      stop();
+      resolve(concat(parts, length));
+    };
+    const onError = (error: Error): void => {
+      stop();
+      reject(error);
+    };
+    const onClose = (): void => {
+      stop();
+      reject(prematureClose());
+    };
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    stream.on('error', onError);
+    stream.on('close', onClose);
+  });
+}
+
+function prematureClose(): Error {
+  return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
+}
+
+function concat(parts: readonly Uint8Array[], length: number): Uint8Array {
+  if (parts.length === 1 && parts[0]) return parts[0];
+  const body = new Uint8Array(length);
+  let offset = 0;
+  for (const part of parts) {
+    body.set(part, offset);
+    offset += part.byteLength;
+  }
+  return body;
+}

@@ -1,0 +1,256 @@
+/**
+ * Idempotency-Key middleware for Express 5 (and Express 4).
+ *
+ * The middleware holds the handler's response — whether it is sent with `res.json`, `res.send`,
+ * `res.end()`, `res.write()` + `res.end()` or `res.writeHead` — until the receiver has saved it (in
+ * transactional mode: until COMMIT), then sends it. Behaviour per DESIGN.md section 4; see
+ * {@link Exchange.handle}.
+ *
+ * Request body and the fingerprint — what this middleware chose, in order:
+ * 1. `req.rawBody` (a Buffer, e.g. set by `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`)
+ *    is hashed as is;
+ * 2. a body a parser already consumed (mounted before this middleware) is hashed as canonical JSON of
+ *    `req.body` (object keys sorted; a Buffer or string body as its bytes);
+ * 3. otherwise the body stream is read here: the bytes are kept as `req.rawBody`, and `req.body` is set to
+ *    the parsed JSON (`application/json`, `*+json`), the text (`text/*`) or the Buffer (any other type),
+ *    and marked parsed so a later `express.json()` skips it instead of waiting on a drained stream.
+ *    Invalid JSON goes to `next(error)` with `status: 400`, and a body over `maxBodyBytes` with
+ *    `status: 413`, as `express.json()` would do. Mount
+ *    `express.urlencoded()` before this middleware for form posts.
+ *
+ * Errors: an exception in the handler (thrown, or passed to `next(err)`) reaches the app's error handler
+ * as usual; the error handler's response is what is sent, and as a 5xx it releases the key (the default
+ * `shouldPersist`), so a retry runs the handler again. Express does not tell middleware that a later
+ * handler failed, so with a `shouldPersist` that keeps 5xx, the error handler's 5xx is saved too.
+ *
+ * @module
+ */
+import type { IncomingHttpHeaders, OutgoingHttpHeader, OutgoingHttpHeaders } from 'node:http';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import {
+  canonicalBody,
+  createExchange,
+  readBody,
+  type CapturedResponse,
+  type IdempotencyContext,
+  type IdempotencyOptions,
+  type OutgoingResponse,
+} from './exchange.js';
+
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace -- Express types its request through this global namespace
+  namespace Express {
+    interface Request {
+      /** Set by the retrysafe idempotency middleware while the handler runs under a claimed key. */
+      idempotency?: IdempotencyContext<unknown>;
+      /** The raw request body bytes, when the idempotency middleware (or a parser's `verify`) kept them. */
+      rawBody?: Buffer;
+    }
+  }
+}
+
+/**
+ * Creates the Express middleware. Mount it on the routes that take an Idempotency-Key (or app-wide: other
+ * methods pass through). The handler reads `req.idempotency` (`{ key, scope, claim, tx }`); in
+ * transactional mode it writes its rows through `req.idempotency.tx`.
+ *
+ * Statuses the middleware itself answers, as `application/problem+json` (RFC 9457): 400 missing or
+ * invalid key, 422 key reused with another request, 409 request in progress (with `Retry-After`), 503
+ * store unavailable. A replay carries `Idempotent-Replayed: true`.
+ *
+ * @throws TypeError at creation, naming the option, when an option is invalid (see `createExchange`)
+ * @example
+ * ```ts
+ * import express from 'express';
+ * import { createMemoryStore, createReceiver } from 'retrysafe';
+ * import { idempotency } from 'retrysafe/express';
+ *
+ * const app = express();
+ * const receiver = createReceiver({ store: createMemoryStore() });
+ * app.post('/payments', idempotency({ receiver, scope: (req) => String(req.get('x-account-id')) }), express.json(), (req, res) => {
+ *   res.status(201).json({ id: crypto.randomUUID(), amount: req.body.amount, key: req.idempotency?.key });
+ * });
+ * ```
+ */
+export function idempotency<Tx = undefined>(options: IdempotencyOptions<Request, Tx>): RequestHandler {
+  const exchange = createExchange(options);
+  return function idempotencyMiddleware(req: Request, res: Response, next: NextFunction): void {
+    if (!exchange.applies(req.method)) {
+      next();
+      return;
+    }
+    const url = req.originalUrl;
+    const queryAt = url.indexOf('?');
+    exchange
+      .handle(
+        {
+          request: req,
+          method: req.method,
+          route: `${req.baseUrl}${req.path}`,
+          query: queryAt === -1 ? '' : url.slice(queryAt + 1),
+          headers: { get: (name) => joinHeader(req.headers, name) },
+          body: () => fingerprintBody(req, exchange.maxBodyBytes),
+        },
+        (context) => capture(req, res, next, context),
+      )
+      .then((outcome) => {
+        if (outcome.kind === 'pass') next();
+        else if (outcome.kind === 'handler') sendHeld(res, outcome.response);
+        else sendFresh(res, outcome.response);
+      })
+      .catch(next);
+  };
+}
+
+function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** Body-parser's flag for "already parsed"; set so a later parser skips a stream this middleware drained. */
+type ParsedFlag = { _body?: boolean };
+
+async function fingerprintBody(req: Request, maxBodyBytes: number): Promise<Uint8Array | string> {
+  if (req.rawBody instanceof Uint8Array) return req.rawBody;
+  if ((req as ParsedFlag)._body === true || req.readableEnded || !hasBody(req)) return canonicalBody(req.body);
+  const bytes = await readBody(req, maxBodyBytes, req.headers['content-length']);
+  const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  req.rawBody = raw;
+  (req as ParsedFlag)._body = true;
+  req.body = parseBody(req, raw);
+  return raw;
+}
+
+/** As the `type-is` package decides: a body is announced by Transfer-Encoding or Content-Length. */
+function hasBody(req: Request): boolean {
+  return req.headers['transfer-encoding'] !== undefined || req.headers['content-length'] !== undefined;
+}
+
+function parseBody(req: Request, raw: Buffer): unknown {
+  const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  if (type === 'application/json' || type.endsWith('+json')) {
+    try {
+      return raw.byteLength === 0 ? undefined : (JSON.parse(raw.toString('utf8')) as unknown);
+    } catch (error) {
+      throw Object.assign(new SyntaxError(`Invalid JSON body: ${(error as Error).message}`), { status: 400, expose: true });
+    }
+  }
+  if (type.startsWith('text/')) return raw.toString('utf8');
+  return raw;
+}
+
+type Callback = (error?: Error | null) => void;
+
+/** The real `writeHead`/`write`/`end`/`flushHeaders` of a response whose output is being held. */
+const heldWriters = new WeakMap<Response, Writer>();
+type Writer = {
+  writeHead: (...args: unknown[]) => unknown;
+  write: (...args: unknown[]) => unknown;
+  end: (...args: unknown[]) => unknown;
+  flushHeaders: () => void;
+};
+
+/**
+ * Runs the rest of the chain with `req.idempotency` set and resolves the response it produces, which is
+ * held back: `writeHead`, `write` and `end` are replaced on this response object (writes after `end` are
+ * dropped, as Node drops them) until {@link finish} restores them to send the response once it is saved.
+ */
+function capture(req: Request, res: Response, next: NextFunction, context: IdempotencyContext<unknown>): Promise<CapturedResponse> {
+  return new Promise((resolve) => {
+    const writer = res as unknown as Writer;
+    const original = { writeHead: writer.writeHead, write: writer.write, end: writer.end, flushHeaders: writer.flushHeaders };
+    heldWriters.set(res, original);
+    const chunks: Buffer[] = [];
+    let ended = false;
+    const collect = (chunk: unknown, encoding: unknown): void => {
+      if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
+      if (typeof chunk === 'string') chunks.push(Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8'));
+      else if (chunk instanceof Uint8Array) chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    };
+    const callbackOf = (args: unknown[]): Callback | undefined => {
+      const last = args[args.length - 1];
+      return typeof last === 'function' ? (last as Callback) : undefined;
+    };
+    writer.writeHead = (status: unknown, ...rest: unknown[]) => {
+      res.statusCode = Number(status);
+      if (typeof rest[0] === 'string') res.statusMessage = rest.shift() as string;
+      applyHeaders(res, rest[0]);
+      return res;
+    };
+    writer.flushHeaders = () => undefined;
+    writer.write = (chunk: unknown, ...rest: unknown[]) => {
+      if (!ended) collect(chunk, rest[0]);
+      const callback = callbackOf(rest);
+      if (callback) process.nextTick(callback);
+      return true;
+    };
+    writer.end = (chunk?: unknown, ...rest: unknown[]) => {
+      if (ended) return res;
+      ended = true;
+      collect(chunk, rest[0]);
+      const callback = typeof chunk === 'function' ? (chunk as Callback) : callbackOf(rest);
+      if (callback) res.once('finish', callback);
+      resolve({ status: res.statusCode, headers: snapshotHeaders(res.getHeaders()), body: Buffer.concat(chunks) });
+      return res;
+    };
+    req.idempotency = context;
+    next();
+  });
+}
+
+/** `writeHead`'s headers argument: an object, or a flat `[name, value, name, value, …]` array. */
+function applyHeaders(res: Response, headers: unknown): void {
+  if (Array.isArray(headers)) {
+    for (let i = 0; i + 1 < headers.length; i += 2) res.setHeader(String(headers[i]), headers[i + 1] as OutgoingHttpHeader);
+  } else if (typeof headers === 'object' && headers !== null) {
+    for (const [name, value] of Object.entries(headers as OutgoingHttpHeaders)) {
+      if (value !== undefined) res.setHeader(name, value);
+    }
+  }
+}
+
+function snapshotHeaders(headers: OutgoingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  return out;
+}
+
+/** Sends the handler's held response: its status and headers are still set on `res`. */
+function sendHeld(res: Response, response: CapturedResponse): void {
+  res.statusCode = response.status;
+  finish(res, response.body);
+}
+
+/**
+ * Sends a replay or a problem. Headers set by earlier middleware stay; when the handler did run (its
+ * result was fenced off), its headers go, so nothing of an unsaved response leaks into the problem.
+ */
+function sendFresh(res: Response, response: OutgoingResponse): void {
+  if (heldWriters.has(res)) for (const name of res.getHeaderNames()) res.removeHeader(name);
+  res.statusCode = response.status;
+  for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+  finish(res, response.body);
+}
+
+function finish(res: Response, body: Uint8Array): void {
+  const writers = heldWriters.get(res);
+  if (writers) {
+    heldWriters.delete(res);
+    Object.assign(res, writers);
+  }
+  // The body is sent in one piece, so its length is known; a handler's own Content-Length or
+  // Transfer-Encoding described its own chunks and may not match what was collected.
+  res.removeHeader('transfer-encoding');
+  if (res.statusCode === 204 || res.statusCode === 304 || res.statusCode < 200) {
+    res.removeHeader('content-length');
+    res.end();
+    return;
+  }
+  res.setHeader('content-length', body.byteLength);
+  res.end(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+}

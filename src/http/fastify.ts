@@ -1,0 +1,290 @@
+/**
+ * Idempotency-Key plugin for Fastify 5, built with `fastify-plugin` so its hooks apply to every route of
+ * the instance it is registered on. Behaviour per DESIGN.md section 4; see {@link Exchange.handle}.
+ *
+ * Hooks: `preParsing` keeps the raw body bytes for the fingerprint (only on requests that carry a key,
+ * on methods the plugin acts on; a body over `maxBodyBytes` fails with status 413 through Fastify's
+ * error handler); `preHandler` claims the key and either answers (replay, problem) or
+ * lets the handler run; `onError` marks a handler that threw; `onSend` captures the serialized response,
+ * holds it until the receiver has saved it (in transactional mode: until COMMIT), then lets it go. A
+ * streamed payload is buffered to be saved, so it is sent once it has ended.
+ *
+ * @module
+ */
+import type { OutgoingHttpHeader } from 'node:http';
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { fastifyPlugin } from 'fastify-plugin';
+import {
+  canonicalBody,
+  createExchange,
+  IDEMPOTENCY_KEY_HEADER,
+  readBody,
+  type CapturedResponse,
+  type Exchange,
+  type ExchangeOutcome,
+  type ExchangeRequest,
+  type IdempotencyContext,
+  type IdempotencyOptions,
+  type OutgoingResponse,
+} from './exchange.js';
+
+/** Per-route settings, under `config.idempotency` of a route's options. */
+export interface IdempotencyRouteConfig {
+  /** Overrides the plugin's `required` on this route. */
+  readonly required?: boolean;
+  /** `false` turns the plugin off on this route. @defaultValue true */
+  readonly enabled?: boolean;
+}
+
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** retrysafe's per-route Idempotency-Key settings. */
+    idempotency?: IdempotencyRouteConfig;
+  }
+  interface FastifyRequest {
+    /**
+     * Set by the retrysafe idempotency plugin while the handler runs under a claimed key; `undefined` on
+     * requests it passes through.
+     */
+    idempotency: IdempotencyContext<unknown> | undefined;
+  }
+}
+
+/**
+ * Options of the Fastify plugin. The receiver may be transactional; the handler then casts
+ * `request.idempotency.tx` to its transaction type.
+ */
+export type FastifyIdempotencyOptions = IdempotencyOptions<FastifyRequest, unknown>;
+
+/**
+ * What one request under the plugin carries between its hooks; it is also the request the exchange sees
+ * (and its own `headers`), so a request costs one object rather than several closures.
+ */
+class Call implements ExchangeRequest<FastifyRequest> {
+  readonly method: string;
+  readonly route: string;
+  readonly query: string;
+  readonly required: boolean | undefined;
+  readonly headers: this = this;
+  /** The raw body bytes kept by `preParsing`. */
+  rawBody: Buffer | undefined;
+  /** Hands the captured response to the receiver; set while the handler runs under a claim. */
+  deliver: ((response: CapturedResponse) => void) | undefined;
+  /** The exchange's answer, settled once the response is saved (or released). */
+  outcome: Promise<ExchangeOutcome> | undefined;
+  /** Whether the handler runs under the claim (so `onSend`, not `preHandler`, settles the outcome). */
+  running = false;
+  /** Whether the handler threw (an `onError` hook ran). */
+  failed = false;
+
+  constructor(readonly request: FastifyRequest) {
+    this.method = request.method;
+    const url = request.url;
+    const queryAt = url.indexOf('?');
+    this.route = queryAt === -1 ? url : url.slice(0, queryAt);
+    this.query = queryAt === -1 ? '' : url.slice(queryAt + 1);
+    this.required = request.routeOptions.config.idempotency?.required;
+  }
+
+  get(name: string): string | undefined {
+    const value = this.request.headers[name];
+    return Array.isArray(value) ? value.join(', ') : value;
+  }
+
+  body(): Uint8Array | string {
+    return this.rawBody ?? canonicalBody(this.request.body);
+  }
+}
+
+/** Where a request keeps its {@link Call}: a request decorator, so Fastify's request objects keep one shape. */
+type Carrier = Record<symbol, Call | null | undefined>;
+
+/**
+ * The plugin. Register it once; routes opt out or relax the key with
+ * `{ config: { idempotency: { enabled: false } } }` or `{ config: { idempotency: { required: false } } }`.
+ * Handlers read `request.idempotency` (`{ key, scope, claim, tx }`).
+ *
+ * Statuses the plugin itself answers, as `application/problem+json` (RFC 9457): 400 missing or invalid
+ * key, 422 key reused with another request, 409 request in progress (with `Retry-After`), 503 store
+ * unavailable. A replay carries `Idempotent-Replayed: true`. An exception in the handler goes through
+ * Fastify's error handler as usual; its response is sent and the key released whatever `shouldPersist` says.
+ *
+ * @throws TypeError at registration, naming the option, when an option is invalid (see `createExchange`)
+ * @example
+ * ```ts
+ * import Fastify from 'fastify';
+ * import { createMemoryStore, createReceiver } from 'retrysafe';
+ * import { idempotency } from 'retrysafe/fastify';
+ *
+ * const app = Fastify();
+ * await app.register(idempotency, { receiver: createReceiver({ store: createMemoryStore() }) });
+ * app.post('/payments', async (request, reply) => reply.code(201).send({ key: request.idempotency?.key }));
+ * app.post('/search', { config: { idempotency: { enabled: false } } }, async () => ({ hits: [] }));
+ * ```
+ */
+export const idempotency: FastifyPluginAsync<FastifyIdempotencyOptions> = fastifyPlugin(registerIdempotency, {
+  fastify: '5.x',
+  name: 'retrysafe-idempotency',
+});
+
+function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOptions): Promise<void> {
+  let exchange: Exchange<FastifyRequest, unknown>;
+  try {
+    exchange = createExchange(options);
+  } catch (error) {
+    // Fastify's plugin loader reports a rejection from register(); a synchronous throw escapes it.
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- createExchange throws only TypeErrors
+    return Promise.reject(error);
+  }
+  // One symbol per registration: two registrations on one instance keep apart.
+  const slot = Symbol('retrysafe.idempotency.call');
+  app.decorateRequest(slot, null);
+  const callOf = (request: FastifyRequest): Call | null | undefined => (request as unknown as Carrier)[slot];
+  if (!app.hasRequestDecorator('idempotency')) app.decorateRequest('idempotency', undefined);
+
+  const applies = (request: FastifyRequest): boolean =>
+    request.routeOptions.config.idempotency?.enabled !== false && exchange.applies(request.method);
+
+  // Callback-style hooks: an async hook costs Fastify a promise per request and a microtask per hop.
+  app.addHook('preParsing', (request, _reply, payload, done) => {
+    if (!applies(request) || request.headers[IDEMPOTENCY_KEY_HEADER] === undefined) {
+      done(null, payload);
+      return;
+    }
+    readBody(payload, exchange.maxBodyBytes, request.headers['content-length']).then(
+      (bytes) => {
+        const call = new Call(request);
+        call.rawBody = asBuffer(bytes);
+        (request as unknown as Carrier)[slot] = call;
+        done(null, replayable(call.rawBody));
+      },
+      (error: unknown) => done(toError(error)),
+    );
+  });
+
+  app.addHook('preHandler', (request, reply, done) => {
+    if (!applies(request)) {
+      done();
+      return;
+    }
+    let call = callOf(request);
+    if (!call) {
+      call = new Call(request);
+      (request as unknown as Carrier)[slot] = call;
+    }
+    const current = call;
+    const outcome = exchange.handle(current, (context) =>
+      new Promise<CapturedResponse>((deliver) => {
+        request.idempotency = context;
+        current.deliver = deliver;
+        current.running = true;
+        done();
+      }),
+    );
+    current.outcome = outcome;
+    // Either the handler gets to run under the claim (onSend then settles the outcome), or the exchange
+    // answers without it.
+    outcome.then(
+      (answer) => {
+        if (current.running) return;
+        if (answer.kind === 'pass' || answer.kind === 'handler') done();
+        else send(reply, answer.response);
+      },
+      (error: unknown) => {
+        if (!current.running) done(toError(error));
+      },
+    );
+  });
+
+  app.addHook('onError', (request, _reply, _error, done) => {
+    const call = callOf(request);
+    if (call) call.failed = true;
+    done();
+  });
+
+  app.addHook('onSend', (request, reply, payload, done) => {
+    const call = callOf(request);
+    const deliver = call?.deliver;
+    const outcome = call?.outcome;
+    if (!outcome || !deliver) {
+      done(null, payload);
+      return;
+    }
+    call.deliver = undefined;
+    const settle = (body: Buffer): void => {
+      deliver({ status: reply.statusCode, headers: snapshotHeaders(reply.getHeaders()), body, failed: call.failed });
+      outcome.then(
+        (answer) => {
+          if (answer.kind !== 'replay' && answer.kind !== 'problem') {
+            done(null, body);
+            return;
+          }
+          // The handler ran but its result was fenced off: answer the problem instead, without its headers.
+          for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
+          reply.code(answer.response.status).headers(answer.response.headers);
+          done(null, Buffer.from(answer.response.body));
+        },
+        (error: unknown) => done(toError(error)),
+      );
+    };
+    let bytes: Buffer | undefined;
+    try {
+      bytes = bytesOf(payload);
+    } catch (error) {
+      done(toError(error));
+      return;
+    }
+    if (bytes) settle(bytes);
+    else readBody(payload as AsyncIterable<unknown>, Number.MAX_SAFE_INTEGER).then((read) => settle(asBuffer(read)), (error: unknown) => done(toError(error)));
+  });
+
+  return Promise.resolve();
+}
+
+function send(reply: FastifyReply, response: OutgoingResponse): FastifyReply {
+  return reply.code(response.status).headers(response.headers).send(Buffer.from(response.body));
+}
+
+function snapshotHeaders(headers: Readonly<Record<string, OutgoingHttpHeader | undefined>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  return out;
+}
+
+function toError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/**
+ * The bytes of a reply payload that is already in memory (a string or bytes; nothing for `null` or
+ * `undefined`), or `undefined` for a Node stream or a web `ReadableStream`, which must be read.
+ *
+ * @throws TypeError for any other payload
+ */
+function bytesOf(payload: unknown): Buffer | undefined {
+  if (payload === null || payload === undefined) return Buffer.alloc(0);
+  if (typeof payload === 'string') return Buffer.from(payload);
+  if (payload instanceof Uint8Array) return asBuffer(payload);
+  if (typeof payload === 'object' && Symbol.asyncIterator in payload) return undefined;
+  throw new TypeError(`retrysafe: cannot capture a reply payload of type ${Object.prototype.toString.call(payload)}`);
+}
+
+/** A fresh stream over bytes already read, for Fastify's body parser. */
+function replayable(bytes: Buffer): Readable {
+  const stream = new Readable({ read: noop });
+  if (bytes.byteLength > 0) stream.push(bytes);
+  stream.push(null);
+  return stream;
+}
+
+function noop(): void {}

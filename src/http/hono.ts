@@ -1,0 +1,150 @@
+/**
+ * Idempotency-Key middleware for Hono. It works on the fetch `Request`/`Response` pair, so it runs
+ * wherever Hono does: Node (`@hono/node-server`), Bun, Deno, Cloudflare Workers, and Next.js route
+ * handlers through `hono/vercel`. Behaviour per DESIGN.md section 4; see {@link Exchange.handle}.
+ *
+ * The body for the fingerprint is read from a clone of the request (at most `maxBodyBytes`; a longer one
+ * is refused with an `HTTPException` 413 for `app.onError`), so the handler can still call
+ * `c.req.json()`. The handler's response is buffered until the receiver has saved it (in transactional
+ * mode: until COMMIT); a streamed response is therefore sent only once it has ended.
+ *
+ * @module
+ */
+import type { Context, MiddlewareHandler, Next } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import {
+  BodyTooLargeError,
+  createExchange,
+  readBody,
+  type CapturedResponse,
+  type IdempotencyContext,
+  type IdempotencyOptions,
+  type OutgoingResponse,
+} from './exchange.js';
+
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+
+declare module 'hono' {
+  interface ContextVariableMap {
+    /**
+     * Set by the retrysafe idempotency middleware while the handler runs under a claimed key; `undefined`
+     * on requests it passes through.
+     */
+    idempotency: IdempotencyContext<unknown> | undefined;
+  }
+}
+
+/**
+ * Creates the Hono middleware. The handler reads `c.get('idempotency')` (`{ key, scope, claim, tx }`);
+ * in transactional mode it writes its rows through `tx`.
+ *
+ * Statuses the middleware itself answers, as `application/problem+json` (RFC 9457): 400 missing or
+ * invalid key, 422 key reused with another request, 409 request in progress (with `Retry-After`), 503
+ * store unavailable. A replay carries `Idempotent-Replayed: true`. An exception in the handler goes to
+ * `app.onError` as usual; its response is sent and the key is released whatever `shouldPersist` says.
+ *
+ * @throws TypeError at creation, naming the option, when an option is invalid (see `createExchange`)
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { createMemoryStore, createReceiver } from 'retrysafe';
+ * import { idempotency } from 'retrysafe/hono';
+ *
+ * const app = new Hono();
+ * const receiver = createReceiver({ store: createMemoryStore() });
+ * app.use('/payments/*', idempotency({ receiver, scope: (c) => c.req.header('x-account-id') ?? '' }));
+ * app.post('/payments', async (c) => c.json({ id: crypto.randomUUID(), key: c.get('idempotency')?.key }, 201));
+ * ```
+ */
+export function idempotency<Tx = undefined>(options: IdempotencyOptions<Context, Tx>): MiddlewareHandler {
+  const exchange = createExchange(options);
+  return async function idempotencyMiddleware(c: Context, next: Next): Promise<Response | undefined> {
+    if (!exchange.applies(c.req.method)) {
+      await next();
+      return undefined;
+    }
+    const url = c.req.url;
+    const queryAt = url.indexOf('?');
+    const outcome = await exchange.handle(
+      {
+        request: c,
+        method: c.req.method,
+        route: c.req.path,
+        query: queryAt === -1 ? '' : url.slice(queryAt + 1),
+        headers: c.req.raw.headers,
+        body: () => fingerprintBody(c, exchange.maxBodyBytes),
+      },
+      async (context) => {
+        c.set('idempotency', context);
+        await next();
+        return capture(c);
+      },
+    );
+    if (outcome.kind === 'pass') {
+      await next();
+      return undefined;
+    }
+    if (outcome.kind === 'handler') {
+      // Clearing first stops Hono's setter from merging the old response's headers into the new one.
+      const held = c.res;
+      c.res = undefined;
+      c.res = new Response(responseBody(held.status, outcome.response.body), {
+        status: held.status,
+        statusText: held.statusText,
+        headers: held.headers,
+      });
+      return undefined;
+    }
+    const response = toResponse(outcome.response);
+    if (c.finalized) {
+      // The handler ran but its result was fenced off: replace its response entirely.
+      c.res = undefined;
+      c.res = response;
+      return undefined;
+    }
+    return response;
+  };
+}
+
+/**
+ * Reads the body for the fingerprint from a clone of the request, so the handler can still read the
+ * original; a body another middleware already read comes from Hono's cache.
+ *
+ * @throws HTTPException 413 when the body is longer than `limit` bytes
+ */
+async function fingerprintBody(c: Context, limit: number): Promise<Uint8Array> {
+  if (c.req.raw.bodyUsed) return new Uint8Array(await c.req.arrayBuffer());
+  const stream = c.req.raw.clone().body;
+  if (stream === null) return new Uint8Array();
+  try {
+    // Cancelling one branch of a tee settles only once the other is cancelled too, so stopping early
+    // must not cancel this one: the handler may still read the original.
+    return await readBody(stream.values({ preventCancel: true }), limit, c.req.header('content-length'));
+  } catch (error) {
+    if (error instanceof BodyTooLargeError) throw new HTTPException(413, { message: error.message, cause: error });
+    throw error;
+  }
+}
+
+/**
+ * Buffers the response the rest of the chain produced (the middleware always replaces it afterwards);
+ * `c.error` tells a handler that threw.
+ */
+async function capture(c: Context): Promise<CapturedResponse> {
+  const res = c.res;
+  const body = new Uint8Array(await res.arrayBuffer());
+  const headers: Record<string, string> = {};
+  res.headers.forEach((value, name) => {
+    headers[name] = value;
+  });
+  return { status: res.status, headers, body, failed: c.error !== undefined };
+}
+
+function toResponse(response: OutgoingResponse): Response {
+  return new Response(responseBody(response.status, response.body), { status: response.status, headers: response.headers });
+}
+
+/** A fetch `Response` refuses a body, even an empty one, on a null-body status. */
+function responseBody(status: number, body: Uint8Array): Uint8Array | null {
+  return status === 204 || status === 205 || status === 304 ? null : body;
+}

@@ -1,0 +1,57 @@
+/**
+ * retrysafe core: the engine, the store contract, the in-memory store, key parsing, fingerprints and the
+ * typed errors. Adapters live under subpaths (`retrysafe/express`, `retrysafe/sqlite`, …).
+ *
+ * @module
+ */
+export { ManualClock, systemClock, type Clock } from './core/clock.js';
+export {
+  completeAbandoned,
+  type AbandonedRecordRef,
+  type CompleteAbandonedOptions,
+  type CompletionReport,
+} from './core/completer.js';
+export { derivedKey } from './core/derived-key.js';
+export { parseDuration, requireDurationMs } from './core/duration.js';
+export {
+  IdempotencyError,
+  IdempotencyKeyInvalidError,
+  IdempotencyKeyMissingError,
+  IdempotencyKeyReusedError,
+  LeaseLostError,
+  RecoveryPointUnresumableError,
+  RequestInProgressError,
+  StoreClosedError,
+  StoreMisuseError,
+  StoreUnavailableError,
+  TransactionAbortedError,
+  type HttpErrorCode,
+  type IdempotencyErrorCode,
+} from './core/errors.js';
+export { canonicalQuery, fingerprint, type FingerprintInput } from './core/fingerprint.js';
+export { MAX_KEY_LENGTH, parseIdempotencyKey } from './core/key.js';
+export { definePhases, type Phase, type PhaseContext, type PhasePlan, type PhasePlanInput } from './core/phase-plan.js';
+export {
+  createPhaseRunner,
+  type PhasedExecution,
+  type PhaseRunner,
+  type PhaseRunnerOptions,
+  type PlainPhaseRunnerOptions,
+  type TransactionalPhaseRunnerOptions,
+} from './core/phase-runner.js';
+export { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor, type ProblemDetails, type ProblemResponse } from './core/problem.js';
+export {
+  createReceiver,
+  type ExecutionContext,
+  type Execution,
+  type InFlightPolicy,
+  type OperationId,
+  type PlainReceiverOptions,
+  type Receiver,
+  type ReceiverOptions,
+  type TransactionalReceiverOptions,
+} from './core/receiver.js';
+export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './core/recovery-point.js';
+export { leaseIsLive, type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';
+export { createMemoryStore, type MemoryStoreOptions } from './stores/memory.js';
+export type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from './stores/store.js';

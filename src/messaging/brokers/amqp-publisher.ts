@@ -1,0 +1,212 @@
+/**
+ * `retrysafe/amqp-publisher`: the outbox relay's RabbitMQ publisher (`amqplib`), using publisher confirms
+ * (https://www.rabbitmq.com/docs/confirms#publisher-confirms): a publish resolves only on the broker's ack.
+ *
+ * @module
+ */
+import amqplib, { type ChannelModel, type ConfirmChannel } from 'amqplib';
+import { describe, requireDurationMs } from '../../core/duration.js';
+import { PublishError } from '../outbox/errors.js';
+import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
+
+/** Options of {@link createAmqpPublisher}. */
+export interface AmqpPublisherOptions {
+  /** The broker URL, e.g. `amqp://guest:guest@127.0.0.1:5672`. */
+  readonly url: string;
+  /** The exchange to publish to; `''` is the default exchange, which routes by queue name. @defaultValue '' */
+  readonly exchange?: string;
+  /** The routing key of a message. @defaultValue the message's `topic` */
+  readonly routingKey?: (message: OutboxMessage) => string;
+  /** Persistent delivery mode (2), so a confirmed message survives a broker restart. @defaultValue true */
+  readonly persistent?: boolean;
+  /**
+   * Publish with the `mandatory` flag: a message no queue receives is returned by the broker and the
+   * publish fails (and is retried), instead of being confirmed and dropped. @defaultValue true
+   */
+  readonly mandatory?: boolean;
+  /**
+   * Longest wait, in milliseconds, for a connection to open (TCP connect and the AMQP handshake). A
+   * connect that gets no answer (a broker address that drops packets, a half-open proxy) fails after it,
+   * and the next publish dials again, so a broker that comes back is found within about this long.
+   * @defaultValue 10_000
+   */
+  readonly connectTimeoutMs?: number;
+}
+
+/** The RabbitMQ publisher. */
+export interface AmqpPublisher extends OutboxPublisher {
+  /** Closes the connection (if open). Later publishes reconnect. */
+  close(): Promise<void>;
+}
+
+/**
+ * Creates a RabbitMQ publisher on a confirm channel. The message id goes in the AMQP `messageId`
+ * property (the consumer's inbox deduplicates on it); the outbox headers go in `headers`, with
+ * `x-retrysafe-key` carrying the ordering key. The connection opens on the first publish and is reopened
+ * after a loss; a loss while messages wait for confirms rejects them (the relay retries them).
+ *
+ * Rejections: a nack, a return (with `mandatory`), a lost channel or a failed connect (refused, or no
+ * answer within `connectTimeoutMs`) reject with a transient `PublishError`.
+ *
+ * @throws TypeError naming the option when an option is invalid
+ * @example
+ * ```ts
+ * const publisher = createAmqpPublisher({ url: 'amqp://localhost', exchange: 'events' });
+ * const relay = createRelay({ pool, outbox, publisher });
+ * ```
+ */
+export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublisher {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createAmqpPublisher expects an options object, got ${describe(options)}`);
+  }
+  const { url } = options;
+  if (typeof url !== 'string' || !/^amqps?:\/\//.test(url)) {
+    throw new TypeError(`retrysafe: option "url" must be an amqp:// or amqps:// URL, got ${describe(url)}`);
+  }
+  const exchange = options.exchange ?? '';
+  if (typeof exchange !== 'string') {
+    throw new TypeError(`retrysafe: option "exchange" must be a string, got ${describe(exchange)}`);
+  }
+  const routingKey = options.routingKey ?? ((message: OutboxMessage) => message.topic);
+  if (typeof routingKey !== 'function') {
+    throw new TypeError(`retrysafe: option "routingKey" must be a function, got ${describe(routingKey)}`);
+  }
+  const persistent = options.persistent ?? true;
+  if (typeof persistent !== 'boolean') {
+    throw new TypeError(`retrysafe: option "persistent" must be a boolean, got ${describe(persistent)}`);
+  }
+  const mandatory = options.mandatory ?? true;
+  if (typeof mandatory !== 'boolean') {
+    throw new TypeError(`retrysafe: option "mandatory" must be a boolean, got ${describe(mandatory)}`);
+  }
+  const connectTimeoutMs = requireDurationMs('connectTimeoutMs', options.connectTimeoutMs ?? 10_000);
+  return new ConfirmPublisher(url, exchange, routingKey, persistent, mandatory, connectTimeoutMs);
+}
+
+/** An open connection, its confirm channel, and the ids the broker returned as unroutable. */
+interface Session {
+  readonly connection: ChannelModel;
+  readonly channel: ConfirmChannel;
+  readonly returned: Set<string>;
+}
+
+class ConfirmPublisher implements AmqpPublisher {
+  private session: Promise<Session> | undefined;
+  /** The session `session` resolved to, once it did; compared by identity to ignore late events of old ones. */
+  private current: Session | undefined;
+
+  constructor(
+    private readonly url: string,
+    private readonly exchange: string,
+    private readonly routingKey: (message: OutboxMessage) => string,
+    private readonly persistent: boolean,
+    private readonly mandatory: boolean,
+    private readonly connectTimeoutMs: number,
+  ) {}
+
+  async publish(message: OutboxMessage, signal: AbortSignal): Promise<void> {
+    let session: Session;
+    try {
+      session = await this.open();
+    } catch (error) {
+      throw new PublishError(`RabbitMQ is unreachable: ${errorMessage(error)}`, false, { cause: error });
+    }
+    const { channel, returned } = session;
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => reject(new PublishError('The RabbitMQ publish was aborted before its confirm.', false, { cause: signal.reason }));
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      try {
+        channel.publish(
+          this.exchange,
+          this.routingKey(message),
+          Buffer.from(message.payload.buffer, message.payload.byteOffset, message.payload.byteLength),
+          {
+            messageId: message.id,
+            persistent: this.persistent,
+            mandatory: this.mandatory,
+            timestamp: Math.floor(message.createdAt / 1000),
+            headers: { ...message.headers, 'x-retrysafe-key': message.key },
+          },
+          (error: unknown) => {
+            signal.removeEventListener('abort', onAbort);
+            // RabbitMQ sends basic.return before the ack of an unroutable mandatory message.
+            const wasReturned = returned.delete(message.id);
+            if (error !== null && error !== undefined) {
+              reject(new PublishError(`RabbitMQ did not confirm the message: ${errorMessage(error)}`, false, { cause: error }));
+            } else if (wasReturned) {
+              reject(new PublishError(`RabbitMQ returned the message as unroutable (no queue bound for "${this.routingKey(message)}").`, false));
+            } else {
+              resolve();
+            }
+          },
+        );
+      } catch (error) {
+        signal.removeEventListener('abort', onAbort);
+        // A channel closed under us: drop the session so the next publish reconnects.
+        this.forget(session);
+        reject(new PublishError(`RabbitMQ publish failed: ${errorMessage(error)}`, false, { cause: error }));
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    const session = this.session;
+    this.session = undefined;
+    this.current = undefined;
+    if (session === undefined) return;
+    const open = await session.catch(() => undefined);
+    await open?.connection.close().catch(() => undefined);
+  }
+
+  private open(): Promise<Session> {
+    if (this.session === undefined) {
+      const opening = this.connect();
+      this.session = opening;
+      // A failed connect is forgotten, so the next publish tries again.
+      opening.catch(() => {
+        if (this.session === opening) this.session = undefined;
+      });
+    }
+    return this.session;
+  }
+
+  private async connect(): Promise<Session> {
+    // amqplib's socket `timeout` covers the TCP connect and the handshake, and is lifted once open.
+    const connection = await amqplib.connect(this.url, { timeout: this.connectTimeoutMs });
+    let channel: ConfirmChannel;
+    try {
+      channel = await connection.createConfirmChannel();
+    } catch (error) {
+      await connection.close().catch(() => undefined);
+      throw error;
+    }
+    const session: Session = { connection, channel, returned: new Set() };
+    this.current = session;
+    const lost = (): void => this.forget(session);
+    // Without 'error' listeners a lost connection would crash the process; the loss itself is handled
+    // by amqplib failing the unconfirmed publishes, and by reconnecting on the next publish.
+    connection.on('error', lost);
+    connection.on('close', lost);
+    channel.on('error', lost);
+    channel.on('close', () => {
+      lost();
+      void connection.close().catch(() => undefined);
+    });
+    channel.on('return', (returnedMessage: { properties: { messageId?: unknown } }) => {
+      const id = returnedMessage.properties.messageId;
+      if (typeof id === 'string') session.returned.add(id);
+    });
+    return session;
+  }
+
+  private forget(session: Session): void {
+    if (this.current !== session) return;
+    this.current = undefined;
+    this.session = undefined;
+  }
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,47 @@
+/**
+ * The typed errors of the inbox, under their own root {@link InboxError}, which extends `IdempotencyError`
+ * (DESIGN.md section 7).
+ *
+ * @module
+ */
+import { IdempotencyError, type IdempotencyErrorCode } from '../../core/errors.js';
+
+/** Stable machine-readable codes of {@link InboxError}: the `inbox-` slice of `IdempotencyErrorCode`. */
+export type InboxErrorCode = Extract<IdempotencyErrorCode, `inbox-${string}`>;
+
+/** Root of every error the inbox throws on purpose. */
+export class InboxError extends IdempotencyError {
+  override readonly name: string = 'InboxError';
+  /** Stable code; safe to switch on. */
+  declare readonly code: InboxErrorCode;
+
+  constructor(code: InboxErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+  }
+}
+
+/**
+ * The message carries no usable id (absent, empty, longer than {@link MAX_MESSAGE_ID_LENGTH} characters
+ * or containing NUL), so it cannot be deduplicated; the inbox refuses it rather than process it without
+ * dedup (DESIGN.md section 5). Broker adapters reject such a message without requeue.
+ */
+export class MessageIdMissingError extends InboxError {
+  override readonly name = 'MessageIdMissingError';
+  constructor(readonly reason: string) {
+    super('inbox-message-id-missing', `The message has no usable id (${reason}); it is rejected, never processed without dedup.`);
+  }
+}
+
+/**
+ * The handler did not settle within `handlerTimeoutMs`; its transaction was rolled back and the run
+ * counted as a failed attempt.
+ */
+export class HandlerTimeoutError extends InboxError {
+  override readonly name = 'HandlerTimeoutError';
+  constructor(readonly timeoutMs: number) {
+    super('inbox-handler-timeout', `The inbox handler did not finish within ${timeoutMs} ms; its transaction was rolled back.`);
+  }
+}
+
+/** Longest accepted message id and consumer name, in characters. */
+export const MAX_MESSAGE_ID_LENGTH = 255;

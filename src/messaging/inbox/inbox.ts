@@ -1,0 +1,236 @@
+/**
+ * The idempotent consumer (inbox) engine: at-least-once deliveries in, each effect committed once.
+ *
+ * @module
+ */
+import { describe } from '../../core/duration.js';
+import { MAX_MESSAGE_ID_LENGTH, MessageIdMissingError } from './errors.js';
+import { InboxMetrics } from './metrics.js';
+import { resolveInboxOptions, type InboxOptions, type ResolvedInboxOptions } from './options.js';
+import type { DeadLetter } from './store.js';
+
+/** One delivery handed to {@link Inbox.handle}. */
+export interface Delivery {
+  /** The consumer's name: dedup is per (consumer, message id), so two consumers of one message each run it once. */
+  readonly consumer: string;
+  /** The message's id, stable across redeliveries (AMQP `messageId`, `Nats-Msg-Id`, …). Required. */
+  readonly messageId: string | undefined;
+  /** Headers saved with a dead letter for replay. @defaultValue `{}` */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** Body saved with a dead letter for replay. @defaultValue empty */
+  readonly body?: Uint8Array;
+}
+
+/** What the handler gets besides the transaction. */
+export interface HandlerContext {
+  /** This run's attempt number, from 1. */
+  readonly attempt: number;
+  /** Aborted when the handler exceeds `handlerTimeoutMs` (its transaction is then rolled back). */
+  readonly signal: AbortSignal;
+}
+
+/** The business code of one message; its writes go through `tx` and commit with the processed mark. */
+export type InboxHandler<Tx> = (tx: Tx, context: HandlerContext) => Promise<void>;
+
+/** The result of {@link Inbox.handle}. Brokers ack `processed`, `duplicate` and `dead_lettered`, and redeliver `retry`. */
+export type InboxOutcome =
+  /** The handler ran and its writes committed with the mark. */
+  | { readonly status: 'processed'; readonly attempts: number }
+  /** Already processed by this consumer: the handler did not run. */
+  | { readonly status: 'duplicate' }
+  /** The handler threw or timed out; everything rolled back; the attempt was counted. */
+  | { readonly status: 'retry'; readonly attempts: number; readonly error: unknown }
+  /**
+   * Dead-lettered now (after `maxAttempts` failures, or found started-but-unfinished `maxAttempts` times),
+   * or earlier (`attempts` and `error` undefined). The handler's writes, if it ran, rolled back.
+   */
+  | { readonly status: 'dead_lettered'; readonly attempts: number | undefined; readonly error: unknown };
+
+/** An inbox bound to one store. */
+export interface Inbox<Tx> {
+  /** The validated, frozen configuration. */
+  readonly config: ResolvedInboxOptions<Tx>;
+  /**
+   * Runs `fn` for a delivery unless (consumer, message id) was already processed; `fn`'s writes through
+   * `tx` and the processed mark commit in one transaction. Round trips: one committed step that counts the
+   * attempt (so a crash inside `fn` still counts, which is how crash-looping messages are caught), then the
+   * transaction (BEGIN, mark, `fn`'s statements, COMMIT); a failure adds one to record it.
+   *
+   * Concurrent deliveries of one id: the second blocks on the first's uncommitted mark and, once it commits,
+   * returns `duplicate` without running `fn`. Each concurrent delivery counts an attempt; those running in
+   * this process are not mistaken for crashes, those in other processes are (keep `maxAttempts` above the
+   * number of copies of one message you expect at once).
+   *
+   * @throws MessageIdMissingError when `messageId` is absent, empty, over 255 characters or contains NUL
+   * @throws TypeError when `consumer` is not a non-empty string of at most 255 characters without NUL
+   * @throws the database driver's error when the store fails (nothing committed; the broker should redeliver)
+   */
+  handle(delivery: Delivery, fn: InboxHandler<Tx>): Promise<InboxOutcome>;
+  /** Dead letters, oldest first. @defaultValue limit 100, all consumers */
+  deadLetters(query?: { readonly consumer?: string; readonly limit?: number }): Promise<DeadLetter[]>;
+  /**
+   * Marks a dead letter for replay (attempts reset to 0). The consumer runs it through {@link Inbox.handle}
+   * again (broker adapters poll {@link Inbox.pendingReplays}); the processed mark makes a replay run at most
+   * once however often it is requested. Returns whether a dead letter was found.
+   */
+  replay(consumer: string, messageId: string): Promise<boolean>;
+  /** Pending replays of `consumer`, oldest request first, with their saved headers and body. @defaultValue limit 100 */
+  pendingReplays(consumer: string, limit?: number): Promise<DeadLetter[]>;
+  /**
+   * Deletes one bounded batch of processed marks older than `retentionMs` (and abandoned attempt rows),
+   * skipping rows other transactions hold, so it never blocks consumers and several instances may run it.
+   * Call it on an interval; returns how many rows went (fewer than `limit` means caught up).
+   * @defaultValue limit 1000
+   */
+  cleanup(limit?: number): Promise<number>;
+  /** Closes the store. */
+  close(): Promise<void>;
+}
+
+/**
+ * Creates an inbox (idempotent consumer, DESIGN.md section 5; Hohpe and Woolf, "Enterprise Integration
+ * Patterns": Idempotent Receiver).
+ *
+ * @throws TypeError naming the option when an option is invalid (see `InboxOptions`)
+ * @example
+ * ```ts
+ * import pg from 'pg';
+ * import { migrate } from 'retrysafe/postgres';
+ * import { createInbox, createPostgresInboxStore } from 'retrysafe/inbox';
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * await migrate({ pool });
+ * const inbox = createInbox({ store: createPostgresInboxStore({ pool }), maxAttempts: 5 });
+ * const outcome = await inbox.handle({ consumer: 'billing', messageId: msg.id }, async (tx) => {
+ *   await tx.query('UPDATE accounts SET balance = balance - $1 WHERE id = $2', [msg.amount, msg.account]);
+ * });
+ * if (outcome.status === 'retry') redeliverLater(); else ack();
+ * ```
+ */
+export function createInbox<Tx>(options: InboxOptions<Tx>): Inbox<Tx> {
+  return new InboxImpl(resolveInboxOptions(options));
+}
+
+class InboxImpl<Tx> implements Inbox<Tx> {
+  private readonly metrics: InboxMetrics;
+  /** Deliveries in progress in this process, per (consumer, message id). */
+  private readonly running = new Map<string, number>();
+
+  constructor(readonly config: ResolvedInboxOptions<Tx>) {
+    this.metrics = new InboxMetrics(config.meter, config.onEvent);
+  }
+
+  async handle(delivery: Delivery, fn: InboxHandler<Tx>): Promise<InboxOutcome> {
+    const consumer = requireName('consumer', delivery.consumer);
+    const messageId = this.requireMessageId(consumer, delivery.messageId);
+    const { store, clock, maxAttempts, handlerTimeoutMs } = this.config;
+    const stored = { headers: delivery.headers ?? {}, body: delivery.body ?? new Uint8Array() };
+    // Deliveries of this id running in this process right now each counted an attempt too; they are not
+    // crashes, so the crash-loop verdict leaves them out.
+    const key = `${consumer}\0${messageId}`;
+    const othersRunning = this.running.get(key) ?? 0;
+    this.running.set(key, othersRunning + 1);
+    try {
+      const begun = await store.begin(consumer, messageId, clock.now());
+      if (begun.state === 'processed') return this.duplicate(consumer, messageId);
+      if (begun.state === 'dead') return { status: 'dead_lettered', attempts: undefined, error: undefined };
+      const attempt = begun.attempts;
+      const unfinished = attempt - 1 - othersRunning;
+      // Every earlier start counted itself before running and none finished or failed for good: the process
+      // died inside the handler each time, and running it again would likely crash again. The verdict is
+      // acted on inside the transaction, after the mark insert, so a concurrent delivery that commits first
+      // wins and this one becomes a duplicate instead of a dead letter.
+      const verdict = unfinished >= maxAttempts ? new CrashLoopVerdict(unfinished, maxAttempts) : undefined;
+      try {
+        const result = await store.process(consumer, messageId, clock.now(), handlerTimeoutMs, (tx, signal) =>
+          verdict === undefined ? fn(tx, { attempt, signal }) : Promise.reject(verdict),
+        );
+        if (result === 'duplicate') return this.duplicate(consumer, messageId);
+      } catch (error) {
+        const failed = await store.fail(consumer, messageId, clock.now(), errorText(error), error === verdict ? 0 : maxAttempts, stored);
+        // No attempt row left: a concurrent delivery processed the message meanwhile; a redelivery finds out.
+        return this.failed(consumer, messageId, failed?.attempts ?? attempt, failed?.deadLettered ?? false, error);
+      }
+      this.metrics.emit({ type: 'processed', consumer, messageId, attempts: attempt });
+      return { status: 'processed', attempts: attempt };
+    } finally {
+      const left = (this.running.get(key) ?? 1) - 1;
+      if (left === 0) this.running.delete(key);
+      else this.running.set(key, left);
+    }
+  }
+
+  deadLetters(query: { readonly consumer?: string; readonly limit?: number } = {}): Promise<DeadLetter[]> {
+    const consumer = query.consumer === undefined ? undefined : requireName('consumer', query.consumer);
+    return this.config.store.deadLetters(consumer, requireLimit(query.limit ?? 100));
+  }
+
+  replay(consumer: string, messageId: string): Promise<boolean> {
+    return this.config.store.requestReplay(requireName('consumer', consumer), requireName('messageId', messageId), this.config.clock.now());
+  }
+
+  pendingReplays(consumer: string, limit = 100): Promise<DeadLetter[]> {
+    return this.config.store.pendingReplays(requireName('consumer', consumer), requireLimit(limit));
+  }
+
+  cleanup(limit = 1000): Promise<number> {
+    return this.config.store.cleanup(this.config.clock.now() - this.config.retentionMs, requireLimit(limit));
+  }
+
+  close(): Promise<void> {
+    return this.config.store.close();
+  }
+
+  private requireMessageId(consumer: string, messageId: unknown): string {
+    const reason =
+      typeof messageId !== 'string'
+        ? 'no id'
+        : messageId.length === 0
+          ? 'an empty id'
+          : messageId.length > MAX_MESSAGE_ID_LENGTH
+            ? `an id longer than ${MAX_MESSAGE_ID_LENGTH} characters`
+            : messageId.includes('\0')
+              ? 'an id containing NUL'
+              : undefined;
+    if (reason === undefined) return messageId as string;
+    this.metrics.emit({ type: 'rejected', consumer, messageId: undefined, attempts: undefined });
+    throw new MessageIdMissingError(reason);
+  }
+
+  private duplicate(consumer: string, messageId: string): InboxOutcome {
+    this.metrics.emit({ type: 'duplicate', consumer, messageId, attempts: undefined });
+    return { status: 'duplicate' };
+  }
+
+  private failed(consumer: string, messageId: string, attempts: number, deadLettered: boolean, error: unknown): InboxOutcome {
+    this.metrics.emit({ type: deadLettered ? 'dead_lettered' : 'retry', consumer, messageId, attempts });
+    return { status: deadLettered ? 'dead_lettered' : 'retry', attempts, error };
+  }
+}
+
+/** Why a message that kept crashing its consumer was dead-lettered without running. */
+class CrashLoopVerdict extends Error {
+  override readonly name = 'CrashLoopVerdict';
+  constructor(unfinished: number, maxAttempts: number) {
+    super(`started ${unfinished} times without finishing (maxAttempts ${maxAttempts})`);
+  }
+}
+
+function requireName(option: string, value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_MESSAGE_ID_LENGTH || value.includes('\0')) {
+    throw new TypeError(`retrysafe: "${option}" must be a non-empty string of at most ${MAX_MESSAGE_ID_LENGTH} characters without NUL, got ${describe(value)}`);
+  }
+  return value;
+}
+
+function requireLimit(limit: unknown): number {
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0) {
+    throw new TypeError(`retrysafe: "limit" must be a positive integer, got ${describe(limit)}`);
+  }
+  return limit;
+}
+
+function errorText(error: unknown): string {
+  if (error instanceof CrashLoopVerdict) return error.message;
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

@@ -1,0 +1,15 @@
+/**
+ * `retrysafe/inbox`: the idempotent consumer. Processed message ids are recorded in the consumer's own
+ * transaction, on PostgreSQL or SQLite; retries are counted durably; poison and crash-looping messages
+ * are dead-lettered and can be replayed. Broker adapters: `retrysafe/amqp`, `retrysafe/nats`.
+ *
+ * @module
+ */
+export { createInbox, type Delivery, type HandlerContext, type Inbox, type InboxHandler, type InboxOutcome } from './inbox.js';
+export { INBOX_DEFAULTS, type InboxOptions, type ResolvedInboxOptions } from './options.js';
+export { HandlerTimeoutError, InboxError, MAX_MESSAGE_ID_LENGTH, MessageIdMissingError, type InboxErrorCode } from './errors.js';
+export { INBOX_COUNTERS, type InboxEvent, type InboxEventType } from './metrics.js';
+export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './postgres.js';
+export { createSqliteInboxStore, type SqliteInboxStore, type SqliteInboxStoreOptions } from './sqlite.js';
+export { inboxProcessor, type BrokerMessage, type Disposition, type MessageProcessor, type MessageHandler } from './processor.js';
+export type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';

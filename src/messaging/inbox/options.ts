@@ -1,0 +1,99 @@
+/**
+ * Options of `createInbox` and their validation (once, in the factory). Durations are in milliseconds.
+ *
+ * @module
+ */
+import type { Meter } from '@opentelemetry/api';
+import { systemClock, type Clock } from '../../core/clock.js';
+import { requireClock } from '../../core/options.js';
+import { describe, requireDurationMs } from '../../core/duration.js';
+import type { InboxEvent } from './metrics.js';
+import type { InboxStore } from './store.js';
+
+/** Options of `createInbox`. */
+export interface InboxOptions<Tx> {
+  /** Where marks, attempts and dead letters live: `createPostgresInboxStore` or `createSqliteInboxStore`. */
+  readonly store: InboxStore<Tx>;
+  /**
+   * Attempts before a message is dead-lettered: failed runs (throw or timeout) and started-but-unfinished
+   * runs (a crash) both count. @defaultValue 5
+   */
+  readonly maxAttempts?: number;
+  /** How long one handler run may take before it is rolled back and counted as a failed attempt. @defaultValue 30_000 */
+  readonly handlerTimeoutMs?: number;
+  /**
+   * The longest time after a message's first delivery at which the broker (or a publisher retrying) may
+   * still deliver it again. Marks must outlive it. @defaultValue 86_400_000 (24 hours)
+   */
+  readonly retryHorizonMs?: number;
+  /**
+   * How long a processed mark is kept; must exceed `retryHorizonMs`, or a late redelivery would run again.
+   * @defaultValue 604_800_000 (7 days)
+   */
+  readonly retentionMs?: number;
+  /** Time source for marks, attempts and retention. @defaultValue the system clock */
+  readonly clock?: Clock;
+  /** An OpenTelemetry meter to count outcomes on (see `INBOX_COUNTERS`). @defaultValue none */
+  readonly meter?: Meter;
+  /** Called synchronously with every delivery's outcome; a throw from it is ignored. @defaultValue none */
+  readonly onEvent?: (event: InboxEvent) => void;
+}
+
+/** Validated, frozen options. */
+export interface ResolvedInboxOptions<Tx> {
+  readonly store: InboxStore<Tx>;
+  readonly maxAttempts: number;
+  readonly handlerTimeoutMs: number;
+  readonly retryHorizonMs: number;
+  readonly retentionMs: number;
+  readonly clock: Clock;
+  readonly meter: Meter | undefined;
+  readonly onEvent: ((event: InboxEvent) => void) | undefined;
+}
+
+/** Defaults of {@link InboxOptions}. */
+export const INBOX_DEFAULTS = Object.freeze({
+  maxAttempts: 5,
+  handlerTimeoutMs: 30_000,
+  retryHorizonMs: 86_400_000,
+  retentionMs: 604_800_000,
+});
+
+const STORE_METHODS = ['begin', 'process', 'fail', 'deadLetters', 'requestReplay', 'pendingReplays', 'cleanup', 'close'] as const;
+
+/**
+ * Validates the options of `createInbox`.
+ *
+ * @throws TypeError naming the option and the value when an option is invalid, or when `retentionMs` does
+ *   not exceed `retryHorizonMs`
+ */
+export function resolveInboxOptions<Tx>(options: InboxOptions<Tx>): ResolvedInboxOptions<Tx> {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createInbox expects an options object, got ${describe(options)}`);
+  }
+  const { store } = options;
+  if (typeof store !== 'object' || store === null || STORE_METHODS.some((name) => typeof store[name] !== 'function')) {
+    throw new TypeError(`retrysafe: option "store" must be an inbox store (createPostgresInboxStore, createSqliteInboxStore), got ${describe(store)}`);
+  }
+  const maxAttempts = options.maxAttempts ?? INBOX_DEFAULTS.maxAttempts;
+  if (typeof maxAttempts !== 'number' || !Number.isSafeInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000_000) {
+    throw new TypeError(`retrysafe: option "maxAttempts" must be an integer from 1 to 1000000, got ${describe(maxAttempts)}`);
+  }
+  const handlerTimeoutMs = requireDurationMs('handlerTimeoutMs', options.handlerTimeoutMs ?? INBOX_DEFAULTS.handlerTimeoutMs);
+  const retryHorizonMs = requireDurationMs('retryHorizonMs', options.retryHorizonMs ?? INBOX_DEFAULTS.retryHorizonMs);
+  const retentionMs = requireDurationMs('retentionMs', options.retentionMs ?? INBOX_DEFAULTS.retentionMs);
+  if (retentionMs <= retryHorizonMs) {
+    throw new TypeError(
+      `retrysafe: option "retentionMs" (${retentionMs}) must exceed "retryHorizonMs" (${retryHorizonMs}); a mark removed before the last redelivery lets that redelivery run again`,
+    );
+  }
+  const clock = requireClock(options.clock ?? systemClock);
+  const { meter, onEvent } = options;
+  if (meter !== undefined && (typeof meter !== 'object' || meter === null || typeof meter.createCounter !== 'function')) {
+    throw new TypeError(`retrysafe: option "meter" must be an OpenTelemetry Meter, got ${describe(meter)}`);
+  }
+  if (onEvent !== undefined && typeof onEvent !== 'function') {
+    throw new TypeError(`retrysafe: option "onEvent" must be a function, got ${describe(onEvent)}`);
+  }
+  return Object.freeze({ store, maxAttempts, handlerTimeoutMs, retryHorizonMs, retentionMs, clock, meter, onEvent });
+}

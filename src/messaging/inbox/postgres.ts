@@ -1,0 +1,260 @@
+/**
+ * The PostgreSQL inbox store: tables of migration `0002_inbox` (apply with `migrate` from
+ * `retrysafe/postgres`), handlers given the transaction's `pg.PoolClient`.
+ *
+ * @module
+ */
+import type pg from 'pg';
+import { describe } from '../../core/duration.js';
+import { TransactionAbortedError } from '../../core/errors.js';
+import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
+import { HandlerTimeoutError } from './errors.js';
+import type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
+import { runWithTimeout } from './timeout.js';
+
+/** Options of {@link createPostgresInboxStore}. */
+export interface PostgresInboxStoreOptions {
+  /** The pool to run on; the store never ends it. Each delivery borrows one connection for its transaction. */
+  readonly pool: pg.Pool;
+  /** The schema migrated by `migrate` (letters, digits, `_`; at most 48; always quoted). @defaultValue 'retrysafe' */
+  readonly schema?: string;
+}
+
+/**
+ * Creates a PostgreSQL {@link InboxStore}. Run `migrate` from `retrysafe/postgres` on the schema first.
+ *
+ * Statements (each one round trip; parameters are listed where each is defined):
+ * - begin: one statement, committed on its own before the handler's transaction: reads the processed mark
+ *   and, when absent, upserts `attempts = attempts + 1` unless dead-lettered.
+ * - process: `BEGIN ISOLATION LEVEL READ COMMITTED`; the mark `INSERT … ON CONFLICT DO NOTHING` plus the
+ *   attempt row's delete in one statement; the handler's statements; `COMMIT`. A concurrent delivery's mark
+ *   insert waits on this transaction's uncommitted row, then conflicts and reports `duplicate`.
+ * - On a handler timeout the transaction's backend is ended (`pg_terminate_backend`, from another pooled
+ *   connection; the role needs to be the same or hold `pg_signal_backend`) and its connection destroyed,
+ *   rather than sent a ROLLBACK that would queue behind the handler's running query: the server rolls
+ *   back at once, releasing the row locks, and COMMIT is never sent.
+ * - cleanup: `WITH doomed AS (SELECT … LIMIT $2 FOR UPDATE SKIP LOCKED) DELETE … USING doomed`: bounded,
+ *   never waits.
+ *
+ * @throws TypeError naming the option when `pool` is not a pg.Pool or `schema` is invalid
+ * @example
+ * ```ts
+ * const store = createPostgresInboxStore({ pool, schema: 'retrysafe' });
+ * const inbox = createInbox({ store });
+ * ```
+ */
+export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore<pg.PoolClient> {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createPostgresInboxStore expects an options object, got ${describe(options)}`);
+  }
+  const { pool } = options;
+  if (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function') {
+    throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
+  }
+  const { quoted } = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
+  return new PgInboxStore(pool, statements(quoted));
+}
+
+type Statements = ReturnType<typeof statements>;
+
+function statements(s: string) {
+  const processed = `${s}.inbox_processed`;
+  const attempts = `${s}.inbox_attempts`;
+  const deadColumns = `consumer, message_id, attempts, last_error, dead_lettered_at, replay_requested_at, headers, body`;
+  return {
+    // $1 consumer, $2 message id, $3 now
+    begin: `
+      WITH done AS (SELECT 1 FROM ${processed} WHERE consumer = $1 AND message_id = $2),
+      counted AS (
+        INSERT INTO ${attempts} AS a (consumer, message_id, attempts, first_attempt_at, last_attempt_at)
+        SELECT $1, $2, 1, $3, $3 WHERE NOT EXISTS (SELECT 1 FROM done)
+        ON CONFLICT (consumer, message_id) DO UPDATE SET attempts = a.attempts + 1, last_attempt_at = $3
+          WHERE a.dead_lettered_at IS NULL
+        RETURNING a.attempts)
+      SELECT EXISTS (SELECT 1 FROM done) AS processed, (SELECT attempts FROM counted) AS attempts`,
+    // $1 consumer, $2 message id, $3 now
+    mark: `
+      WITH marked AS (
+        INSERT INTO ${processed} (consumer, message_id, processed_at) VALUES ($1, $2, $3)
+        ON CONFLICT (consumer, message_id) DO NOTHING RETURNING 1),
+      settled AS (
+        DELETE FROM ${attempts} WHERE consumer = $1 AND message_id = $2 AND EXISTS (SELECT 1 FROM marked))
+      SELECT count(*)::int AS marked, pg_backend_pid() AS pid FROM marked`,
+    // $1 backend pid of a timed-out transaction
+    terminate: 'SELECT pg_terminate_backend($1)',
+    // $1 consumer, $2 message id: the attempt a duplicate counted after the winner deleted the row
+    forget: `DELETE FROM ${attempts} WHERE consumer = $1 AND message_id = $2 AND dead_lettered_at IS NULL
+      AND EXISTS (SELECT 1 FROM ${processed} WHERE consumer = $1 AND message_id = $2)`,
+    // $1 consumer, $2 message id, $3 now, $4 error, $5 max attempts, $6 headers json, $7 body
+    fail: `
+      UPDATE ${attempts} SET last_error = $4,
+        dead_lettered_at = CASE WHEN attempts >= $5::int THEN $3::bigint END,
+        replay_requested_at = CASE WHEN attempts >= $5::int THEN NULL ELSE replay_requested_at END,
+        headers = CASE WHEN attempts >= $5::int THEN $6::json ELSE headers END,
+        body = CASE WHEN attempts >= $5::int THEN $7::bytea ELSE body END
+      WHERE consumer = $1 AND message_id = $2 AND dead_lettered_at IS NULL
+      RETURNING attempts, dead_lettered_at IS NOT NULL AS dead`,
+    // $1 consumer or NULL for all, $2 limit
+    deadLetters: `SELECT ${deadColumns} FROM ${attempts}
+      WHERE dead_lettered_at IS NOT NULL AND ($1::text IS NULL OR consumer = $1)
+      ORDER BY dead_lettered_at, consumer, message_id LIMIT $2`,
+    // $1 consumer, $2 message id, $3 now
+    requestReplay: `UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, replay_requested_at = $3
+      WHERE consumer = $1 AND message_id = $2 AND dead_lettered_at IS NOT NULL`,
+    // $1 consumer, $2 limit
+    pendingReplays: `SELECT ${deadColumns} FROM ${attempts}
+      WHERE consumer = $1 AND replay_requested_at IS NOT NULL ORDER BY replay_requested_at, message_id LIMIT $2`,
+    // $1 cutoff (ms), $2 limit. Each batch is a CTE, evaluated once: an `IN (SELECT … LIMIT … SKIP LOCKED)`
+    // subquery may be rescanned by the plan, each rescan skipping the rows this statement already deleted
+    // and locking the next ones, so one call deleted far more than the limit.
+    cleanupMarks: `WITH doomed AS (
+        SELECT consumer, message_id FROM ${processed} WHERE processed_at < $1
+        ORDER BY processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${processed} p USING doomed WHERE p.consumer = doomed.consumer AND p.message_id = doomed.message_id`,
+    // $1 cutoff (ms), $2 limit
+    cleanupAttempts: `WITH doomed AS (
+        SELECT consumer, message_id FROM ${attempts}
+        WHERE last_attempt_at < $1 AND dead_lettered_at IS NULL AND replay_requested_at IS NULL
+        ORDER BY last_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${attempts} a USING doomed WHERE a.consumer = doomed.consumer AND a.message_id = doomed.message_id`,
+  };
+}
+
+interface DeadRow {
+  consumer: string;
+  message_id: string;
+  attempts: number;
+  last_error: string | null;
+  dead_lettered_at: string | null;
+  replay_requested_at: string | null;
+  headers: Record<string, string> | null;
+  body: Buffer | null;
+}
+
+class PgInboxStore implements InboxStore<pg.PoolClient> {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly sql: Statements,
+  ) {}
+
+  async begin(consumer: string, messageId: string, now: number): Promise<BeginResult> {
+    const result = await this.pool.query<{ processed: boolean; attempts: number | null }>(this.sql.begin, [consumer, messageId, now]);
+    const row = result.rows[0];
+    if (row?.processed === true) return { state: 'processed' };
+    if (row?.attempts === null || row?.attempts === undefined) return { state: 'dead' };
+    return { state: 'attempt', attempts: row.attempts };
+  }
+
+  async process(
+    consumer: string,
+    messageId: string,
+    now: number,
+    timeoutMs: number,
+    fn: TransactionHandler<pg.PoolClient>,
+  ): Promise<'committed' | 'duplicate'> {
+    const client = await this.pool.connect();
+    // A connection that dies while checked out emits 'error' on the client; it must not crash the process.
+    let broken: Error | undefined;
+    const onError = (error: Error): void => {
+      broken = error;
+    };
+    client.on('error', onError);
+    try {
+      await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+      const mark = await client.query<{ marked: number; pid: number }>(this.sql.mark, [consumer, messageId, now]);
+      if (mark.rows[0]?.marked !== 1) {
+        await client.query('ROLLBACK');
+        await this.pool.query(this.sql.forget, [consumer, messageId]);
+        return 'duplicate';
+      }
+      const pid = mark.rows[0].pid;
+      try {
+        await runWithTimeout(fn, client, timeoutMs, (error: HandlerTimeoutError) => {
+          broken = error;
+        });
+      } catch (error) {
+        // The timed-out transaction may sit in a long query holding row locks (its attempt row among
+        // them, which recording the failure must update); ending the backend rolls it back now.
+        if (error instanceof HandlerTimeoutError) await this.pool.query(this.sql.terminate, [pid]).catch(() => undefined);
+        throw error;
+      }
+      const commit = await client.query('COMMIT');
+      // COMMIT of a transaction an earlier statement aborted reports ROLLBACK instead of failing.
+      if (commit.command !== 'COMMIT') {
+        throw new TransactionAbortedError('retrysafe: the inbox transaction was aborted by an earlier error and rolled back at COMMIT');
+      }
+      return 'committed';
+    } catch (error) {
+      if (broken === undefined) {
+        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+        });
+      }
+      throw error;
+    } finally {
+      client.removeListener('error', onError);
+      // Releasing with an error destroys the connection: the server then rolls back whatever is open.
+      client.release(broken);
+    }
+  }
+
+  async fail(
+    consumer: string,
+    messageId: string,
+    now: number,
+    error: string,
+    maxAttempts: number,
+    message: StoredMessage,
+  ): Promise<FailureResult | undefined> {
+    const result = await this.pool.query<{ attempts: number; dead: boolean }>(this.sql.fail, [
+      consumer,
+      messageId,
+      now,
+      error,
+      maxAttempts,
+      JSON.stringify(message.headers),
+      Buffer.from(message.body.buffer, message.body.byteOffset, message.body.byteLength),
+    ]);
+    const row = result.rows[0];
+    return row === undefined ? undefined : { attempts: row.attempts, deadLettered: row.dead };
+  }
+
+  async deadLetters(consumer: string | undefined, limit: number): Promise<DeadLetter[]> {
+    const result = await this.pool.query<DeadRow>(this.sql.deadLetters, [consumer ?? null, limit]);
+    return result.rows.map(toDeadLetter);
+  }
+
+  async requestReplay(consumer: string, messageId: string, now: number): Promise<boolean> {
+    const result = await this.pool.query(this.sql.requestReplay, [consumer, messageId, now]);
+    return result.rowCount === 1;
+  }
+
+  async pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]> {
+    const result = await this.pool.query<DeadRow>(this.sql.pendingReplays, [consumer, limit]);
+    return result.rows.map(toDeadLetter);
+  }
+
+  async cleanup(before: number, limit: number): Promise<number> {
+    const marks = await this.pool.query(this.sql.cleanupMarks, [before, limit]);
+    const attempts = await this.pool.query(this.sql.cleanupAttempts, [before, limit]);
+    return (marks.rowCount ?? 0) + (attempts.rowCount ?? 0);
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+function toDeadLetter(row: DeadRow): DeadLetter {
+  return Object.freeze({
+    consumer: row.consumer,
+    messageId: row.message_id,
+    attempts: row.attempts,
+    error: row.last_error ?? undefined,
+    // bigint columns arrive as strings from pg; milliseconds since the epoch fit a double exactly.
+    deadLetteredAt: row.dead_lettered_at === null ? undefined : Number(row.dead_lettered_at),
+    replayRequestedAt: row.replay_requested_at === null ? undefined : Number(row.replay_requested_at),
+    headers: Object.freeze({ ...(row.headers ?? {}) }),
+    body: new Uint8Array(row.body ?? new Uint8Array()),
+  });
+}

@@ -1,0 +1,266 @@
+/**
+ * The SQLite inbox store (`better-sqlite3`), for single-process consumers: handlers get the connection,
+ * inside a transaction that also holds the processed mark.
+ *
+ * @module
+ */
+import BetterSqlite3, { type Database } from 'better-sqlite3';
+import { describe } from '../../core/duration.js';
+import { quoteIdentifier } from '../../stores/sqlite/migrations.js';
+import { Mutex } from '../../stores/sqlite/mutex.js';
+import type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
+import { runWithTimeout } from './timeout.js';
+
+/** Options of {@link createSqliteInboxStore}: at most one of `path` and `database`. */
+export interface SqliteInboxStoreOptions {
+  /** Database file to open (WAL journal mode), or `':memory:'`. @defaultValue ':memory:' */
+  readonly path?: string;
+  /** A connection to use instead (left open on `close`), e.g. the one the business tables live in. */
+  readonly database?: Database;
+  /**
+   * Prefix of the tables `<prefix>_processed`, `<prefix>_attempts` and the ledger `<prefix>_migrations`.
+   * Letters, digits, `_`; at most 40. @defaultValue 'retrysafe_inbox'
+   */
+  readonly prefix?: string;
+}
+
+/** The SQLite inbox store; `database` is the connection handlers write through. */
+export interface SqliteInboxStore extends InboxStore<Database> {
+  readonly database: Database;
+}
+
+const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
+
+/** Schema steps, append-only (recorded in `<prefix>_migrations`). */
+const MIGRATIONS: readonly { readonly version: number; readonly sql: (p: (suffix: string) => string) => string }[] = [
+  {
+    version: 1,
+    sql: (p) => `
+      CREATE TABLE ${p('processed')} (
+        consumer     TEXT    NOT NULL,
+        message_id   TEXT    NOT NULL,
+        processed_at INTEGER NOT NULL,
+        PRIMARY KEY (consumer, message_id)
+      );
+      CREATE INDEX ${p('processed_at')} ON ${p('processed')} (processed_at);
+      CREATE TABLE ${p('attempts')} (
+        consumer            TEXT    NOT NULL,
+        message_id          TEXT    NOT NULL,
+        attempts            INTEGER NOT NULL,
+        first_attempt_at    INTEGER NOT NULL,
+        last_attempt_at     INTEGER NOT NULL,
+        dead_lettered_at    INTEGER,
+        replay_requested_at INTEGER,
+        last_error          TEXT,
+        headers             TEXT,
+        body                BLOB,
+        PRIMARY KEY (consumer, message_id)
+      );
+      CREATE INDEX ${p('attempts_dead')} ON ${p('attempts')} (dead_lettered_at) WHERE dead_lettered_at IS NOT NULL;
+    `,
+  },
+];
+
+/**
+ * Creates a SQLite {@link InboxStore}, migrating its tables. All operations of one store run one at a
+ * time (a FIFO mutex), because while a handler awaits, the single connection is inside its transaction;
+ * keep handlers short. Several processes on one file serialize on SQLite's write lock (`BEGIN IMMEDIATE`).
+ *
+ * Handler timeout: the transaction is rolled back only once the handler settles, because until then the
+ * handler may still write on the shared connection, and those writes must land inside the transaction
+ * that is rolled back rather than outside any. The `signal` is aborted at the deadline so it can stop.
+ *
+ * @throws TypeError naming the option when an option is invalid
+ * @throws the driver's error when the file cannot be opened or migrated
+ * @example
+ * ```ts
+ * import Database from 'better-sqlite3';
+ * const database = new Database('app.db');
+ * const inbox = createInbox({ store: createSqliteInboxStore({ database }) });
+ * await inbox.handle({ consumer: 'mailer', messageId }, async (tx) => {
+ *   tx.prepare('INSERT INTO sent (id) VALUES (?)').run(messageId);
+ * });
+ * ```
+ */
+export function createSqliteInboxStore(options: SqliteInboxStoreOptions = {}): SqliteInboxStore {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createSqliteInboxStore expects an options object, got ${describe(options)}`);
+  }
+  const { path, database } = options;
+  if (path !== undefined && database !== undefined) {
+    throw new TypeError(`retrysafe: option "path" (${describe(path)}) must be absent when "database" is given`);
+  }
+  if (path !== undefined && (typeof path !== 'string' || path.length === 0)) {
+    throw new TypeError(`retrysafe: option "path" must be a file path or ':memory:', got ${describe(path)}`);
+  }
+  if (database !== undefined && (typeof database !== 'object' || database === null || typeof database.prepare !== 'function')) {
+    throw new TypeError(`retrysafe: option "database" must be a better-sqlite3 Database, got ${describe(database)}`);
+  }
+  const prefix = options.prefix ?? 'retrysafe_inbox';
+  if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
+    throw new TypeError(`retrysafe: option "prefix" must be letters, digits and "_" (at most 40), got ${describe(prefix)}`);
+  }
+  const owned = database === undefined;
+  const connection = database ?? new BetterSqlite3(path ?? ':memory:');
+  if (owned && !connection.memory) connection.pragma('journal_mode = WAL');
+  const name = (suffix: string): string => quoteIdentifier(`${prefix}_${suffix}`);
+  migrate(connection, name);
+  return new SqliteInboxStoreImpl(connection, owned, name);
+}
+
+function migrate(database: Database, name: (suffix: string) => string): void {
+  const apply = database.transaction(() => {
+    database.exec(`CREATE TABLE IF NOT EXISTS ${name('migrations')} (version INTEGER PRIMARY KEY)`);
+    const applied = new Set(database.prepare(`SELECT version FROM ${name('migrations')}`).pluck().all() as number[]);
+    for (const step of MIGRATIONS) {
+      if (applied.has(step.version)) continue;
+      database.exec(step.sql(name));
+      database.prepare(`INSERT INTO ${name('migrations')} (version) VALUES (?)`).run(step.version);
+    }
+  });
+  apply.immediate();
+}
+
+interface DeadRow {
+  consumer: string;
+  message_id: string;
+  attempts: number;
+  last_error: string | null;
+  dead_lettered_at: number | null;
+  replay_requested_at: number | null;
+  headers: string | null;
+  body: Buffer | null;
+}
+
+class SqliteInboxStoreImpl implements SqliteInboxStore {
+  private readonly mutex = new Mutex();
+  private readonly sql;
+
+  constructor(
+    readonly database: Database,
+    private readonly owned: boolean,
+    name: (suffix: string) => string,
+  ) {
+    const processed = name('processed');
+    const attempts = name('attempts');
+    const columns = 'consumer, message_id, attempts, last_error, dead_lettered_at, replay_requested_at, headers, body';
+    const prepare = (text: string) => database.prepare(text);
+    this.sql = {
+      isProcessed: prepare(`SELECT 1 FROM ${processed} WHERE consumer = ? AND message_id = ?`).pluck(),
+      count: prepare(`INSERT INTO ${attempts} AS a (consumer, message_id, attempts, first_attempt_at, last_attempt_at)
+        VALUES (?, ?, 1, ?, ?)
+        ON CONFLICT (consumer, message_id) DO UPDATE SET attempts = a.attempts + 1, last_attempt_at = excluded.last_attempt_at
+          WHERE a.dead_lettered_at IS NULL
+        RETURNING attempts`).pluck(),
+      mark: prepare(`INSERT INTO ${processed} (consumer, message_id, processed_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`),
+      settle: prepare(`DELETE FROM ${attempts} WHERE consumer = ? AND message_id = ?`),
+      fail: prepare(`UPDATE ${attempts} SET last_error = @error,
+          dead_lettered_at = CASE WHEN attempts >= @max THEN @now END,
+          replay_requested_at = CASE WHEN attempts >= @max THEN NULL ELSE replay_requested_at END,
+          headers = CASE WHEN attempts >= @max THEN @headers ELSE headers END,
+          body = CASE WHEN attempts >= @max THEN @body ELSE body END
+        WHERE consumer = @consumer AND message_id = @id AND dead_lettered_at IS NULL
+        RETURNING attempts, dead_lettered_at IS NOT NULL AS dead`),
+      deadLetters: prepare(`SELECT ${columns} FROM ${attempts}
+        WHERE dead_lettered_at IS NOT NULL AND (@consumer IS NULL OR consumer = @consumer)
+        ORDER BY dead_lettered_at, consumer, message_id LIMIT @limit`),
+      requestReplay: prepare(`UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, replay_requested_at = ?
+        WHERE consumer = ? AND message_id = ? AND dead_lettered_at IS NOT NULL`),
+      pendingReplays: prepare(`SELECT ${columns} FROM ${attempts}
+        WHERE consumer = ? AND replay_requested_at IS NOT NULL ORDER BY replay_requested_at, message_id LIMIT ?`),
+      cleanupMarks: prepare(`DELETE FROM ${processed} WHERE rowid IN (
+        SELECT rowid FROM ${processed} WHERE processed_at < ? ORDER BY processed_at LIMIT ?)`),
+      cleanupAttempts: prepare(`DELETE FROM ${attempts} WHERE rowid IN (
+        SELECT rowid FROM ${attempts} WHERE last_attempt_at < ? AND dead_lettered_at IS NULL
+          AND replay_requested_at IS NULL ORDER BY last_attempt_at LIMIT ?)`),
+    };
+  }
+
+  begin(consumer: string, messageId: string, now: number): Promise<BeginResult> {
+    return this.mutex.run(() =>
+      this.database
+        .transaction((): BeginResult => {
+          if (this.sql.isProcessed.get(consumer, messageId) !== undefined) return { state: 'processed' };
+          const attempts = this.sql.count.get(consumer, messageId, now, now) as number | undefined;
+          return attempts === undefined ? { state: 'dead' } : { state: 'attempt', attempts };
+        })
+        .immediate(),
+    );
+  }
+
+  process(
+    consumer: string,
+    messageId: string,
+    now: number,
+    timeoutMs: number,
+    fn: TransactionHandler<Database>,
+  ): Promise<'committed' | 'duplicate'> {
+    return this.mutex.run(async () => {
+      this.database.exec('BEGIN IMMEDIATE');
+      try {
+        if (this.sql.mark.run(consumer, messageId, now).changes === 0) {
+          this.database.exec('ROLLBACK');
+          return 'duplicate';
+        }
+        this.sql.settle.run(consumer, messageId);
+        await runWithTimeout(fn, this.database, timeoutMs, () => undefined, true);
+        this.database.exec('COMMIT');
+        return 'committed';
+      } catch (error) {
+        if (this.database.inTransaction) this.database.exec('ROLLBACK');
+        throw error;
+      }
+    });
+  }
+
+  fail(consumer: string, messageId: string, now: number, error: string, maxAttempts: number, message: StoredMessage): Promise<FailureResult | undefined> {
+    return this.mutex.run(() => {
+      const row = this.sql.fail.get({
+        consumer,
+        id: messageId,
+        now,
+        error,
+        max: maxAttempts,
+        headers: JSON.stringify(message.headers),
+        body: Buffer.from(message.body.buffer, message.body.byteOffset, message.body.byteLength),
+      }) as { attempts: number; dead: number } | undefined;
+      return row === undefined ? undefined : { attempts: row.attempts, deadLettered: row.dead === 1 };
+    });
+  }
+
+  deadLetters(consumer: string | undefined, limit: number): Promise<DeadLetter[]> {
+    return this.mutex.run(() => (this.sql.deadLetters.all({ consumer: consumer ?? null, limit }) as DeadRow[]).map(toDeadLetter));
+  }
+
+  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean> {
+    return this.mutex.run(() => this.sql.requestReplay.run(now, consumer, messageId).changes === 1);
+  }
+
+  pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]> {
+    return this.mutex.run(() => (this.sql.pendingReplays.all(consumer, limit) as DeadRow[]).map(toDeadLetter));
+  }
+
+  cleanup(before: number, limit: number): Promise<number> {
+    // Each DELETE is its own short transaction, so a batch holds the write lock only briefly.
+    return this.mutex.run(() => this.sql.cleanupMarks.run(before, limit).changes + this.sql.cleanupAttempts.run(before, limit).changes);
+  }
+
+  close(): Promise<void> {
+    return this.mutex.run(() => {
+      if (this.owned) this.database.close();
+    });
+  }
+}
+
+function toDeadLetter(row: DeadRow): DeadLetter {
+  return Object.freeze({
+    consumer: row.consumer,
+    messageId: row.message_id,
+    attempts: row.attempts,
+    error: row.last_error ?? undefined,
+    deadLetteredAt: row.dead_lettered_at ?? undefined,
+    replayRequestedAt: row.replay_requested_at ?? undefined,
+    headers: Object.freeze(row.headers === null ? {} : (JSON.parse(row.headers) as Record<string, string>)),
+    body: new Uint8Array(row.body ?? new Uint8Array()),
+  });
+}

@@ -1,0 +1,47 @@
+/**
+ * The typed errors of the outbox relay and its publishers, under their own root {@link OutboxError}, which
+ * extends `IdempotencyError` (DESIGN.md section 7).
+ *
+ * @module
+ */
+import { IdempotencyError, type IdempotencyErrorCode } from '../../core/errors.js';
+
+/** Stable machine-readable codes of {@link OutboxError}: the `outbox-` slice of `IdempotencyErrorCode`. */
+export type OutboxErrorCode = Extract<IdempotencyErrorCode, `outbox-${string}`>;
+
+/** Root of every error the outbox throws on purpose. */
+export class OutboxError extends IdempotencyError {
+  override readonly name: string = 'OutboxError';
+  /** Stable code; safe to switch on. */
+  declare readonly code: OutboxErrorCode;
+
+  constructor(code: OutboxErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+  }
+}
+
+/**
+ * A publisher could not get the broker's confirm for a message. `permanent` tells the relay that retrying
+ * cannot help (a webhook answered 4xx other than 408/429, a message the broker refuses by its content): the
+ * message is dead-lettered at once instead of after `maxAttempts`. Any other error a publisher throws is
+ * treated as transient.
+ */
+export class PublishError extends OutboxError {
+  override readonly name: string = 'PublishError';
+  constructor(
+    message: string,
+    /** True when a retry cannot succeed. */
+    readonly permanent: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super('outbox-publish-failed', message, options);
+  }
+}
+
+/** The broker did not confirm within the relay's `publishTimeoutMs`; the attempt counts as failed. */
+export class PublishTimeoutError extends OutboxError {
+  override readonly name = 'PublishTimeoutError';
+  constructor(readonly timeoutMs: number) {
+    super('outbox-publish-timeout', `The broker did not confirm the message within ${timeoutMs} ms.`);
+  }
+}

@@ -1,0 +1,22 @@
+/**
+ * `retrysafe/outbox`: the transactional outbox on PostgreSQL and its relay (DESIGN.md section 5). Broker
+ * publishers live under `retrysafe/amqp-publisher`, `retrysafe/nats-publisher` and `retrysafe/webhook`.
+ *
+ * @module
+ */
+export {
+  createOutbox,
+  type CleanupOptions,
+  type EnqueueOptions,
+  type Outbox,
+  type OutboxDeadLetter,
+  type OutboxInput,
+  type OutboxOptions,
+  type OutboxStatus,
+  type Queryable,
+} from './outbox.js';
+export { createRelay, RELAY_DEFAULTS, type Relay, type RelayOptions } from './relay.js';
+export { OutboxError, PublishError, PublishTimeoutError, type OutboxErrorCode } from './errors.js';
+export { derivedMessageId, OUTBOX_ID_NAMESPACE } from './ids.js';
+export { OUTBOX_INSTRUMENTS, type OutboxEvent, type OutboxEventType } from './metrics.js';
+export type { OutboxMessage, OutboxPublisher } from './publisher.js';

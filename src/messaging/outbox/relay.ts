@@ -1,0 +1,504 @@
+/**
+ * The relay: claims committed outbox rows, publishes them through an {@link OutboxPublisher}, and marks
+ * them sent only after the broker's confirm. At-least-once with stable ids; the consumer's inbox makes the
+ * effect once (DESIGN.md section 5).
+ *
+ * @module
+ */
+import { randomUUID } from 'node:crypto';
+import { metrics, type Meter } from '@opentelemetry/api';
+import pg from 'pg';
+import type { Clock } from '../../core/clock.js';
+import { describe, requireDurationMs } from '../../core/duration.js';
+import { PublishError, PublishTimeoutError } from './errors.js';
+import { OutboxMetrics, type OutboxEvent } from './metrics.js';
+import { requireCount, type Outbox } from './outbox.js';
+import type { OutboxMessage, OutboxPublisher } from './publisher.js';
+import type { ClaimedRow } from './statements.js';
+
+/** Options of {@link createRelay}. Durations in milliseconds. */
+export interface RelayOptions {
+  /** The pool claims and updates run on (never ended by the relay); LISTEN opens one extra connection with its settings. */
+  readonly pool: pg.Pool;
+  /** The outbox whose rows to publish (its schema, statements and channel). */
+  readonly outbox: Outbox;
+  /** Where messages go. The relay never closes it: its owner does, after `stop()`. */
+  readonly publisher: OutboxPublisher;
+  /** Rows claimed per statement at most. @defaultValue 500 */
+  readonly batchSize?: number;
+  /**
+   * Batches in flight at once in this relay (`start()` runs this many claim-publish loops, so one batch's
+   * claim overlaps another's publishing). Loops coordinate like separate relays, except that a claim which
+   * found nothing while another batch of this relay was in flight waits for one to finish before claiming
+   * again (its keys are the ones leased). @defaultValue 1
+   */
+  readonly concurrency?: number;
+  /**
+   * Rows of one key per batch at most; a key's rows are published one after another, so this bounds how
+   * long one key holds a batch. @defaultValue 20
+   */
+  readonly perKeyLimit?: number;
+  /**
+   * How long a claim holds its rows; after it, another relay may take them over (a killed relay loses
+   * nothing). Must exceed `publishTimeoutMs`. @defaultValue 30_000
+   */
+  readonly leaseMs?: number;
+  /** How long one publish may wait for the broker's confirm before it counts as failed. @defaultValue 10_000 */
+  readonly publishTimeoutMs?: number;
+  /** Poll interval when no NOTIFY arrives (NOTIFY is an optimisation; polling is the guarantee). @defaultValue 1_000 */
+  readonly pollIntervalMs?: number;
+  /** Attempts (claims) after which a failing message is dead-lettered. @defaultValue 10 */
+  readonly maxAttempts?: number;
+  /** Wait before the second attempt; doubles per attempt (exponential backoff). @defaultValue 500 */
+  readonly backoffBaseMs?: number;
+  /** Longest wait between attempts. @defaultValue 60_000 */
+  readonly backoffMaxMs?: number;
+  /** Time source for leases, backoff and latencies (milliseconds). @defaultValue the outbox's clock */
+  readonly clock?: Clock;
+  /** OpenTelemetry meter for counters, histograms and status gauges. @defaultValue `metrics.getMeter('retrysafe')` */
+  readonly meter?: Meter;
+  /** Called synchronously with every outcome; a throw from it is ignored. @defaultValue none */
+  readonly onEvent?: (event: OutboxEvent) => void;
+}
+
+/** A running (or runnable) relay. */
+export interface Relay {
+  /** Starts the loop: claim and publish while rows are ready, else wait for NOTIFY or the poll interval. */
+  start(): void;
+  /**
+   * Stops gracefully: publishes already handed to the broker finish (and are marked), rows not yet handed
+   * over are released at once for other relays, the LISTEN connection closes. Resolves when done.
+   */
+  stop(): Promise<void>;
+  /**
+   * Claims one batch, publishes it (keys in parallel, each key in order) and records the outcomes.
+   * Resolves with the number of rows claimed (0 when nothing was ready). Used by the loop; call it
+   * directly to drive a relay by hand (tests, benchmarks) without `start()`. Calls may overlap; after one
+   * came back empty while another was in flight, the next waits for an in-flight one to finish first.
+   *
+   * @throws the driver's error when PostgreSQL fails
+   */
+  runOnce(): Promise<number>;
+}
+
+/** Defaults of {@link RelayOptions}. */
+export const RELAY_DEFAULTS = Object.freeze({
+  batchSize: 500,
+  concurrency: 1,
+  perKeyLimit: 20,
+  leaseMs: 30_000,
+  publishTimeoutMs: 10_000,
+  pollIntervalMs: 1_000,
+  maxAttempts: 10,
+  backoffBaseMs: 500,
+  backoffMaxMs: 60_000,
+});
+
+/**
+ * Creates a relay for an outbox. Several relays (in one process or many) may run on one outbox at once:
+ * claims use `FOR UPDATE SKIP LOCKED` and leases, and a key is only ever in flight on one relay.
+ *
+ * Ordering: a row becomes eligible once its inserting transaction id is below the xmin of the claim's
+ * snapshot (every transaction that could still add an earlier row has ended); rows are published per key
+ * in (transaction id, sequence) order, and a key's next row waits until the previous one is sent or
+ * dead-lettered. Other keys keep flowing past a failing one.
+ *
+ * Failures: a publish that rejects or times out is retried after `backoffBaseMs * 2^(attempt-1)` (capped
+ * at `backoffMaxMs`); after `maxAttempts` attempts, or at once for a `PublishError` with `permanent`, it
+ * is dead-lettered with the error's message. A relay that dies mid-batch leaves leased rows that any
+ * relay claims again once `leaseMs` passed; they are published again with the same id.
+ *
+ * @throws TypeError naming the option when an option is invalid
+ * @example
+ * ```ts
+ * import pg from 'pg';
+ * import { createOutbox, createRelay } from 'retrysafe/outbox';
+ * import { createAmqpPublisher } from 'retrysafe/amqp-publisher';
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * const publisher = createAmqpPublisher({ url: 'amqp://localhost', exchange: 'events' });
+ * const relay = createRelay({ pool, outbox: createOutbox(), publisher });
+ * relay.start();
+ * process.once('SIGTERM', () => void relay.stop().then(() => publisher.close()));
+ * ```
+ */
+export function createRelay(options: RelayOptions): Relay {
+  return new OutboxRelay(resolveRelayOptions(options));
+}
+
+interface ResolvedRelayOptions {
+  readonly pool: pg.Pool;
+  readonly outbox: Outbox;
+  readonly publisher: OutboxPublisher;
+  readonly batchSize: number;
+  readonly concurrency: number;
+  readonly perKeyLimit: number;
+  readonly leaseMs: number;
+  readonly publishTimeoutMs: number;
+  readonly pollIntervalMs: number;
+  readonly maxAttempts: number;
+  readonly backoffBaseMs: number;
+  readonly backoffMaxMs: number;
+  readonly clock: Clock;
+  readonly meter: Meter;
+  readonly onEvent: ((event: OutboxEvent) => void) | undefined;
+}
+
+function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createRelay expects an options object, got ${describe(options)}`);
+  }
+  const { pool, outbox, publisher, onEvent } = options;
+  if (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function') {
+    throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
+  }
+  if (typeof outbox !== 'object' || outbox === null || typeof outbox.enqueue !== 'function') {
+    throw new TypeError(`retrysafe: option "outbox" must come from createOutbox, got ${describe(outbox)}`);
+  }
+  if (typeof publisher !== 'object' || publisher === null || typeof publisher.publish !== 'function') {
+    throw new TypeError(`retrysafe: option "publisher" must have a publish() method, got ${describe(publisher)}`);
+  }
+  const clock = options.clock ?? outbox.clock;
+  if (typeof clock !== 'object' || clock === null || typeof clock.now !== 'function') {
+    throw new TypeError(`retrysafe: option "clock" must have a now() method, got ${describe(clock)}`);
+  }
+  if (onEvent !== undefined && typeof onEvent !== 'function') {
+    throw new TypeError(`retrysafe: option "onEvent" must be a function, got ${describe(onEvent)}`);
+  }
+  const meter = options.meter ?? metrics.getMeter('retrysafe');
+  if (typeof meter !== 'object' || meter === null || typeof meter.createCounter !== 'function') {
+    throw new TypeError(`retrysafe: option "meter" must be an OpenTelemetry Meter, got ${describe(meter)}`);
+  }
+  const d = RELAY_DEFAULTS;
+  const resolved: ResolvedRelayOptions = {
+    pool,
+    outbox,
+    publisher,
+    batchSize: requireCount('batchSize', options.batchSize ?? d.batchSize),
+    concurrency: requireCount('concurrency', options.concurrency ?? d.concurrency),
+    perKeyLimit: requireCount('perKeyLimit', options.perKeyLimit ?? d.perKeyLimit),
+    leaseMs: requireDurationMs('leaseMs', options.leaseMs ?? d.leaseMs),
+    publishTimeoutMs: requireDurationMs('publishTimeoutMs', options.publishTimeoutMs ?? d.publishTimeoutMs),
+    pollIntervalMs: requireDurationMs('pollIntervalMs', options.pollIntervalMs ?? d.pollIntervalMs),
+    maxAttempts: requireCount('maxAttempts', options.maxAttempts ?? d.maxAttempts),
+    backoffBaseMs: requireDurationMs('backoffBaseMs', options.backoffBaseMs ?? d.backoffBaseMs),
+    backoffMaxMs: requireDurationMs('backoffMaxMs', options.backoffMaxMs ?? d.backoffMaxMs),
+    clock,
+    meter,
+    onEvent,
+  };
+  if (resolved.leaseMs <= resolved.publishTimeoutMs) {
+    throw new TypeError(
+      `retrysafe: option "leaseMs" (${resolved.leaseMs}) must exceed "publishTimeoutMs" (${resolved.publishTimeoutMs}), or a slow publish would lose its lease`,
+    );
+  }
+  return Object.freeze(resolved);
+}
+
+/**
+ * First wait (milliseconds) when chasing a notified row the claim could not see yet; each empty claim
+ * doubles it (2, 4, 8, …) until it reaches the poll interval. A row held back by a long transaction is
+ * then claimed within about the time it was held, not a whole poll interval after it became visible.
+ */
+const CHASE_FIRST_MS = 2;
+
+/** A claimed row and what became of it. */
+interface Claimed {
+  readonly seq: string;
+  readonly message: OutboxMessage;
+}
+
+/** The outcome of one claimed row. */
+type Outcome =
+  | { readonly kind: 'sent' }
+  | { readonly kind: 'failed'; readonly error: unknown; readonly publishMs: number }
+  | { readonly kind: 'unpublished' };
+
+class OutboxRelay implements Relay {
+  private readonly metrics: OutboxMetrics;
+  private loop: Promise<void> | undefined;
+  private stopping = false;
+  private woken = false;
+  /** NOTIFYs received so far; a loop compares it with the count it last saw. */
+  private notifications = 0;
+  private readonly sleepers = new Set<() => void>();
+  private listener: pg.Client | undefined;
+  /** This relay's batches between claim and record, settled (never rejecting), for claims to wait on. */
+  private readonly inFlight = new Set<Promise<void>>();
+  /** Whether the last claim came back empty while another batch of this relay was in flight. */
+  private metOwnBatch = false;
+
+  constructor(private readonly o: ResolvedRelayOptions) {
+    this.metrics = new OutboxMetrics(o.meter, o.onEvent, () => o.outbox.status(o.pool));
+  }
+
+  start(): void {
+    if (this.loop !== undefined) return;
+    this.stopping = false;
+    this.metrics.register();
+    this.loop = Promise.all(Array.from({ length: this.o.concurrency }, () => this.run())).then(() => undefined);
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wakeAll();
+    const loop = this.loop;
+    this.loop = undefined;
+    if (loop !== undefined) {
+      await loop;
+      this.metrics.unregister();
+    }
+    await this.closeListener();
+  }
+
+  async runOnce(): Promise<number> {
+    const { pool, outbox, clock, leaseMs, batchSize, perKeyLimit } = this.o;
+    // An empty claim made while this relay held a batch most likely found only that batch's keys leased:
+    // until it records, claiming again would rescan the backlog for nothing (and steal the database's CPU
+    // from the batch in flight).
+    if (this.metOwnBatch && this.inFlight.size > 0) {
+      await Promise.race(this.inFlight);
+      // stop() came while waiting: claiming now would only lease rows to release them again.
+      if (this.stopping) return 0;
+    }
+    const busy = this.inFlight.size > 0;
+    const now = clock.now();
+    const token = randomUUID();
+    const result = await pool.query<ClaimedRow>(outbox.statements.claim, [now, now + leaseMs, token, batchSize, perKeyLimit]);
+    this.metOwnBatch = busy && result.rows.length === 0;
+    if (result.rows.length === 0) return 0;
+    const delivered = this.deliver(result.rows, token, now + leaseMs);
+    const settled = delivered.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.inFlight.add(settled);
+    try {
+      await delivered;
+    } finally {
+      this.inFlight.delete(settled);
+    }
+    return result.rows.length;
+  }
+
+  /** Publishes a claimed batch (keys in parallel, each key in order) and records the outcomes. */
+  private async deliver(rows: readonly ClaimedRow[], token: string, leaseUntil: number): Promise<void> {
+    const byKey = new Map<string, Claimed[]>();
+    for (const row of sortByCommitOrder(rows)) {
+      const run = byKey.get(row.key) ?? [];
+      byKey.set(row.key, run);
+      run.push({
+        seq: row.seq,
+        message: Object.freeze({
+          id: row.id,
+          topic: row.topic,
+          key: row.key,
+          payload: Uint8Array.from(row.payload),
+          headers: Object.freeze({ ...row.headers }),
+          attempt: row.attempts,
+          createdAt: Number(row.created_at),
+        }),
+      });
+    }
+    const outcomes = await Promise.all([...byKey.values()].map((run) => this.publishRun(run, leaseUntil)));
+    await this.record(token, outcomes.flat());
+  }
+
+  /**
+   * Publishes one key's rows in order, stopping at the first failure, at shutdown, or when a publish could
+   * outlast the lease (another relay may then take the key over, and two relays must never publish one
+   * key at once).
+   */
+  private async publishRun(run: readonly Claimed[], leaseUntil: number): Promise<[Claimed, Outcome][]> {
+    const outcomes: [Claimed, Outcome][] = [];
+    let blocked = false;
+    for (const claimed of run) {
+      if (blocked || this.stopping || this.o.clock.now() + this.o.publishTimeoutMs >= leaseUntil) {
+        outcomes.push([claimed, { kind: 'unpublished' }]);
+        continue;
+      }
+      const started = this.o.clock.now();
+      try {
+        await this.publishOne(claimed.message);
+        outcomes.push([claimed, { kind: 'sent' }]);
+        const confirmed = this.o.clock.now();
+        this.emit('published', claimed.message, { publishMs: confirmed - started, latencyMs: confirmed - claimed.message.createdAt });
+      } catch (error) {
+        outcomes.push([claimed, { kind: 'failed', error, publishMs: this.o.clock.now() - started }]);
+        blocked = true;
+      }
+    }
+    return outcomes;
+  }
+
+  private async publishOne(message: OutboxMessage): Promise<void> {
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new PublishTimeoutError(this.o.publishTimeoutMs);
+        controller.abort(error);
+        reject(error);
+      }, this.o.publishTimeoutMs);
+    });
+    try {
+      await Promise.race([this.o.publisher.publish(message, controller.signal), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Writes the batch's outcomes: one statement for the sent rows, one per failure, one for the rest. */
+  private async record(token: string, outcomes: readonly [Claimed, Outcome][]): Promise<void> {
+    const { pool, outbox, clock } = this.o;
+    const sql = outbox.statements;
+    const sent = outcomes.filter(([, o]) => o.kind === 'sent').map(([c]) => c.seq);
+    const unpublished = outcomes.filter(([, o]) => o.kind === 'unpublished');
+    if (sent.length > 0) await pool.query(sql.markSent, [sent, token, clock.now()]);
+    for (const [claimed, outcome] of outcomes) {
+      if (outcome.kind !== 'failed') continue;
+      const { message } = claimed;
+      const reason = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
+      const permanent = outcome.error instanceof PublishError && outcome.error.permanent;
+      const dead = permanent || message.attempt >= this.o.maxAttempts;
+      const now = clock.now();
+      const backoff = Math.min(this.o.backoffMaxMs, this.o.backoffBaseMs * 2 ** Math.min(message.attempt - 1, 40));
+      await pool.query(sql.fail, [claimed.seq, token, now, reason, dead, now + backoff]);
+      this.emit(dead ? 'dead_lettered' : 'retry', message, {
+        error: reason,
+        publishMs: outcome.publishMs,
+      });
+    }
+    if (unpublished.length > 0) {
+      await pool.query(sql.release, [unpublished.map(([c]) => c.seq), token]);
+      for (const [claimed] of unpublished) this.emit('released', claimed.message, {});
+    }
+  }
+
+  private emit(
+    type: OutboxEvent['type'],
+    message: OutboxMessage,
+    extra: { readonly publishMs?: number; readonly latencyMs?: number; readonly error?: string },
+  ): void {
+    this.metrics.emit({
+      type,
+      id: message.id,
+      key: message.key,
+      topic: message.topic,
+      attempt: message.attempt,
+      publishMs: extra.publishMs,
+      latencyMs: extra.latencyMs,
+      error: extra.error,
+    });
+  }
+
+  private async run(): Promise<void> {
+    let seen = this.notifications;
+    let chaseMs = 0;
+    while (!this.stopping) {
+      // Cleared before the claim: a NOTIFY arriving while the batch runs makes the next wait return at once.
+      this.woken = false;
+      const notified = this.notifications !== seen;
+      seen = this.notifications;
+      let claimed = 0;
+      // Without LISTEN the relay still works, by polling; the failure is reported and retried next turn.
+      await this.ensureListener().catch((error: unknown) => this.reportError(error));
+      if (this.stopping) break;
+      try {
+        claimed = await this.runOnce();
+      } catch (error) {
+        this.reportError(error);
+      }
+      if (claimed > 0) {
+        chaseMs = 0;
+        continue;
+      }
+      // A notified row stays invisible to the claim until every transaction that began before it has
+      // ended anywhere on the server (snapshot xmin): chase it with doubling waits rather than sleeping a
+      // whole poll interval. Losing the row to another relay costs a few cheap empty claims.
+      chaseMs = notified ? CHASE_FIRST_MS : chaseMs > 0 && chaseMs < this.o.pollIntervalMs ? chaseMs * 2 : 0;
+      await this.idle(chaseMs > 0 ? Math.min(chaseMs, this.o.pollIntervalMs) : this.o.pollIntervalMs);
+    }
+  }
+
+  private reportError(error: unknown): void {
+    this.metrics.emit({
+      type: 'error',
+      id: undefined,
+      key: undefined,
+      topic: undefined,
+      attempt: undefined,
+      publishMs: undefined,
+      latencyMs: undefined,
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
+
+  /** Waits for a NOTIFY, `ms` milliseconds or `stop()`, whichever comes first. */
+  private async idle(ms: number): Promise<void> {
+    if (this.woken || this.stopping) return;
+    let timer: NodeJS.Timeout | undefined;
+    let wake!: () => void;
+    await new Promise<void>((resolve) => {
+      wake = resolve;
+      this.sleepers.add(wake);
+      timer = setTimeout(resolve, ms);
+    });
+    clearTimeout(timer);
+    this.sleepers.delete(wake);
+  }
+
+  private wakeAll(): void {
+    for (const wake of this.sleepers) wake();
+  }
+
+  /**
+   * Opens the LISTEN connection if there is none. A lost connection is dropped and reopened on the next
+   * turn; polling covers the gap.
+   */
+  private async ensureListener(): Promise<void> {
+    if (this.listener !== undefined) return;
+    const client = new pg.Client(this.o.pool.options);
+    const lost = (): void => {
+      if (this.listener !== client) return;
+      this.listener = undefined;
+      void client.end().catch(() => undefined);
+    };
+    client.on('error', lost);
+    client.on('end', lost);
+    client.on('notification', () => {
+      this.notifications++;
+      this.woken = true;
+      this.wakeAll();
+    });
+    this.listener = client;
+    try {
+      await client.connect();
+      await client.query(this.o.outbox.statements.listen);
+    } catch (error) {
+      this.listener = undefined;
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async closeListener(): Promise<void> {
+    const client = this.listener;
+    this.listener = undefined;
+    if (client !== undefined) await client.end().catch(() => undefined);
+  }
+}
+
+/** Rows in publish order: by inserting transaction id, then sequence (both compared as integers). */
+function sortByCommitOrder(rows: readonly ClaimedRow[]): ClaimedRow[] {
+  return [...rows].sort((a, b) => {
+    const byXid = compareBig(a.xid, b.xid);
+    return byXid !== 0 ? byXid : compareBig(a.seq, b.seq);
+  });
+}
+
+function compareBig(a: string, b: string): number {
+  const x = BigInt(a);
+  const y = BigInt(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}

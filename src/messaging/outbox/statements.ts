@@ -1,0 +1,142 @@
+/**
+ * The runtime SQL of the outbox, one statement per operation, built once per schema from the quoted
+ * schema name. Each statement's `$1…$n` are documented where it is defined. Times are milliseconds since
+ * the epoch, passed in from the injected clocks. The table is created by migration `0003_outbox`.
+ *
+ * @module
+ */
+
+/** The row columns a claim returns, in the order `relay.ts` reads them. */
+export interface ClaimedRow {
+  readonly seq: string;
+  readonly xid: string;
+  readonly id: string;
+  readonly topic: string;
+  readonly key: string;
+  readonly headers: Record<string, string>;
+  readonly payload: Buffer;
+  readonly attempts: number;
+  readonly created_at: string;
+}
+
+/** The statements for one schema. */
+export interface OutboxStatements {
+  /**
+   * `$1` id (uuid), `$2` topic, `$3` key, `$4` headers (JSON text), `$5` payload (bytea), `$6` now (ms).
+   * Inserts a pending row; a row with the same id already there is kept as is (a derived id written twice
+   * is the same message).
+   */
+  readonly enqueue: string;
+  /**
+   * `$1` now (ms), `$2` lease end (ms), `$3` lease token (uuid), `$4` batch limit, `$5` per-key limit.
+   * Claims, for each key whose oldest pending row is free (not leased, not backing off), that row and up to
+   * `$5 - 1` following ones of the key, at most `$4` rows in all, oldest transactions first; counts an
+   * attempt on each. Only rows whose inserting transaction is below the snapshot's xmin are eligible.
+   * Rows locked by a concurrent claim are skipped (`SKIP LOCKED`), and a key whose head was skipped keeps
+   * none of its rows, so a key is never published out of order by two relays.
+   */
+  readonly claim: string;
+  /** `$1` seqs (bigint[]), `$2` lease token, `$3` now (ms). Marks the caller's leased rows sent. */
+  readonly markSent: string;
+  /**
+   * `$1` seq, `$2` lease token, `$3` now (ms), `$4` error text, `$5` dead-letter (boolean), `$6` next
+   * attempt time (ms). Records a failed attempt on the caller's leased row: dead-letters it, or makes it
+   * available again at `$6`. One row (`status`) when the lease was still the caller's.
+   */
+  readonly fail: string;
+  /**
+   * `$1` seqs (bigint[]), `$2` lease token. Gives the caller's leased, unpublished rows back, uncounting
+   * the attempt their claim counted.
+   */
+  readonly release: string;
+  /**
+   * `$1` now (ms), `$2` latency window start (ms). One row: `pending`, `oldest_created_at` (ms or null),
+   * `in_flight` (live leases), `dead`, `sent`, and `p50`/`p99` enqueue-to-sent milliseconds of rows sent
+   * since `$2` (null when none).
+   */
+  readonly status: string;
+  /**
+   * `$1` cutoff (ms), `$2` limit. Deletes up to `$2` rows *sent* before `$1`, oldest first, skipping rows
+   * another transaction holds; the row count is how many it deleted. Never touches pending or dead rows.
+   */
+  readonly cleanup: string;
+  /** `$1` limit. Dead-lettered rows, oldest first. */
+  readonly deadLetters: string;
+  /** `$1` id, `$2` now (ms). Makes a dead-lettered row pending again with zero attempts; one row when it did. */
+  readonly requeue: string;
+  /** `LISTEN` on the outbox's channel. */
+  readonly listen: string;
+}
+
+/**
+ * Builds the statements for a schema.
+ *
+ * @param quoted - the schema as a quoted identifier (validated by `schemaNames`)
+ * @param channel - the NOTIFY channel of migration `0003_outbox`: `<schema>_outbox`
+ */
+export function outboxStatements(quoted: string, channel: string): OutboxStatements {
+  const t = `${quoted}.outbox`;
+  return Object.freeze({
+    enqueue: `INSERT INTO ${t} (id, topic, key, headers, payload, created_at, available_at)
+      VALUES ($1, $2, $3, $4::jsonb, $5, $6, $6) ON CONFLICT (id) DO NOTHING`,
+    // One pass over the pending rows (a window per key, no self-join), so the plan stays linear whatever
+    // the table's statistics say.
+    claim: `WITH ranked AS (
+        SELECT seq, xid, key, rn FROM (
+          SELECT seq, xid, key,
+                 row_number() OVER w AS rn,
+                 first_value(COALESCE(lease_until <= $1, true) AND available_at <= $1) OVER w AS head_free
+          FROM ${t}
+          WHERE status = 0 AND xid < pg_snapshot_xmin(pg_current_snapshot())
+          WINDOW w AS (PARTITION BY key ORDER BY xid, seq)
+        ) w
+        WHERE head_free AND rn <= $5
+      ), picked AS (
+        SELECT o.seq, r.key, r.rn
+        FROM ranked r JOIN ${t} o ON o.seq = r.seq
+        WHERE o.status = 0 AND (o.lease_until IS NULL OR o.lease_until <= $1)
+        ORDER BY r.xid, r.seq
+        LIMIT $4
+        FOR UPDATE OF o SKIP LOCKED
+      ), kept AS (
+        SELECT seq FROM (
+          SELECT seq, rn, row_number() OVER (PARTITION BY key ORDER BY rn) AS k FROM picked
+        ) p WHERE rn = k
+      )
+      UPDATE ${t} o SET lease_token = $3, lease_until = $2, attempts = o.attempts + 1
+      FROM kept WHERE o.seq = kept.seq
+      RETURNING o.seq, o.xid::text AS xid, o.id, o.topic, o.key, o.headers, o.payload, o.attempts, o.created_at`,
+    markSent: `UPDATE ${t} SET status = 1, sent_at = $3, lease_token = NULL, lease_until = NULL, last_error = NULL
+      WHERE seq = ANY($1::bigint[]) AND lease_token = $2 AND status = 0`,
+    fail: `UPDATE ${t} SET lease_token = NULL, lease_until = NULL, last_error = $4,
+        status = CASE WHEN $5::boolean THEN 2 ELSE 0 END,
+        dead_at = CASE WHEN $5::boolean THEN $3::bigint END,
+        available_at = $6
+      WHERE seq = $1 AND lease_token = $2 AND status = 0
+      RETURNING status`,
+    release: `UPDATE ${t} SET lease_token = NULL, lease_until = NULL, attempts = attempts - 1
+      WHERE seq = ANY($1::bigint[]) AND lease_token = $2 AND status = 0`,
+    status: `SELECT
+        (SELECT count(*) FROM ${t} WHERE status = 0)::bigint AS pending,
+        (SELECT min(created_at) FROM ${t} WHERE status = 0) AS oldest_created_at,
+        (SELECT count(*) FROM ${t} WHERE status = 0 AND lease_until > $1)::bigint AS in_flight,
+        (SELECT count(*) FROM ${t} WHERE status = 2)::bigint AS dead,
+        (SELECT count(*) FROM ${t} WHERE status = 1)::bigint AS sent,
+        l.p[1] AS p50, l.p[2] AS p99
+      FROM (
+        SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY sent_at - created_at) AS p
+        FROM ${t} WHERE status = 1 AND sent_at >= $2
+      ) l`,
+    // The batch is a CTE (materialized, as it locks rows): an \`IN (SELECT … LIMIT)\` subquery may be
+    // rescanned by the plan and delete more than the limit.
+    cleanup: `WITH batch AS (
+        SELECT seq FROM ${t} WHERE status = 1 AND sent_at < $1 ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED
+      )
+      DELETE FROM ${t} o USING batch WHERE o.seq = batch.seq AND o.status = 1`,
+    deadLetters: `SELECT id, topic, key, headers, payload, attempts, last_error, created_at, dead_at
+      FROM ${t} WHERE status = 2 ORDER BY dead_at, seq LIMIT $1`,
+    requeue: `UPDATE ${t} SET status = 0, attempts = 0, dead_at = NULL, available_at = $2
+      WHERE id = $1 AND status = 2 RETURNING seq`,
+    listen: `LISTEN "${channel}"`,
+  });
+}

@@ -1,0 +1,273 @@
+/**
+ * The in-memory store: one process, no persistence. For tests, development and single-instance services
+ * where losing the records on restart is acceptable.
+ *
+ * @module
+ */
+import { randomUUID } from 'node:crypto';
+import { systemClock, type Clock } from '../core/clock.js';
+import type { Claim, IdempotencyRecord, StoredResponse } from '../core/record.js';
+import type { ClaimInput, ClaimResult, IdempotencyStore } from './store.js';
+
+/** Options of {@link createMemoryStore}. */
+export interface MemoryStoreOptions {
+  /** Time source. @defaultValue the system clock */
+  readonly clock?: Clock;
+  /** Fencing-token generator. @defaultValue `crypto.randomUUID` */
+  readonly generateId?: () => string;
+}
+
+/**
+ * How often a claim also sweeps expired records off the store, in milliseconds of the store's clock: at
+ * most once per interval, every scope's oldest records are deleted while they are expired and not under a
+ * live lease, so memory stays bounded by the retention window without anyone calling `reap`.
+ */
+const SWEEP_INTERVAL_MS = 1_000;
+
+/**
+ * Creates an in-memory {@link IdempotencyStore}. Operations complete synchronously under the hood, so a
+ * claim is atomic within the process; `waitFor` is served from in-process notifications. The records it
+ * hands out are frozen, and a completed record holds its own copy of the response body, so no caller can
+ * change what is stored.
+ *
+ * Expired records go without a reaper: at most once a second (of its clock) a claim deletes, scope by
+ * scope, the oldest records while they are expired, so a long-running process holds about one retention
+ * window of records. The sweep stops at a scope's first live record, so a record behind a longer-lived
+ * one may stay until that one expires; `reap(limit)` still finds every expired record.
+ *
+ * @example
+ * ```ts
+ * import { createMemoryStore, createReceiver } from 'retrysafe';
+ * const receiver = createReceiver({ store: createMemoryStore() });
+ * ```
+ */
+export function createMemoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
+  return new MemoryStore(options.clock ?? systemClock, options.generateId ?? randomUUID);
+}
+
+type Waiter = (record: IdempotencyRecord | undefined) => void;
+
+class MemoryStore implements IdempotencyStore {
+  // Records by scope, then key: the key strings arrive already hashed (the claim's own), where a joined
+  // (scope, key) string would be built and hashed afresh on every operation.
+  private readonly records = new Map<string, Map<string, IdempotencyRecord>>();
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  private nextSweepAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly generateId: () => string,
+  ) {}
+
+  claim(input: ClaimInput): Promise<ClaimResult> {
+    const now = this.clock.now();
+    if (now >= this.nextSweepAt) {
+      this.nextSweepAt = now + SWEEP_INTERVAL_MS;
+      this.sweep(now);
+    }
+    let scoped = this.records.get(input.scope);
+    if (!scoped) {
+      scoped = new Map();
+      this.records.set(input.scope, scoped);
+    }
+    const existing = scoped.get(input.key);
+    const takeover =
+      existing !== undefined &&
+      existing.expiresAt > now &&
+      existing.state === 'in_progress' &&
+      existing.leaseExpiresAt <= now &&
+      existing.fingerprint === input.fingerprint;
+    if (existing && existing.expiresAt > now && !takeover) {
+      return Promise.resolve({ acquired: false, record: existing });
+    }
+    const leaseToken = this.generateId();
+    const leaseExpiresAt = now + input.leaseMs;
+    const recoveryPoint = takeover ? existing.recoveryPoint : undefined;
+    // Plain literals: a conditional spread sends V8 down its slow object-cloning path on every claim.
+    const record: IdempotencyRecord = {
+      scope: input.scope,
+      key: input.key,
+      fingerprint: input.fingerprint,
+      state: 'in_progress',
+      leaseToken,
+      leaseExpiresAt,
+      createdAt: takeover ? existing.createdAt : now,
+      expiresAt: now + input.retentionMs,
+    };
+    scoped.set(input.key, Object.freeze(recoveryPoint === undefined ? record : { ...record, recoveryPoint }));
+    const claim: Claim = {
+      scope: input.scope,
+      key: input.key,
+      fingerprint: input.fingerprint,
+      leaseToken,
+      leaseExpiresAt,
+      takeover,
+    };
+    return Promise.resolve({ acquired: true, claim: recoveryPoint === undefined ? claim : { ...claim, recoveryPoint } });
+  }
+
+  complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
+    const current = this.held(claim);
+    if (!current) return Promise.resolve(false);
+    const now = this.clock.now();
+    // Copied once on the way in and frozen, so the stored record can be handed out as is: no caller can
+    // change it (the body bytes, which cannot be frozen, are the store's own copy).
+    const saved: StoredResponse = Object.freeze({
+      status: response.status,
+      headers: Object.freeze({ ...response.headers }),
+      body: copyBytes(response.body),
+    });
+    const completed: IdempotencyRecord = {
+      scope: current.scope,
+      key: current.key,
+      fingerprint: current.fingerprint,
+      state: 'completed',
+      leaseToken: current.leaseToken,
+      leaseExpiresAt: current.leaseExpiresAt,
+      response: saved,
+      createdAt: current.createdAt,
+      completedAt: now,
+      expiresAt: now + retentionMs,
+    };
+    const stored = Object.freeze(
+      current.recoveryPoint === undefined ? completed : { ...completed, recoveryPoint: current.recoveryPoint },
+    );
+    this.records.get(claim.scope)?.set(claim.key, stored);
+    this.notify(claim.scope, claim.key, stored);
+    return Promise.resolve(true);
+  }
+
+  release(claim: Claim): Promise<boolean> {
+    if (!this.held(claim)) return Promise.resolve(false);
+    this.remove(claim.scope, claim.key);
+    this.notify(claim.scope, claim.key, undefined);
+    return Promise.resolve(true);
+  }
+
+  checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
+    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
+      return Promise.reject(new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${String(leaseMs)}`));
+    }
+    const current = this.held(claim);
+    if (!current) return Promise.resolve(undefined);
+    const leaseExpiresAt = this.clock.now() + leaseMs;
+    this.records.get(claim.scope)?.set(claim.key, Object.freeze({
+      ...current,
+      recoveryPoint,
+      leaseExpiresAt,
+      expiresAt: Math.max(current.expiresAt, leaseExpiresAt),
+    }));
+    return Promise.resolve({ ...claim, leaseExpiresAt, recoveryPoint });
+  }
+
+  listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      return Promise.reject(new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`));
+    }
+    const now = this.clock.now();
+    const abandoned = [...this.records.values()].flatMap((scoped) => [...scoped.values()]).filter(
+      (record) =>
+        record.state === 'in_progress' &&
+        record.recoveryPoint !== undefined &&
+        record.leaseExpiresAt <= now &&
+        record.expiresAt > now,
+    );
+    abandoned.sort((a, b) => a.leaseExpiresAt - b.leaseExpiresAt);
+    return Promise.resolve(abandoned.slice(0, limit));
+  }
+
+  get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+    return Promise.resolve(this.records.get(scope)?.get(key));
+  }
+
+  reap(limit: number): Promise<number> {
+    const now = this.clock.now();
+    let deleted = 0;
+    for (const [scope, scoped] of this.records) {
+      for (const [key, record] of scoped) {
+        if (deleted >= limit) break;
+        if (reapable(record, now)) {
+          scoped.delete(key);
+          deleted++;
+        }
+      }
+      if (scoped.size === 0) this.records.delete(scope);
+      if (deleted >= limit) break;
+    }
+    return Promise.resolve(deleted);
+  }
+
+  waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    const current = this.records.get(scope)?.get(key);
+    if (current?.state !== 'in_progress') return Promise.resolve(current);
+    const id = slot(scope, key);
+    return new Promise((resolve) => {
+      const waiters = this.waiters.get(id) ?? new Set<Waiter>();
+      this.waiters.set(id, waiters);
+      const done: Waiter = (record) => {
+        clearTimeout(timer);
+        waiters.delete(done);
+        if (waiters.size === 0) this.waiters.delete(id);
+        resolve(record);
+      };
+      const timer = setTimeout(() => done(this.records.get(scope)?.get(key)), timeoutMs);
+      waiters.add(done);
+    });
+  }
+
+  close(): Promise<void> {
+    for (const [id, waiters] of this.waiters) for (const done of [...waiters]) done(this.recordAt(id));
+    this.records.clear();
+    return Promise.resolve();
+  }
+
+  /** Deletes each scope's oldest records (a Map iterates in insertion order) while they are reapable. */
+  private sweep(now: number): void {
+    for (const [scope, scoped] of this.records) {
+      for (const [key, record] of scoped) {
+        if (!reapable(record, now)) break;
+        scoped.delete(key);
+      }
+      if (scoped.size === 0) this.records.delete(scope);
+    }
+  }
+
+  private held(claim: Claim): IdempotencyRecord | undefined {
+    const current = this.records.get(claim.scope)?.get(claim.key);
+    return current?.state === 'in_progress' && current.leaseToken === claim.leaseToken ? current : undefined;
+  }
+
+  private remove(scope: string, key: string): void {
+    const scoped = this.records.get(scope);
+    if (scoped?.delete(key) === true && scoped.size === 0) this.records.delete(scope);
+  }
+
+  private notify(scope: string, key: string, record: IdempotencyRecord | undefined): void {
+    if (this.waiters.size === 0) return;
+    const waiters = this.waiters.get(slot(scope, key));
+    if (waiters) for (const done of [...waiters]) done(record);
+  }
+
+  /** The record under a {@link slot} id. */
+  private recordAt(id: string): IdempotencyRecord | undefined {
+    const colon = id.indexOf(':');
+    const end = colon + 1 + Number(id.slice(0, colon));
+    return this.records.get(id.slice(colon + 1, end))?.get(id.slice(end));
+  }
+}
+
+/** Expired, and not under a live lease (a lease may outlast the retention; its holder may still complete). */
+function reapable(record: IdempotencyRecord, now: number): boolean {
+  return record.expiresAt <= now && !(record.state === 'in_progress' && record.leaseExpiresAt > now);
+}
+
+// Waiters are kept under one string per (scope, key); the scope's length prefix keeps pairs apart
+// whatever characters either holds.
+function slot(scope: string, key: string): string {
+  return `${scope.length}:${scope}${key}`;
+}
+
+// Buffer#slice is a view, not a copy; Buffer.from copies (small bodies into Node's shared pool).
+function copyBytes(body: Uint8Array): Uint8Array {
+  return Buffer.isBuffer(body) ? Buffer.from(body) : body.slice();
+}

@@ -1,0 +1,46 @@
+/**
+ * Compact byte encodings of fingerprints and fencing tokens, to keep a stored record small.
+ *
+ * A hex SHA-256 fingerprint is 64 characters as text but 32 bytes raw; a `randomUUID()` token is 36
+ * characters but 16 bytes. Any other string is kept as UTF-8. A one-byte tag tells the three forms apart,
+ * so the encoding is injective: equal strings give equal bytes and different strings different bytes,
+ * which lets the SQL compare encoded values directly.
+ *
+ * @module
+ */
+
+const TAG_TEXT = 0;
+const TAG_HEX = 1;
+const TAG_UUID = 2;
+
+const LOWER_HEX = /^(?:[0-9a-f]{2})+$/;
+const LOWER_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Encodes a fingerprint or lease token for a `bytea` column. */
+export function encodeToken(value: string): Buffer {
+  if (LOWER_UUID.test(value)) return Buffer.concat([Buffer.of(TAG_UUID), Buffer.from(value.replaceAll('-', ''), 'hex')]);
+  if (LOWER_HEX.test(value)) return Buffer.concat([Buffer.of(TAG_HEX), Buffer.from(value, 'hex')]);
+  return Buffer.concat([Buffer.of(TAG_TEXT), Buffer.from(value, 'utf8')]);
+}
+
+/**
+ * Decodes what {@link encodeToken} produced.
+ *
+ * @throws Error when the bytes carry an unknown tag (the column was written by something else)
+ */
+export function decodeToken(bytes: Buffer): string {
+  const tag = bytes[0];
+  const rest = bytes.subarray(1);
+  switch (tag) {
+    case TAG_TEXT:
+      return rest.toString('utf8');
+    case TAG_HEX:
+      return rest.toString('hex');
+    case TAG_UUID: {
+      const hex = rest.toString('hex');
+      return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+    }
+    default:
+      throw new Error(`retrysafe: unknown token encoding tag ${String(tag)} in the records table`);
+  }
+}

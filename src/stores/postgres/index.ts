@@ -1,0 +1,8 @@
+/**
+ * `retrysafe/postgres`: the PostgreSQL idempotency store (driver `pg`) and its migrations.
+ *
+ * @module
+ */
+export { createPostgresStore, type PostgresStore, type PostgresStoreOptions } from './store.js';
+export { migrate, type MigrateOptions, type MigrateResult } from './migrate.js';
+export { DEFAULT_SCHEMA } from './schema.js';

@@ -1,0 +1,137 @@
+/**
+ * Applies the numbered PostgreSQL migrations to a schema. Safe to run at every deploy, twice, or from
+ * several processes at once.
+ *
+ * @module
+ */
+import pg from 'pg';
+import { describe } from '../../core/duration.js';
+import { MIGRATIONS, type Migration } from './migrations/index.js';
+import { DEFAULT_SCHEMA, schemaNames } from './schema.js';
+
+/** Options of {@link migrate}: exactly one of `pool` and `connectionString`. */
+export interface MigrateOptions {
+  /** A pool to borrow one connection from (not ended by `migrate`). */
+  readonly pool?: pg.Pool;
+  /** A PostgreSQL URL (`postgres://user@host:5432/db`); `migrate` opens and closes its own connection. */
+  readonly connectionString?: string;
+  /** The schema to create and migrate; validated and always quoted. @defaultValue 'retrysafe' */
+  readonly schema?: string;
+}
+
+/** What {@link migrate} did. */
+export interface MigrateResult {
+  /** The schema migrated. */
+  readonly schema: string;
+  /** Names of the migrations this call applied, in order; empty when the schema was already up to date. */
+  readonly applied: readonly string[];
+  /** The schema's version after the call (the highest applied migration). */
+  readonly version: number;
+}
+
+/**
+ * The advisory-lock namespace of retrysafe migrations (the first key of PostgreSQL's two-key advisory
+ * locks); the second key is `hashtext(schema)`, so two schemas migrate independently.
+ */
+const MIGRATION_LOCK_CLASS = 0x52_53_4d_47; // "RSMG"
+
+/**
+ * Creates the schema (if missing) and applies every migration not yet in its ledger table
+ * `<schema>.schema_migrations (version, name, applied_at)`.
+ *
+ * Concurrency: the whole run holds a session advisory lock per schema (`pg_advisory_lock`), so concurrent
+ * runs queue up and each later one finds the ledger complete. Each migration runs in its own transaction
+ * together with its ledger row, so a failure leaves the schema at the last complete version.
+ *
+ * @throws TypeError naming the option when the options are invalid (neither or both of `pool` and
+ *   `connectionString`, a bad `schema`)
+ * @throws the driver's error when the database refuses (connection, permissions, SQL); the failing
+ *   migration is rolled back
+ * @example
+ * ```ts
+ * import { migrate } from 'retrysafe/postgres';
+ * const { applied } = await migrate({ connectionString: process.env.DATABASE_URL, schema: 'retrysafe' });
+ * ```
+ */
+export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: migrate expects an options object, got ${describe(options)}`);
+  }
+  const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
+  const { pool, connectionString } = options;
+  if ((pool === undefined) === (connectionString === undefined)) {
+    throw new TypeError('retrysafe: migrate needs exactly one of the options "pool" and "connectionString"');
+  }
+  if (pool !== undefined && (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function')) {
+    throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
+  }
+  if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
+    throw new TypeError(`retrysafe: option "connectionString" must be a non-empty string, got ${describe(connectionString)}`);
+  }
+
+  if (pool) {
+    const client = await pool.connect();
+    let failure: unknown;
+    try {
+      return await migrateOn(client, names.name, names.quoted);
+    } catch (error) {
+      failure = error;
+      throw error;
+    } finally {
+      // A failed run may leave the connection mid-transaction; the pool must not hand it out again.
+      client.release(failure instanceof Error ? failure : undefined);
+    }
+  }
+  const client = new pg.Client({ connectionString });
+  await client.connect();
+  try {
+    return await migrateOn(client, names.name, names.quoted);
+  } finally {
+    await client.end();
+  }
+}
+
+async function migrateOn(client: pg.ClientBase, schema: string, quoted: string): Promise<MigrateResult> {
+  // $1 lock class, $2 schema name
+  await client.query('SELECT pg_advisory_lock($1, hashtext($2))', [MIGRATION_LOCK_CLASS, schema]);
+  try {
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoted}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${quoted}.schema_migrations (
+         version    integer     PRIMARY KEY,
+         name       text        NOT NULL,
+         applied_at timestamptz NOT NULL DEFAULT now()
+       )`,
+    );
+    const done = await client.query<{ version: number }>(`SELECT version FROM ${quoted}.schema_migrations`);
+    const appliedBefore = new Set(done.rows.map((row) => row.version));
+    const applied: Migration[] = [];
+    for (const migration of MIGRATIONS) {
+      if (appliedBefore.has(migration.version)) continue;
+      await apply(client, quoted, migration);
+      applied.push(migration);
+    }
+    const version = Math.max(0, ...appliedBefore, ...applied.map((m) => m.version));
+    return Object.freeze({ schema, applied: Object.freeze(applied.map((m) => m.name)), version });
+  } finally {
+    // $1 lock class, $2 schema name
+    await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [MIGRATION_LOCK_CLASS, schema]);
+  }
+}
+
+async function apply(client: pg.ClientBase, quoted: string, migration: Migration): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    // Simple-query protocol: a migration may hold several statements.
+    await client.query(migration.sql(quoted));
+    // $1 version, $2 name
+    await client.query(`INSERT INTO ${quoted}.schema_migrations (version, name) VALUES ($1, $2)`, [
+      migration.version,
+      migration.name,
+    ]);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  }
+}

@@ -1,0 +1,191 @@
+/**
+ * The runtime SQL of the PostgreSQL store, one statement per operation, built once per schema. Each
+ * statement's `$1…$n` are documented where it is defined. Times are milliseconds since the epoch taken
+ * from the store's injected clock and passed in, so a fake clock drives every TTL.
+ *
+ * @module
+ */
+import { createHash } from 'node:crypto';
+import { escapeIdentifier, escapeLiteral } from 'pg';
+import type { SchemaNames } from './schema.js';
+
+/** The columns a record is read from, in the order `rows.ts` expects. */
+const RECORD_COLUMNS =
+  'fingerprint, lease_token, lease_expires_at, created_at, expires_at, completed_at, status, headers, body, recovery_point';
+
+/**
+ * A statement run with parameters. With a `name` it is a prepared statement: `pg` parses it once per
+ * connection, and PostgreSQL plans it once and then reuses a cached plan, where an unnamed statement is
+ * parsed and planned on every execution. The name is derived from the text, so equal texts share it and
+ * different schemas never collide.
+ */
+export interface Statement {
+  readonly name: string | undefined;
+  readonly text: string;
+}
+
+/** The statements for one schema. */
+export interface Statements {
+  /**
+   * `$1` scope, `$2` key, `$3` fingerprint (encoded), `$4` new lease token (encoded), `$5` now (ms),
+   * `$6` lease (ms), `$7` retention (ms). One row: `acquired`, `takeover`, then the record's columns
+   * (the new lease when acquired, the standing record otherwise).
+   */
+  readonly claim: Statement;
+  /**
+   * The claim made through a transaction's view (the atomic-phases runner; the engine claims on the pool
+   * before it opens a transaction), as one simple-protocol batch with the same arguments as literals:
+   * refuse if the open transaction already wrote; COMMIT it; claim (committed on its own, so a duplicate
+   * sees it at once); BEGIN the business transaction again. The third result from the end holds the
+   * claim's row. With prepared statements on, the claim runs as `EXECUTE` of a statement the connection
+   * prepared with SQL `PREPARE` (the batch starts with that `PREPARE` when `prepare` is true), so it is
+   * planned once per connection like the other statements.
+   */
+  claimApart(args: ClaimArgs, prepare: boolean): string;
+  /**
+   * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` now (ms), `$5` retention (ms), `$6` status,
+   * `$7` headers (JSON text), `$8` body, `$9` notification topic. One row when completed (fenced: only the
+   * current holder of an in-progress record), none otherwise. Notifies (at COMMIT when in a transaction)
+   * only when a waiter has set the record's `waiters` flag (migration 0006).
+   */
+  readonly complete: Statement;
+  /**
+   * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` notification topic. Deletes the caller's
+   * in-progress record (fenced); one row when it did, none otherwise. Notifies when a waiter is flagged.
+   */
+  readonly release: Statement;
+  /**
+   * `$1` scope, `$2` key. Sets the `waiters` flag of an in-progress record, so its completion or release
+   * will NOTIFY; matches nothing once the record is completed or gone. Waits for the row lock of a
+   * completion under way, which ends at that completion's COMMIT.
+   */
+  readonly markWaiting: Statement;
+  /** `$1` scope, `$2` key. The record's columns, or no row. */
+  readonly get: Statement;
+  /**
+   * `$1` now (ms), `$2` limit. Deletes up to `$2` expired records not under a live lease, skipping rows
+   * another transaction holds, so it never waits on a lock; the row count is how many it deleted.
+   */
+  readonly reap: Statement;
+  /**
+   * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` recovery point, `$5` the renewed lease's end
+   * (ms). Fenced like `complete`: sets the recovery point and the lease end, and stretches the retention
+   * to cover the lease (never shortens it), only on the caller's in-progress record; the row count is 1
+   * when it did, 0 otherwise.
+   */
+  readonly checkpoint: Statement;
+  /**
+   * `$1` now (ms), `$2` limit. Up to `$2` in-progress records with a recovery point whose lease ended by
+   * `$1` and whose retention has not, oldest lease end first, read through the partial index
+   * `records_abandoned_idx` (migration 0004). Columns: scope, key, then the record's.
+   */
+  readonly listAbandoned: Statement;
+  /** `LISTEN` on the schema's channel. */
+  readonly listen: string;
+  /** `BEGIN` with the isolation level of transactional mode. */
+  readonly begin: string;
+}
+
+/** The arguments of {@link Statements.claimApart}. Numbers are safe integers, validated by the caller. */
+export interface ClaimArgs {
+  readonly scope: string;
+  readonly key: string;
+  readonly fingerprint: Buffer;
+  readonly leaseToken: Buffer;
+  readonly now: number;
+  readonly leaseMs: number;
+  readonly retentionMs: number;
+}
+
+/**
+ * Transactional mode runs at READ COMMITTED (PostgreSQL's default), set explicitly so a server default of
+ * REPEATABLE READ or SERIALIZABLE does not change it: the fenced `complete` is an UPDATE whose WHERE is
+ * re-checked against the newest committed row version, so it sees a takeover committed after the
+ * transaction began, and the handler's own statements keep PostgreSQL's default semantics. A stricter
+ * level would turn such a concurrent takeover into a serialization failure instead of a clean fence.
+ */
+const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+
+/**
+ * Builds the statements for a validated schema.
+ *
+ * @param prepared - whether the parameterised statements are named (prepared once per connection)
+ */
+export function statements(names: SchemaNames, prepared: boolean): Statements {
+  const s = names.quoted;
+  const channel = escapeLiteral(names.channel);
+  const claimCall = (a: string): string => `SELECT * FROM ${s}.claim(${a})`;
+  const statement = (text: string): Statement => Object.freeze({ name: prepared ? preparedName('retrysafe_', text) : undefined, text });
+  // The reaper's and the completer's statements run rarely: planned afresh each time, for the data as it is.
+  const unnamed = (text: string): Statement => Object.freeze({ name: undefined, text });
+  const claimText = claimCall('$1, $2, $3, $4, $5, $6, $7');
+  // Its own name: `pg` tracks the names it prepared itself and would refuse to Parse one prepared by SQL.
+  const claimApartName = preparedName('retrysafe_tx_', claimText);
+  return Object.freeze({
+    claim: statement(claimText),
+    claimApart(args: ClaimArgs, prepare: boolean): string {
+      const literals = [
+        escapeLiteral(args.scope),
+        escapeLiteral(args.key),
+        byteaLiteral(args.fingerprint),
+        byteaLiteral(args.leaseToken),
+        `${integer(args.now)}::bigint`,
+        `${integer(args.leaseMs)}::bigint`,
+        `${integer(args.retentionMs)}::bigint`,
+      ].join(', ');
+      if (!prepared) return `SELECT ${s}.require_empty_transaction(); COMMIT; ${claimCall(literals)}; COMMIT; ${BEGIN}`;
+      const preparation = prepare
+        ? `PREPARE ${claimApartName} (text, text, bytea, bytea, bigint, bigint, bigint) AS ${claimText}; `
+        : '';
+      return `${preparation}SELECT ${s}.require_empty_transaction(); COMMIT; EXECUTE ${claimApartName}(${literals}); COMMIT; ${BEGIN}`;
+    },
+    complete: statement(`WITH done AS (
+      UPDATE ${s}.records
+      SET completed_at = $4::bigint, expires_at = $4::bigint + $5::bigint, status = $6, headers = $7::json, body = $8
+      WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
+      RETURNING waiters)
+      SELECT CASE WHEN waiters THEN pg_notify(${channel}, $9) END FROM done`),
+    release: statement(`WITH gone AS (
+      DELETE FROM ${s}.records
+      WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
+      RETURNING waiters)
+      SELECT CASE WHEN waiters THEN pg_notify(${channel}, $4) END FROM gone`),
+    markWaiting: statement(`UPDATE ${s}.records SET waiters = true
+      WHERE scope = $1 AND key = $2 AND completed_at IS NULL AND waiters IS NULL`),
+    get: statement(`SELECT ${RECORD_COLUMNS} FROM ${s}.records WHERE scope = $1 AND key = $2`),
+    // The batch is a CTE, evaluated once: an `IN (SELECT … LIMIT … SKIP LOCKED)` subquery may be rescanned
+    // by the plan (a nested-loop semi join), each rescan skipping the rows this statement already deleted
+    // and locking the next ones, so one call deleted far more than `limit`.
+    reap: unnamed(`WITH doomed AS (
+        SELECT scope, key FROM ${s}.records
+        WHERE expires_at <= $1::bigint AND (completed_at IS NOT NULL OR lease_expires_at <= $1::bigint)
+        ORDER BY expires_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${s}.records r USING doomed WHERE r.scope = doomed.scope AND r.key = doomed.key`),
+    checkpoint: statement(`UPDATE ${s}.records
+      SET recovery_point = $4, lease_expires_at = $5::bigint, expires_at = GREATEST(expires_at, $5::bigint)
+      WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL`),
+    listAbandoned: unnamed(`SELECT scope, key, ${RECORD_COLUMNS} FROM ${s}.records
+      WHERE completed_at IS NULL AND recovery_point IS NOT NULL AND lease_expires_at <= $1::bigint
+        AND expires_at > $1::bigint
+      ORDER BY lease_expires_at
+      LIMIT $2`),
+    listen: `LISTEN ${escapeIdentifier(names.channel)}`,
+    begin: BEGIN,
+  });
+}
+
+/** A prepared statement's name: `prefix` and a digest of the text, so equal texts share it and others never do. */
+function preparedName(prefix: string, text: string): string {
+  return `${prefix}${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+}
+
+function byteaLiteral(bytes: Buffer): string {
+  return `decode('${bytes.toString('hex')}', 'hex')`;
+}
+
+function integer(value: number): string {
+  if (!Number.isSafeInteger(value)) throw new TypeError(`retrysafe: expected a safe integer, got ${String(value)}`);
+  return String(value);
+}

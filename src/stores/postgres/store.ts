@@ -1,0 +1,451 @@
+/**
+ * The PostgreSQL store: records in one table, the claim as one statement, `complete`/`release` fenced by
+ * the lease token, completions announced with NOTIFY, and transactional mode on a pooled connection.
+ *
+ * @module
+ */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { systemClock, type Clock } from '../../core/clock.js';
+import { requireClock, requireGenerateId } from '../../core/options.js';
+import { TransactionAbortedError } from '../../core/errors.js';
+import { describe } from '../../core/duration.js';
+import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
+import type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from '../store.js';
+import { encodeToken } from './codec.js';
+import { CompletionListener, topicOf } from './listener.js';
+import { toClaim, toKeyedRecord, toRecord, type ClaimRow, type KeyedRecordRow, type RecordRow } from './rows.js';
+import { DEFAULT_SCHEMA, schemaNames, type SchemaNames } from './schema.js';
+import { statements, type ClaimArgs, type Statement, type Statements } from './statements.js';
+
+/** Options of {@link createPostgresStore}: exactly one of `pool` and `connectionString`. */
+export interface PostgresStoreOptions {
+  /**
+   * The pool to run on. The store never ends it (`close` leaves it to its owner). The `waitFor` listener
+   * opens one extra dedicated connection with the pool's settings.
+   */
+  readonly pool?: pg.Pool;
+  /** A PostgreSQL URL; the store then owns a pool of its own and ends it on `close`. */
+  readonly connectionString?: string;
+  /**
+   * The schema holding the records table, as created by `migrate()` (`migrate.ts`). Letters, digits and `_`, at most
+   * 48 characters; always quoted. @defaultValue 'retrysafe'
+   */
+  readonly schema?: string;
+  /** Time source; its `now()` (milliseconds) is passed into every query. @defaultValue the system clock */
+  readonly clock?: Clock;
+  /** Fencing-token generator. @defaultValue `crypto.randomUUID` */
+  readonly generateId?: () => string;
+  /**
+   * Whether the per-request statements (claim, complete, release, get, checkpoint) run as named prepared
+   * statements: parsed once per connection and planned once, instead of on every execution, which saves
+   * PostgreSQL a parse and a plan per request (the effect on throughput is in docs/benchmarks.md). Turn it off behind a pooler that cannot keep
+   * prepared statements across transactions: PgBouncer in transaction mode before 1.21, or without
+   * `max_prepared_statements`; and off if anything runs `DISCARD ALL` or `DEALLOCATE` on the pool's
+   * connections behind the driver's back (the driver would then execute statements the session no longer
+   * has). A claim made through a transaction's view (atomic phases) is prepared with SQL `PREPARE` on the
+   * connection's first such claim and run with `EXECUTE`. PostgreSQL re-plans a prepared statement when a migration changes the
+   * tables or functions under it; a migration that changes the claim function's result columns (as 0004
+   * did) fails statements prepared before it with "cached plan must not change result type" until the
+   * connection is replaced, so restart the services after such a migration (they run code that expects
+   * the new columns anyway). @defaultValue true
+   */
+  readonly preparedStatements?: boolean;
+}
+
+/** A PostgreSQL idempotency store; transactions hand out the `pg` `PoolClient` they run on. */
+export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
+  /** The schema name in use (unquoted). */
+  readonly schema: string;
+  /** The pool the store runs on (its own when created from a `connectionString`). */
+  readonly pool: pg.Pool;
+  /**
+   * Resolves with the record once (scope, key) is completed or gone, woken by NOTIFY on the schema's
+   * channel (delivered at COMMIT), or with the record as it stands after `timeoutMs` milliseconds. It
+   * first flags the record as awaited (one UPDATE), since completions notify only flagged records.
+   * Rejects with a `StoreClosedError` after `close()`.
+   */
+  waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined>;
+  /**
+   * Records a recovery point and renews the lease in one fenced UPDATE; inside `transaction()`, the view's
+   * `checkpoint` runs on the transaction's connection and commits with the phase's writes. See
+   * {@link IdempotencyStore.checkpoint}.
+   */
+  checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined>;
+  /**
+   * Abandoned multi-phase records, oldest lease end first, in one bounded SELECT over the partial index
+   * `records_abandoned_idx`. See {@link IdempotencyStore.listAbandoned}.
+   */
+  listAbandoned(limit: number): Promise<IdempotencyRecord[]>;
+}
+
+/**
+ * Creates a PostgreSQL {@link TransactionalStore} (PostgreSQL 13 or later). Run `migrate()` on the
+ * schema first.
+ *
+ * Operations (each one statement, one round trip, prepared once per connection unless
+ * `preparedStatements` is false; see `statements.ts` and `migrations/0001_init.ts`):
+ * - `claim` calls the schema's `claim()` function: insert, or take over an expired lease (same
+ *   fingerprint) or an expired record (any fingerprint), or return the standing record unchanged — a
+ *   replay reads and locks nothing.
+ * - `complete` / `release` are fenced by the lease token. When a `waitFor` has flagged the record, they
+ *   NOTIFY the schema's channel, which wakes it (LISTEN/NOTIFY), so a `wait`-mode duplicate gets the
+ *   original's response without polling. Unflagged records complete without NOTIFY, whose commit-time
+ *   lock would otherwise queue every completion's commit behind the others (migration 0006).
+ * - `reap(limit)` deletes at most `limit` expired rows per call with `FOR UPDATE SKIP LOCKED`: it never
+ *   waits on a row another transaction holds, and each call is its own short transaction.
+ * - `checkpoint` (atomic phases) is one UPDATE fenced by the lease token: it records the recovery point,
+ *   renews the lease and stretches the retention to cover it; a takeover `claim` hands the recovery point
+ *   to the new holder (migration 0004).
+ * - `listAbandoned(limit)` is one SELECT bounded by `limit`, served by a partial index of in-progress rows
+ *   that have a recovery point, oldest lease end first.
+ *
+ * Transactional mode (`transaction`), following Brandur Leach's "Implementing Stripe-like Idempotency Keys
+ * in Postgres": the claim is committed on its own, before the business transaction, so a concurrent
+ * duplicate sees the in-progress record at once and is answered 409 without waiting on a row lock (an
+ * `INSERT … ON CONFLICT` inside an open transaction would block on the other transaction's uncommitted
+ * row until it ends). The store says so (`claimsApart`), so the engine claims on the pool first and opens
+ * the transaction only for a claim it won: a replay, a 409 or a 422 costs one round trip and no
+ * transaction, and the claim's connection is back in the pool before the transaction takes one, so a busy
+ * pool cannot deadlock. A claim made through the transaction's view (the atomic-phases runner does) runs
+ * on the transaction's own connection in one round trip (`COMMIT; claim; COMMIT; BEGIN`), for the same
+ * reason. The business writes and the fenced `complete` then commit together; the response is sent
+ * after COMMIT. If the transaction rolls back, the committed claim is left behind and the engine releases
+ * it; if the process dies, the claim's lease expires and a retry takes over — the business writes never
+ * committed, so the effect still lands once. Isolation is READ COMMITTED, set explicitly: the fenced
+ * `complete` re-checks its WHERE against the newest committed row, so a takeover that committed meanwhile
+ * fences it cleanly where a stricter level would raise a serialization failure.
+ *
+ * Errors: methods reject with the driver's error when PostgreSQL fails (the engine answers 503).
+ * `transaction` rejects with a `TransactionAbortedError` when a statement in it failed and `fn` swallowed
+ * the error, since PostgreSQL then rolls the transaction back at COMMIT. A claim
+ * running under a server default stricter than READ COMMITTED may fail a race with a serialization error
+ * (SQLSTATE 40001) instead of losing it quietly. Keys and scopes cannot contain NUL (a PostgreSQL `text` limit).
+ *
+ * @throws TypeError naming the option when an option is invalid (neither or both of `pool` and
+ *   `connectionString`, a bad `schema`, a `clock` without `now()`, a non-function `generateId`, a
+ *   non-boolean `preparedStatements`)
+ * @example
+ * ```ts
+ * import pg from 'pg';
+ * import { createReceiver } from 'retrysafe';
+ * import { createPostgresStore, migrate } from 'retrysafe/postgres';
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * await migrate({ pool });
+ * const store = createPostgresStore({ pool });
+ * const receiver = createReceiver({ store, transactional: true });
+ * const result = await receiver.run(id, async ({ tx }) => {
+ *   await tx.query('INSERT INTO payments (id, amount) VALUES ($1, $2)', [id.key, 100]);
+ *   return { ok: true };
+ * });
+ * ```
+ */
+export function createPostgresStore(options: PostgresStoreOptions): PostgresStore {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createPostgresStore expects an options object, got ${describe(options)}`);
+  }
+  const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
+  const { pool, connectionString } = options;
+  if ((pool === undefined) === (connectionString === undefined)) {
+    throw new TypeError('retrysafe: createPostgresStore needs exactly one of the options "pool" and "connectionString"');
+  }
+  if (pool !== undefined && (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function')) {
+    throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
+  }
+  if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
+    throw new TypeError(`retrysafe: option "connectionString" must be a non-empty string, got ${describe(connectionString)}`);
+  }
+  const clock = requireClock(options.clock ?? systemClock);
+  const generateId = requireGenerateId(options.generateId ?? randomUUID);
+  const prepared = options.preparedStatements ?? true;
+  if (typeof prepared !== 'boolean') {
+    throw new TypeError(`retrysafe: option "preparedStatements" must be a boolean, got ${describe(prepared)}`);
+  }
+  let ownedPool: pg.Pool | undefined;
+  if (connectionString !== undefined) {
+    ownedPool = new pg.Pool({ connectionString });
+    // An idle pooled connection that dies (server restart, pg_terminate_backend) is dropped by the pool;
+    // without a listener its 'error' event would crash the process.
+    ownedPool.on('error', () => undefined);
+  }
+  return new PgStore(ownedPool ?? (pool as pg.Pool), ownedPool !== undefined, names, clock, generateId, prepared);
+}
+
+/** Operations shared by the store and its transaction view, run on a pool or on one client. */
+interface Queryable {
+  query<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>>;
+}
+
+/**
+ * The schemas whose transactional claim each connection has PREPAREd. Prepared statements belong to the
+ * session, not to a store, so every store of the process shares this (as `pg` shares its own record of the
+ * statements it prepared on a connection).
+ */
+const preparedOn = new WeakMap<pg.PoolClient, Set<string>>();
+
+/** Runs a {@link Statement} with its values. */
+function run<R extends pg.QueryResultRow>(db: Queryable, statement: Statement, values: unknown[]): Promise<pg.QueryResult<R>> {
+  return db.query<R>({ name: statement.name, text: statement.text, values });
+}
+
+class PgStore implements PostgresStore {
+  /** The transactional claim commits on its own (see {@link createPostgresStore}). */
+  readonly claimsApart = true;
+  readonly schema: string;
+  private readonly sql: Statements;
+  private readonly listener: CompletionListener;
+  private readonly pending = new Set<Promise<unknown>>();
+
+  constructor(
+    readonly pool: pg.Pool,
+    private readonly ownsPool: boolean,
+    names: SchemaNames,
+    readonly clock: Clock,
+    private readonly generateId: () => string,
+    private readonly prepared: boolean,
+  ) {
+    this.schema = names.name;
+    this.sql = statements(names, prepared);
+    this.listener = new CompletionListener(() => new pg.Client(pool.options), this.sql.listen);
+  }
+
+  async claim(input: ClaimInput): Promise<ClaimResult> {
+    const args = this.claimArgs(input);
+    const result = await run<ClaimRow>(this.pool, this.sql.claim, [
+      input.scope,
+      input.key,
+      args.fingerprint,
+      args.leaseToken,
+      args.now,
+      input.leaseMs,
+      input.retentionMs,
+    ]);
+    return claimResult(input, result.rows[0]);
+  }
+
+  /** The claim of transactional mode; see `Statements.claimApart`. */
+  async claimApart(client: pg.PoolClient, input: ClaimInput): Promise<ClaimResult> {
+    const done = preparedOn.get(client) ?? new Set<string>();
+    preparedOn.set(client, done);
+    const prepare = this.prepared && !done.has(this.schema);
+    const batch = this.sql.claimApart(this.claimArgs(input), prepare);
+    const results = (await client.query(batch)) as unknown as pg.QueryResult<ClaimRow>[];
+    if (prepare) done.add(this.schema);
+    return claimResult(input, results[results.length - 3]?.rows[0]);
+  }
+
+  complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
+    return this.completeOn(this.pool, claim, response, retentionMs);
+  }
+
+  async completeOn(db: Queryable, claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
+    const result = await run(db, this.sql.complete, [
+      claim.scope,
+      claim.key,
+      encodeToken(claim.leaseToken),
+      this.clock.now(),
+      retentionMs,
+      response.status,
+      JSON.stringify(response.headers),
+      Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength),
+      topicOf(claim.scope, claim.key),
+    ]);
+    return result.rowCount === 1;
+  }
+
+  release(claim: Claim): Promise<boolean> {
+    return this.releaseOn(this.pool, claim);
+  }
+
+  async releaseOn(db: Queryable, claim: Claim): Promise<boolean> {
+    const result = await run(db, this.sql.release, [
+      claim.scope,
+      claim.key,
+      encodeToken(claim.leaseToken),
+      topicOf(claim.scope, claim.key),
+    ]);
+    return result.rowCount === 1;
+  }
+
+  get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+    return this.getOn(this.pool, scope, key);
+  }
+
+  async getOn(db: Queryable, scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+    const result = await run<RecordRow>(db, this.sql.get, [scope, key]);
+    const row = result.rows[0];
+    return row === undefined ? undefined : toRecord(scope, key, row);
+  }
+
+  async reap(limit: number): Promise<number> {
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new TypeError(`retrysafe: reap(limit) needs a positive integer, got ${describe(limit)}`);
+    }
+    const result = await run(this.pool, this.sql.reap, [this.clock.now(), limit]);
+    return result.rowCount ?? 0;
+  }
+
+  checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
+    return this.checkpointOn(this.pool, claim, recoveryPoint, leaseMs);
+  }
+
+  async checkpointOn(db: Queryable, claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
+    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
+      throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${describe(leaseMs)}`);
+    }
+    const leaseExpiresAt = this.clock.now() + leaseMs;
+    const result = await run(db, this.sql.checkpoint, [
+      claim.scope,
+      claim.key,
+      encodeToken(claim.leaseToken),
+      recoveryPoint,
+      leaseExpiresAt,
+    ]);
+    return result.rowCount === 1 ? { ...claim, leaseExpiresAt, recoveryPoint } : undefined;
+  }
+
+  async listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${describe(limit)}`);
+    }
+    const result = await run<KeyedRecordRow>(this.pool, this.sql.listAbandoned, [this.clock.now(), limit]);
+    return result.rows.map(toKeyedRecord);
+  }
+
+  waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    const waiting = this.wait(scope, key, timeoutMs);
+    this.pending.add(waiting);
+    const forget = (): void => void this.pending.delete(waiting);
+    waiting.then(forget, forget);
+    return waiting;
+  }
+
+  async transaction<R>(fn: (tx: pg.PoolClient, store: IdempotencyStore) => Promise<R>): Promise<R> {
+    const client = await this.pool.connect();
+    // A connection killed while idle in the transaction emits 'error' on the checked-out client; it must
+    // not crash the process, and the client must not go back to the pool.
+    let broken: Error | undefined;
+    const onError = (error: Error): void => {
+      broken = error;
+    };
+    client.on('error', onError);
+    try {
+      await client.query(this.sql.begin);
+      const result = await fn(client, new TransactionView(this, client));
+      const commit = await client.query('COMMIT');
+      // COMMIT of a transaction an earlier statement aborted rolls back and reports ROLLBACK, not an error.
+      if (commit.command !== 'COMMIT') {
+        throw new TransactionAbortedError('retrysafe: the transaction was aborted by an earlier error and rolled back at COMMIT');
+      }
+      return result;
+    } catch (error) {
+      if (broken === undefined) {
+        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+        });
+      }
+      throw error;
+    } finally {
+      client.removeListener('error', onError);
+      client.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.listener.close();
+    await Promise.allSettled([...this.pending]);
+    if (this.ownsPool) await this.pool.end();
+  }
+
+  private claimArgs(input: ClaimInput): ClaimArgs {
+    return {
+      scope: input.scope,
+      key: input.key,
+      fingerprint: encodeToken(input.fingerprint),
+      leaseToken: encodeToken(this.generateId()),
+      now: this.clock.now(),
+      leaseMs: input.leaseMs,
+      retentionMs: input.retentionMs,
+    };
+  }
+
+  private async wait(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    let wake!: () => void;
+    const woken = new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    // Subscribe, then flag the record as awaited, then read: a completion committed before the flag is
+    // seen by the read; one committed after it sees the flag and notifies (migration 0006).
+    const unsubscribe = await this.listener.subscribe(topicOf(scope, key), wake);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await run(this.pool, this.sql.markWaiting, [scope, key]);
+      const current = await this.get(scope, key);
+      if (current?.state !== 'in_progress') return current;
+      timer = setTimeout(wake, timeoutMs);
+      await woken;
+      return await this.get(scope, key);
+    } finally {
+      clearTimeout(timer);
+      unsubscribe();
+    }
+  }
+}
+
+/**
+ * The store as seen from inside one transaction: `complete`, `release`, `checkpoint` and `get` run on the
+ * transaction's connection (so `complete` and `checkpoint` commit with the business writes); `claim`
+ * commits on its own first (see {@link createPostgresStore}); `reap`, `listAbandoned` and `waitFor` use the
+ * pool. `close` does nothing: the view owns
+ * no resources.
+ */
+class TransactionView implements IdempotencyStore {
+  constructor(
+    private readonly store: PgStore,
+    private readonly client: pg.PoolClient,
+  ) {}
+
+  claim(input: ClaimInput): Promise<ClaimResult> {
+    return this.store.claimApart(this.client, input);
+  }
+
+  complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
+    return this.store.completeOn(this.client, claim, response, retentionMs);
+  }
+
+  release(claim: Claim): Promise<boolean> {
+    return this.store.releaseOn(this.client, claim);
+  }
+
+  get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+    return this.store.getOn(this.client, scope, key);
+  }
+
+  reap(limit: number): Promise<number> {
+    return this.store.reap(limit);
+  }
+
+  checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
+    return this.store.checkpointOn(this.client, claim, recoveryPoint, leaseMs);
+  }
+
+  listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
+    return this.store.listAbandoned(limit);
+  }
+
+  waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    return this.store.waitFor(scope, key, timeoutMs);
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+function claimResult(input: ClaimInput, row: ClaimRow | undefined): ClaimResult {
+  if (row === undefined) throw new Error('retrysafe: the claim() function returned no row');
+  return row.acquired
+    ? { acquired: true, claim: toClaim(input.scope, input.key, row) }
+    : { acquired: false, record: toRecord(input.scope, input.key, row) };
+}

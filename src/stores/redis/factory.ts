@@ -1,0 +1,102 @@
+/**
+ * The factory of the Redis store: options, their validation, and the frozen configuration.
+ *
+ * @module
+ */
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { systemClock, type Clock } from '../../core/clock.js';
+import { requireClock, requireGenerateId } from '../../core/options.js';
+import { describe } from '../../core/duration.js';
+import type { IdempotencyStore } from '../store.js';
+import { RedisStore } from './redis-store.js';
+
+/** Options of {@link createRedisStore}. */
+export interface RedisStoreOptions {
+  /**
+   * The connection the store runs its scripts and reads on. Caller-owned: `close()` leaves it open. Give it
+   * `enableOfflineQueue: false` (or a small `maxRetriesPerRequest`) so that, with Redis down, operations
+   * reject at once and the engine answers `StoreUnavailableError` instead of queueing requests.
+   */
+  readonly client: Redis;
+  /**
+   * Namespace of every key the store writes: records live at `${prefix}:{…}`. Must be non-empty and hold no
+   * `{` or `}` (the braces delimit the Redis Cluster hash tag). @defaultValue 'retrysafe'
+   */
+  readonly prefix?: string;
+  /**
+   * Time source; its `now()` (ms since the epoch) is passed to every script and decides leases and
+   * retention. Processes sharing a store should have clocks in sync to well within a lease.
+   * @defaultValue the system clock
+   */
+  readonly clock?: Clock;
+  /** Fencing-token generator. @defaultValue `crypto.randomUUID` */
+  readonly generateId?: () => string;
+  /**
+   * A connection dedicated to `waitFor`'s pub/sub subscriptions, caller-owned (`close()` unsubscribes but
+   * leaves it open). @defaultValue a duplicate of `client`, opened on the first `waitFor` that has to wait
+   * and closed by `close()`
+   */
+  readonly subscriber?: Redis;
+}
+
+/** Is `value` shaped like an ioredis connection (enough for what the store calls)? */
+function isRedisClient(value: unknown): value is Redis {
+  const candidate = value as Partial<Record<'callBuffer' | 'scan' | 'duplicate' | 'subscribe', unknown>> | null;
+  return (
+    typeof value === 'object' &&
+    candidate !== null &&
+    typeof candidate.callBuffer === 'function' &&
+    typeof candidate.scan === 'function' &&
+    typeof candidate.duplicate === 'function' &&
+    typeof candidate.subscribe === 'function'
+  );
+}
+
+/**
+ * Creates an {@link IdempotencyStore} on Redis. Each operation is one Lua script run with EVALSHA (one
+ * round trip; reloaded by EVAL when Redis answers NOSCRIPT, e.g. after a restart); `complete` and `release`
+ * (and `checkpoint`, which records an atomic phase's recovery point) are fenced by the lease token; a
+ * takeover claim hands the recovery point on; `listAbandoned` walks the prefix with SCAN; each record key
+ * carries a real TTL (retention plus `REDIS_TTL_GRACE_MS`) so Redis drops old records by itself;
+ * `waitFor` listens on the record's pub/sub channel.
+ *
+ * Redis cannot commit together with your business database: if the process dies between the business write
+ * and `complete`, the record stays `in_progress` until its lease expires, and the next retry runs the
+ * operation again. See docs/redis.md.
+ *
+ * @throws TypeError naming the option when an option is invalid
+ * @example
+ * ```ts
+ * import { Redis } from 'ioredis';
+ * import { createReceiver } from 'retrysafe';
+ * import { createRedisStore } from 'retrysafe/redis';
+ *
+ * const client = new Redis('redis://127.0.0.1:6379', { enableOfflineQueue: false });
+ * const receiver = createReceiver({ store: createRedisStore({ client, prefix: 'payments' }) });
+ * ```
+ */
+export function createRedisStore(
+  options: RedisStoreOptions,
+): IdempotencyStore & Pick<Required<IdempotencyStore>, 'waitFor' | 'checkpoint' | 'listAbandoned'> {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createRedisStore expects an options object, got ${describe(options)}`);
+  }
+  if (!isRedisClient(options.client)) {
+    throw new TypeError(`retrysafe: option "client" must be an ioredis Redis connection, got ${describe(options.client)}`);
+  }
+  const prefix = options.prefix ?? 'retrysafe';
+  if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
+    throw new TypeError(`retrysafe: option "prefix" must be a non-empty string without "{" or "}", got ${describe(prefix)}`);
+  }
+  const clock = requireClock(options.clock ?? systemClock);
+  const generateId = requireGenerateId(options.generateId ?? randomUUID);
+  if (options.subscriber !== undefined && !isRedisClient(options.subscriber)) {
+    throw new TypeError(
+      `retrysafe: option "subscriber" must be an ioredis Redis connection, got ${describe(options.subscriber)}`,
+    );
+  }
+  return new RedisStore(
+    Object.freeze({ client: options.client, prefix, clock, generateId, subscriber: options.subscriber }),
+  );
+}

@@ -1,0 +1,9 @@
+/**
+ * `retrysafe/redis`: the Redis idempotency store, on the `ioredis` driver. What it guarantees and what it
+ * cannot (Redis does not commit together with your business database) is in docs/redis.md.
+ *
+ * @module
+ */
+export { createRedisStore, type RedisStoreOptions } from './factory.js';
+export { REDIS_TTL_GRACE_MS } from './ttl.js';
+export { openRedisStore } from './url.js';

@@ -1,0 +1,232 @@
+/**
+ * The Redis implementation of {@link IdempotencyStore}: one hash per record, one Lua script per atomic
+ * operation.
+ *
+ * @module
+ */
+import type { Redis } from 'ioredis';
+import type { Clock } from '../../core/clock.js';
+import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
+import type { ClaimInput, ClaimResult, IdempotencyStore } from '../store.js';
+import { decodeRecord } from './fields.js';
+import { recordKey, recordPattern } from './keys.js';
+import { Notifier } from './notifications.js';
+import { LuaScript } from './script.js';
+import { CHECKPOINT_LUA } from './scripts/checkpoint.lua.js';
+import { CLAIM_LUA } from './scripts/claim.lua.js';
+import { COMPLETE_LUA } from './scripts/complete.lua.js';
+import { REAP_LUA } from './scripts/reap.lua.js';
+import { RELEASE_LUA } from './scripts/release.lua.js';
+import { REDIS_TTL_GRACE_MS, safetyTtlMs } from './ttl.js';
+
+const CLAIM = new LuaScript(CLAIM_LUA);
+const COMPLETE = new LuaScript(COMPLETE_LUA);
+const RELEASE = new LuaScript(RELEASE_LUA);
+const REAP = new LuaScript(REAP_LUA);
+const CHECKPOINT = new LuaScript(CHECKPOINT_LUA);
+
+/** Keys asked of each SCAN step of `reap` and `listAbandoned` (a hint to Redis, which bounds the work per step). */
+const SCAN_COUNT = 250;
+
+/** The resolved, frozen configuration of a {@link RedisStore}. */
+export interface RedisStoreConfig {
+  readonly client: Redis;
+  readonly prefix: string;
+  readonly clock: Clock;
+  readonly generateId: () => string;
+  readonly subscriber: Redis | undefined;
+}
+
+/** See `createRedisStore` in `factory.ts`, which validates the configuration. */
+export class RedisStore implements IdempotencyStore {
+  private readonly notifier: Notifier;
+
+  constructor(private readonly config: RedisStoreConfig) {
+    const { client, subscriber } = config;
+    // The duplicate queues its SUBSCRIBE until connected, whatever the caller chose for its own client
+    // (`waitFor` bounds the wait), and connects at once rather than lazily.
+    const duplicate = (): Redis => client.duplicate({ enableOfflineQueue: true, lazyConnect: false });
+    this.notifier = subscriber ? new Notifier(() => subscriber, false) : new Notifier(duplicate, true);
+  }
+
+  async claim(input: ClaimInput): Promise<ClaimResult> {
+    const now = this.config.clock.now();
+    const leaseToken = this.config.generateId();
+    const leaseExpiresAt = now + input.leaseMs;
+    const expiresAt = now + input.retentionMs;
+    const reply = (await CLAIM.run(
+      this.config.client,
+      [this.key(input.scope, input.key)],
+      [
+        now,
+        input.fingerprint,
+        leaseToken,
+        leaseExpiresAt,
+        expiresAt,
+        input.scope,
+        input.key,
+        safetyTtlMs(now, Math.max(leaseExpiresAt, expiresAt)),
+      ],
+    )) as [number, number | Buffer[], Buffer?];
+    if (reply[0] === 0) {
+      const record = decodeRecord(reply[1] as Buffer[]);
+      if (!record) throw new Error('retrysafe: the Redis claim script refused without returning the record');
+      return { acquired: false, record };
+    }
+    const recoveryPoint = reply[2]?.toString('utf8');
+    const claim: Claim = {
+      scope: input.scope,
+      key: input.key,
+      fingerprint: input.fingerprint,
+      leaseToken,
+      leaseExpiresAt,
+      takeover: reply[1] === 1,
+      ...(recoveryPoint !== undefined && { recoveryPoint }),
+    };
+    return { acquired: true, claim };
+  }
+
+  async complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
+    const now = this.config.clock.now();
+    const expiresAt = now + retentionMs;
+    const body = Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength);
+    const reply = await COMPLETE.run(
+      this.config.client,
+      [this.key(claim.scope, claim.key)],
+      [claim.leaseToken, now, expiresAt, safetyTtlMs(now, expiresAt), response.status, JSON.stringify(response.headers), body],
+    );
+    return reply === 1;
+  }
+
+  async release(claim: Claim): Promise<boolean> {
+    return (await RELEASE.run(this.config.client, [this.key(claim.scope, claim.key)], [claim.leaseToken])) === 1;
+  }
+
+  async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+    return decodeRecord((await this.config.client.callBuffer('HGETALL', [this.key(scope, key)])) as Buffer[]);
+  }
+
+  /**
+   * Walks the prefix's keys with SCAN and runs the reap script on each (the script re-checks expiry
+   * atomically, so a record claimed again meanwhile survives), until `limit` records are deleted or the walk
+   * is done. Each call starts a fresh walk, so a call costs O(keys under the prefix) in the worst
+   * case; the keys' own TTLs do the bulk of the cleanup.
+   */
+  async reap(limit: number): Promise<number> {
+    const now = this.config.clock.now();
+    const pattern = recordPattern(this.config.prefix);
+    let deleted = 0;
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.config.client.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
+      cursor = next;
+      // Pipelined in slices no larger than what is left of `limit`, so the count can never overshoot it.
+      for (let i = 0; i < keys.length && deleted < limit; ) {
+        const slice = keys.slice(i, i + (limit - deleted));
+        i += slice.length;
+        const replies = await Promise.all(slice.map((key) => REAP.run(this.config.client, [key], [now])));
+        deleted += replies.filter((reply) => reply === 1).length;
+      }
+    } while (cursor !== '0' && deleted < limit);
+    return deleted;
+  }
+
+  /** One script run, fenced by the lease token; see `scripts/checkpoint.lua.ts`. */
+  async checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
+    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
+      throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${String(leaseMs)}`);
+    }
+    const now = this.config.clock.now();
+    const leaseExpiresAt = now + leaseMs;
+    const reply = await CHECKPOINT.run(
+      this.config.client,
+      [this.key(claim.scope, claim.key)],
+      [claim.leaseToken, recoveryPoint, now, leaseExpiresAt, REDIS_TTL_GRACE_MS],
+    );
+    return reply === 1 ? { ...claim, leaseExpiresAt, recoveryPoint } : undefined;
+  }
+
+  /**
+   * Walks every key under the prefix with SCAN (steps of about 250 keys), reading each step's candidates
+   * with one pipelined `HMGET` per key and keeping only the `limit` oldest abandoned ones in memory; then
+   * reads those records whole and checks them again (a record claimed or completed meanwhile drops out).
+   * Read-only and not atomic: the completer claims each record before resuming it anyway.
+   *
+   * Cost: unlike `reap`, it cannot stop early — "oldest lease first" needs every candidate — so each call
+   * is O(keys under the prefix) in SCAN steps and round trips, however few records are abandoned. A
+   * sorted-set index kept by the scripts would make it O(log n + limit), but that index key would live in
+   * another Redis Cluster slot than the record's hash tag, so no single script could update both: the
+   * store would stop working on Cluster. The completer runs rarely (say, once a minute), so the scan is
+   * the better trade; give it a prefix of its own to keep the walk short. As with `reap`, on Redis Cluster
+   * SCAN sees only the node the client talks to.
+   */
+  async listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`);
+    }
+    const now = this.config.clock.now();
+    const { client } = this.config;
+    const pattern = recordPattern(this.config.prefix);
+    // Redis key → lease end; SCAN may return a key twice, the map keeps it once.
+    let oldest = new Map<string, number>();
+    let cursor = '0';
+    do {
+      const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
+      cursor = next;
+      const heads = await Promise.all(keys.map((key) => client.hmget(key, 'state', 'lease', 'expires', 'rp')));
+      keys.forEach((key, i) => {
+        const [state, lease, expires, point] = heads[i] ?? [];
+        if (state === 'in_progress' && point != null && Number(lease) <= now && Number(expires) > now) {
+          oldest.set(key, Number(lease));
+        }
+      });
+      if (oldest.size > limit) oldest = new Map([...oldest].sort((a, b) => a[1] - b[1]).slice(0, limit));
+    } while (cursor !== '0');
+    const records = await Promise.all(
+      [...oldest.keys()].map(async (key) => decodeRecord((await client.callBuffer('HGETALL', [key])) as Buffer[])),
+    );
+    return records
+      .filter(
+        (record): record is IdempotencyRecord =>
+          record !== undefined &&
+          record.state === 'in_progress' &&
+          record.recoveryPoint !== undefined &&
+          record.leaseExpiresAt <= now &&
+          record.expiresAt > now,
+      )
+      .sort((a, b) => a.leaseExpiresAt - b.leaseExpiresAt);
+  }
+
+  /**
+   * Resolves once the record is completed or gone, or after `timeoutMs` with the record as it stands. The
+   * record is read once before subscribing (the common case: nothing to wait for) and once more after the
+   * SUBSCRIBE is acknowledged, so a completion published in between is not lost.
+   */
+  async waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    const first = await this.get(scope, key);
+    if (first?.state !== 'in_progress') return first;
+    const subscription = this.notifier.subscribe(this.key(scope, key));
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+    try {
+      if ((await Promise.race([subscription.ready, timeout])) !== 'timeout') {
+        const current = await this.get(scope, key);
+        if (current?.state !== 'in_progress') return current;
+        await Promise.race([subscription.changed, timeout]);
+      }
+      return await this.get(scope, key);
+    } finally {
+      clearTimeout(timer);
+      subscription.stop();
+    }
+  }
+
+  /** Wakes pending `waitFor` calls and closes the subscriber connection the store opened; the client stays open. */
+  close(): Promise<void> {
+    return this.notifier.close();
+  }
+
+  private key(scope: string, key: string): string {
+    return recordKey(this.config.prefix, scope, key);
+  }
+}

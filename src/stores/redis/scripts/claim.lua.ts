@@ -1,0 +1,56 @@
+/**
+ * The claim script: insert-if-absent, or take the record over, in one atomic step (DESIGN.md section 3).
+ *
+ * @module
+ */
+
+/**
+ * Lua source of the claim.
+ *
+ * KEYS[1] — the record's hash key.
+ * ARGV[1] — now, milliseconds since the epoch (the store's injected clock; expiry decisions follow it).
+ * ARGV[2] — the claimant's fingerprint.
+ * ARGV[3] — the new fencing token.
+ * ARGV[4] — the new lease's end, ms since the epoch.
+ * ARGV[5] — the record's retention end, ms since the epoch.
+ * ARGV[6] — the scope, ARGV[7] — the key (stored so `get` and `reap` read them back verbatim).
+ * ARGV[8] — the hash key's real Redis TTL in milliseconds (a safety net; see `ttl.ts`).
+ *
+ * Returns `{1, takeover, rp}` when the caller won the lease: `takeover` is 1 when an expired lease of the
+ * same fingerprint was taken over, else 0, and `rp` is the recovery point the previous holder reached (only
+ * on a takeover of a record that has one; absent otherwise). Returns `{0, fields}` with the standing
+ * record's `HGETALL` when the caller lost.
+ *
+ * Takes over when the retention expired (any fingerprint: the key is new again, so the record restarts
+ * without a recovery point) or when the record is `in_progress` with an expired lease and the same
+ * fingerprint (a crashed holder, or one that handed its lease back at a recovery point: the creation time
+ * and the recovery point are kept). The takeover flag comes from the branch taken, never from comparing
+ * times, so a takeover in the same millisecond as a zero-lease hand-back is still reported as one.
+ */
+export const CLAIM_LUA = `
+local now = tonumber(ARGV[1])
+local fields = redis.call('HGETALL', KEYS[1])
+local takeover = 0
+local point = nil
+if #fields > 0 then
+  local record = {}
+  for i = 1, #fields, 2 do record[fields[i]] = fields[i + 1] end
+  if tonumber(record['expires']) > now then
+    if record['state'] == 'in_progress' and tonumber(record['lease']) <= now and record['fp'] == ARGV[2] then
+      takeover = 1
+      point = record['rp']
+    else
+      return {0, fields}
+    end
+  end
+end
+if takeover == 1 then
+  redis.call('HSET', KEYS[1], 'token', ARGV[3], 'lease', ARGV[4], 'expires', ARGV[5])
+else
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'scope', ARGV[6], 'key', ARGV[7], 'fp', ARGV[2], 'state', 'in_progress',
+    'token', ARGV[3], 'lease', ARGV[4], 'created', ARGV[1], 'expires', ARGV[5])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[8])
+return {1, takeover, point}
+`;

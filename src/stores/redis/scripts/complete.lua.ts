@@ -1,0 +1,28 @@
+/**
+ * The complete script: saves the response, fenced by the lease token.
+ *
+ * @module
+ */
+
+/**
+ * Lua source of `complete`.
+ *
+ * KEYS[1] — the record's hash key; also the pub/sub channel `waitFor` listens on.
+ * ARGV[1] — the caller's fencing token.
+ * ARGV[2] — now (the completion time), ms since the epoch.
+ * ARGV[3] — the completed record's retention end, ms since the epoch.
+ * ARGV[4] — the hash key's real Redis TTL in milliseconds.
+ * ARGV[5] — response status; ARGV[6] — response headers as a JSON object; ARGV[7] — body bytes.
+ *
+ * Returns 1 when saved (and publishes `completed` on KEYS[1]); 0, changing nothing, when the record is
+ * absent, already completed, or held under another token.
+ */
+export const COMPLETE_LUA = `
+local held = redis.call('HMGET', KEYS[1], 'state', 'token')
+if held[1] ~= 'in_progress' or held[2] ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'completed', 'completed', ARGV[2], 'expires', ARGV[3],
+  'status', ARGV[5], 'headers', ARGV[6], 'body', ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PUBLISH', KEYS[1], 'completed')
+return 1
+`;

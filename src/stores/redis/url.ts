@@ -1,0 +1,59 @@
+/**
+ * Opening a Redis store from a URL, with a connection the store owns (for the CLI's `--store redis://…`).
+ *
+ * @module
+ */
+import { Redis } from 'ioredis';
+import { describe } from '../../core/duration.js';
+import type { IdempotencyStore } from '../store.js';
+import { createRedisStore, type RedisStoreOptions } from './factory.js';
+
+/**
+ * Connects to the Redis at `url` (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS) and
+ * returns a store on that connection. Unlike {@link createRedisStore}, the store owns the connection:
+ * its `close()` also closes it. The connection fails fast while Redis is down (`enableOfflineQueue: false`,
+ * `maxRetriesPerRequest: 1`), so the engine answers `StoreUnavailableError` instead of queueing requests,
+ * and reconnects by itself once Redis is back.
+ *
+ * @param options - the options of {@link createRedisStore} other than the connections
+ * @throws TypeError when `url` is not a `redis:` or `rediss:` URL, or an option is invalid
+ * @throws the driver's error when the first connection fails (the connection is closed first)
+ * @example
+ * ```ts
+ * import { openRedisStore } from 'retrysafe/redis';
+ * const store = await openRedisStore('redis://127.0.0.1:6379', { prefix: 'payments' });
+ * // … later
+ * await store.close();
+ * ```
+ */
+export async function openRedisStore(
+  url: string,
+  options: Omit<RedisStoreOptions, 'client' | 'subscriber'> = {},
+): Promise<IdempotencyStore & Pick<Required<IdempotencyStore>, 'waitFor' | 'checkpoint' | 'listAbandoned'>> {
+  if (typeof url !== 'string' || !/^rediss?:\/\//i.test(url)) {
+    throw new TypeError(`retrysafe: the Redis URL must start with redis:// or rediss://, got ${describe(url)}`);
+  }
+  const client = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  let store: ReturnType<typeof createRedisStore>;
+  try {
+    store = createRedisStore({ ...options, client });
+    await client.connect();
+  } catch (error) {
+    client.disconnect();
+    throw error;
+  }
+  return {
+    claim: (input) => store.claim(input),
+    complete: (claim, response, retentionMs) => store.complete(claim, response, retentionMs),
+    release: (claim) => store.release(claim),
+    get: (scope, key) => store.get(scope, key),
+    reap: (limit) => store.reap(limit),
+    waitFor: (scope, key, timeoutMs) => store.waitFor(scope, key, timeoutMs),
+    checkpoint: (claim, recoveryPoint, leaseMs) => store.checkpoint(claim, recoveryPoint, leaseMs),
+    listAbandoned: (limit) => store.listAbandoned(limit),
+    close: async () => {
+      await store.close();
+      await client.quit();
+    },
+  };
+}

@@ -1,0 +1,7 @@
+/**
+ * `retrysafe/sqlite`: the SQLite idempotency store (`better-sqlite3`), with transactional mode.
+ *
+ * @module
+ */
+export { createSqliteStore, type SqliteStore } from './store.js';
+export type { SqliteStoreOptions } from './options.js';

@@ -1,0 +1,96 @@
+/**
+ * Options of the SQLite store and their validation (once, in the factory).
+ *
+ * @module
+ */
+import { randomUUID } from 'node:crypto';
+import type { Database } from 'better-sqlite3';
+import { systemClock, type Clock } from '../../core/clock.js';
+import { requireClock, requireGenerateId } from '../../core/options.js';
+import { describe, requireDurationMs } from '../../core/duration.js';
+
+/** Options of `createSqliteStore`. Durations are in milliseconds. */
+export interface SqliteStoreOptions {
+  /**
+   * Database file to open (created when missing; opened in WAL journal mode), or `':memory:'`.
+   * Must be absent when `database` is given. @defaultValue ':memory:'
+   */
+  readonly path?: string;
+  /**
+   * A `better-sqlite3` connection to use instead of opening one. The store does not change its journal
+   * mode, sets `busy_timeout` only when `busyTimeoutMs` is given, and leaves it open on `close()`.
+   */
+  readonly database?: Database;
+  /**
+   * Name of the record table; its migration ledger is `<table>_migrations`. Letters, digits and
+   * underscores, starting with a letter or underscore, at most 48 characters. @defaultValue 'retrysafe_records'
+   */
+  readonly table?: string;
+  /** Time source for leases and retention. @defaultValue the system clock */
+  readonly clock?: Clock;
+  /** Fencing-token generator. @defaultValue `crypto.randomUUID` */
+  readonly generateId?: () => string;
+  /**
+   * How long a statement waits for another process's write lock on the same file before failing with
+   * `SQLITE_BUSY`. The wait blocks the event loop (the driver is synchronous). @defaultValue 5_000
+   */
+  readonly busyTimeoutMs?: number;
+}
+
+/** Validated, frozen options. */
+export interface ResolvedSqliteStoreOptions {
+  readonly source: { readonly path: string } | { readonly database: Database };
+  readonly table: string;
+  readonly clock: Clock;
+  readonly generateId: () => string;
+  readonly busyTimeoutMs: number | undefined;
+}
+
+const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
+
+/**
+ * Validates the options of `createSqliteStore`.
+ *
+ * @throws TypeError naming the option and the value when an option is invalid
+ */
+export function resolveSqliteStoreOptions(options: SqliteStoreOptions | undefined): ResolvedSqliteStoreOptions {
+  if (options === undefined) options = {};
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createSqliteStore expects an options object, got ${describe(options)}`);
+  }
+  const { path, database } = options;
+  if (database !== undefined && path !== undefined) {
+    throw new TypeError(`retrysafe: option "path" (${describe(path)}) must be absent when "database" is given`);
+  }
+  if (path !== undefined && (typeof path !== 'string' || path.length === 0)) {
+    throw new TypeError(`retrysafe: option "path" must be a file path or ':memory:', got ${describe(path)}`);
+  }
+  if (
+    database !== undefined &&
+    (typeof database !== 'object' || database === null || typeof (database as Partial<Database>).prepare !== 'function')
+  ) {
+    throw new TypeError(`retrysafe: option "database" must be a better-sqlite3 Database, got ${describe(database)}`);
+  }
+  const table = options.table ?? 'retrysafe_records';
+  if (typeof table !== 'string' || !IDENTIFIER.test(table)) {
+    throw new TypeError(
+      `retrysafe: option "table" must be an identifier of letters, digits and underscores (at most 48), got ${describe(table)}`,
+    );
+  }
+  const clock = requireClock(options.clock ?? systemClock);
+  const generateId = requireGenerateId(options.generateId ?? randomUUID);
+  const busyTimeoutMs =
+    options.busyTimeoutMs !== undefined
+      ? requireDurationMs('busyTimeoutMs', options.busyTimeoutMs)
+      : database === undefined
+        ? DEFAULT_BUSY_TIMEOUT_MS
+        : undefined;
+  return Object.freeze({
+    source: Object.freeze(database !== undefined ? { database } : { path: path ?? ':memory:' }),
+    table,
+    clock,
+    generateId,
+    busyTimeoutMs,
+  });
+}

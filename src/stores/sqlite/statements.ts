@@ -1,0 +1,180 @@
+/**
+ * The runtime SQL of the SQLite store, prepared once per store, and the mapping of rows to records.
+ * Parameters are named (`@now`, `@scope` …); every time is integer milliseconds since the epoch.
+ *
+ * @module
+ */
+import type { Database, Statement } from 'better-sqlite3';
+import type { IdempotencyRecord } from '../../core/record.js';
+import { quoteIdentifier } from './migrations.js';
+
+/** A row of the record table as the driver returns it. */
+export interface RecordRow {
+  readonly scope: string;
+  readonly idempotency_key: string;
+  readonly fingerprint: string;
+  readonly state: 'in_progress' | 'completed';
+  readonly lease_token: string;
+  readonly lease_expires_at: number;
+  readonly recovery_point: string | null;
+  readonly response_status: number | null;
+  readonly response_headers: string | null;
+  readonly response_body: Buffer | null;
+  readonly created_at: number;
+  readonly completed_at: number | null;
+  readonly expires_at: number;
+}
+
+/** What the claim's upsert returns when the caller won. */
+export interface ClaimedRow {
+  readonly created_at: number;
+  readonly recovery_point: string | null;
+}
+
+/** The prepared statements of one store. */
+export interface Statements {
+  /**
+   * Inserts an in_progress record, or takes over the existing one when its retention expired (a new
+   * record, any fingerprint) or its lease expired under the same fingerprint (created_at and the recovery
+   * point are kept). Returns a row only when the caller won.
+   * Parameters: @scope, @key, @fingerprint, @token, @now, @leaseExpiresAt, @expiresAt.
+   */
+  readonly claim: Statement<[ClaimParams], ClaimedRow>;
+  /** Parameters: scope, key. */
+  readonly get: Statement<[string, string], RecordRow>;
+  /**
+   * Completes the caller's in_progress record, fenced on its lease token; returns the new row.
+   * Parameters: @scope, @key, @token, @status, @headers (JSON), @body (BLOB), @now, @expiresAt.
+   */
+  readonly complete: Statement<[CompleteParams], RecordRow>;
+  /** Deletes the caller's in_progress record, fenced on its lease token. Parameters: scope, key, token. */
+  readonly release: Statement<[string, string, string]>;
+  /**
+   * Deletes at most @limit records whose retention ended at @now, sparing any still under a live lease.
+   * Parameters: @now, @limit.
+   */
+  readonly reap: Statement<[{ now: number; limit: number }]>;
+  /**
+   * Records a recovery point and renews the lease of the caller's in_progress record, fenced on its lease
+   * token; stretches the retention to cover the new lease. Parameters: @scope, @key, @token, @point,
+   * @leaseExpiresAt.
+   */
+  readonly checkpoint: Statement<[CheckpointParams]>;
+  /**
+   * At most @limit in_progress records with a recovery point whose lease ended by @now and whose retention
+   * has not, oldest lease expiry first. Parameters: @now, @limit.
+   */
+  readonly listAbandoned: Statement<[{ now: number; limit: number }], RecordRow>;
+}
+
+export interface CheckpointParams {
+  scope: string;
+  key: string;
+  token: string;
+  point: string;
+  leaseExpiresAt: number;
+}
+
+export interface ClaimParams {
+  scope: string;
+  key: string;
+  fingerprint: string;
+  token: string;
+  now: number;
+  leaseExpiresAt: number;
+  expiresAt: number;
+}
+
+export interface CompleteParams {
+  scope: string;
+  key: string;
+  token: string;
+  status: number;
+  headers: string;
+  body: Buffer;
+  now: number;
+  expiresAt: number;
+}
+
+/** Prepares the statements against `table` (already validated and migrated). */
+export function prepareStatements(database: Database, table: string): Statements {
+  const t = quoteIdentifier(table);
+  // Integers stay numbers even on a connection that defaults to BigInt.
+  const prepare = <P extends unknown[], R>(sql: string): Statement<P, R> =>
+    (database.prepare<P, R>(sql) as Statement<P, R>).safeIntegers(false);
+  return {
+    claim: prepare<[ClaimParams], ClaimedRow>(`
+      INSERT INTO ${t} AS r (scope, idempotency_key, fingerprint, state, lease_token, lease_expires_at,
+                             created_at, expires_at)
+      VALUES (@scope, @key, @fingerprint, 'in_progress', @token, @leaseExpiresAt, @now, @expiresAt)
+      ON CONFLICT (scope, idempotency_key) DO UPDATE SET
+        fingerprint = excluded.fingerprint,
+        state = 'in_progress',
+        lease_token = excluded.lease_token,
+        lease_expires_at = excluded.lease_expires_at,
+        recovery_point = CASE WHEN r.expires_at <= @now THEN NULL ELSE r.recovery_point END,
+        response_status = NULL,
+        response_headers = NULL,
+        response_body = NULL,
+        created_at = CASE WHEN r.expires_at <= @now THEN excluded.created_at ELSE r.created_at END,
+        completed_at = NULL,
+        expires_at = excluded.expires_at
+      WHERE r.expires_at <= @now
+         OR (r.state = 'in_progress' AND r.lease_expires_at <= @now AND r.fingerprint = excluded.fingerprint)
+      RETURNING created_at, recovery_point`),
+    get: prepare<[string, string], RecordRow>(`SELECT * FROM ${t} WHERE scope = ? AND idempotency_key = ?`),
+    complete: prepare<[CompleteParams], RecordRow>(`
+      UPDATE ${t} SET
+        state = 'completed',
+        response_status = @status,
+        response_headers = @headers,
+        response_body = @body,
+        completed_at = @now,
+        expires_at = @expiresAt
+      WHERE scope = @scope AND idempotency_key = @key AND state = 'in_progress' AND lease_token = @token
+      RETURNING *`),
+    release: prepare<[string, string, string], unknown>(
+      `DELETE FROM ${t} WHERE scope = ? AND idempotency_key = ? AND state = 'in_progress' AND lease_token = ?`,
+    ),
+    reap: prepare<[{ now: number; limit: number }], unknown>(`
+      DELETE FROM ${t} WHERE rowid IN (
+        SELECT rowid FROM ${t}
+        WHERE expires_at <= @now AND NOT (state = 'in_progress' AND lease_expires_at > @now)
+        LIMIT @limit)`),
+    checkpoint: prepare<[CheckpointParams], unknown>(`
+      UPDATE ${t} SET
+        recovery_point = @point,
+        lease_expires_at = @leaseExpiresAt,
+        expires_at = MAX(expires_at, @leaseExpiresAt)
+      WHERE scope = @scope AND idempotency_key = @key AND state = 'in_progress' AND lease_token = @token`),
+    listAbandoned: prepare<[{ now: number; limit: number }], RecordRow>(`
+      SELECT * FROM ${t}
+      WHERE state = 'in_progress' AND recovery_point IS NOT NULL AND lease_expires_at <= @now AND expires_at > @now
+      ORDER BY lease_expires_at
+      LIMIT @limit`),
+  };
+}
+
+/** Turns a row into a record; the body becomes a plain `Uint8Array` of its own. */
+export function toRecord(row: RecordRow): IdempotencyRecord {
+  return {
+    scope: row.scope,
+    key: row.idempotency_key,
+    fingerprint: row.fingerprint,
+    state: row.state,
+    leaseToken: row.lease_token,
+    leaseExpiresAt: row.lease_expires_at,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    ...(row.recovery_point !== null && { recoveryPoint: row.recovery_point }),
+    ...(row.completed_at !== null && { completedAt: row.completed_at }),
+    ...(row.state === 'completed' &&
+      row.response_status !== null && {
+        response: {
+          status: row.response_status,
+          headers: JSON.parse(row.response_headers ?? '{}') as Record<string, string>,
+          body: row.response_body === null ? new Uint8Array() : new Uint8Array(row.response_body),
+        },
+      }),
+  };
+}

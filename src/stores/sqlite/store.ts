@@ -1,0 +1,362 @@
+/**
+ * The SQLite store (`better-sqlite3`): durable records in one file shared by any number of processes, and
+ * transactional mode, where the claim, the caller's business writes and the saved response commit together.
+ *
+ * @module
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import BetterSqlite3, { type Database } from 'better-sqlite3';
+import type { Clock } from '../../core/clock.js';
+import { StoreClosedError, StoreMisuseError } from '../../core/errors.js';
+import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
+import type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from '../store.js';
+import { migrate } from './migrations.js';
+import { Mutex } from './mutex.js';
+import { resolveSqliteStoreOptions, type SqliteStoreOptions } from './options.js';
+import { prepareStatements, toRecord, type Statements } from './statements.js';
+
+/** A {@link TransactionalStore} over a `better-sqlite3` connection. */
+export interface SqliteStore extends TransactionalStore<Database> {
+  /** The connection the store uses; in transactional mode the business code writes through it. */
+  readonly database: Database;
+  /**
+   * Resolves with the record once (scope, key) is completed or gone, or as it stands after `timeoutMs`
+   * milliseconds. Wakes at once on a completion or release by this store (after COMMIT in transactional
+   * mode) and polls every 50 ms for other processes on the same file. Its first read, like every
+   * operation, queues behind a transaction open in this store; once it has read, the timeout holds.
+   */
+  waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined>;
+  /**
+   * Runs `fn(database, view)` under `BEGIN IMMEDIATE`; COMMITs when `fn` resolves, ROLLBACKs when it
+   * rejects, and settles only after that. Every other operation of this store, and every other
+   * transaction, waits in FIFO order until then, so none lands inside this one. Inside `fn`, use `view`
+   * (its claim, complete, release, get and reap run in the transaction; completions wake waiters only
+   * after COMMIT); calling the store itself from inside `fn` rejects with a `StoreMisuseError` instead
+   * of deadlocking, and so does the view once the transaction has ended. After `close()`, every operation
+   * rejects with a `StoreClosedError`.
+   */
+  transaction<R>(fn: (tx: Database, store: IdempotencyStore) => Promise<R>): Promise<R>;
+  /** Records a recovery point and renews the lease, fenced; see {@link IdempotencyStore.checkpoint}. */
+  checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined>;
+  /** Abandoned multi-phase records, served by a partial index; see {@link IdempotencyStore.listAbandoned}. */
+  listAbandoned(limit: number): Promise<IdempotencyRecord[]>;
+}
+
+/** How often `waitFor` re-reads the record to see completions made by other processes, in milliseconds. */
+const POLL_INTERVAL_MS = 50;
+
+/**
+ * Creates the SQLite store. Opens (or adopts) the connection, sets WAL journal mode on an opened file and
+ * `busy_timeout`, and creates or upgrades the schema idempotently.
+ *
+ * Concurrency: every operation runs through one FIFO mutex, because while a {@link SqliteStore.transaction}
+ * awaits its callback the single connection is inside that transaction. A claim is one upsert under
+ * `BEGIN IMMEDIATE`, so processes sharing the file get exactly one winner too. `waitFor` wakes at once on a
+ * completion or release in this process and polls every 50 ms for other processes. A transaction holds the
+ * file's write lock until it ends: another process's writes wait for it up to `busyTimeoutMs` (blocking
+ * that process's event loop, as the driver is synchronous) and then fail with `SQLITE_BUSY`, which the
+ * engine answers as `StoreUnavailableError` (503); keep transactional handlers short.
+ *
+ * @throws TypeError naming the option when an option is invalid (see {@link SqliteStoreOptions})
+ * @throws the driver's error when the file cannot be opened or migrated
+ * @example
+ * ```ts
+ * import { createReceiver } from 'retrysafe';
+ * import { createSqliteStore } from 'retrysafe/sqlite';
+ *
+ * const store = createSqliteStore({ path: './idempotency.db' });
+ * const receiver = createReceiver({ store, transactional: true });
+ * const execution = await receiver.execute(id, async ({ tx }) => {
+ *   tx.prepare('INSERT INTO payments (id, amount) VALUES (?, ?)').run(paymentId, 100);
+ *   return { status: 201, headers: { 'content-type': 'application/json' }, body: new TextEncoder().encode('{"ok":true}') };
+ * });
+ * ```
+ */
+export function createSqliteStore(options?: SqliteStoreOptions): SqliteStore {
+  const resolved = resolveSqliteStoreOptions(options);
+  const owned = 'path' in resolved.source;
+  const database = 'path' in resolved.source ? new BetterSqlite3(resolved.source.path) : resolved.source.database;
+  try {
+    if (resolved.busyTimeoutMs !== undefined) database.pragma(`busy_timeout = ${resolved.busyTimeoutMs}`);
+    // WAL lets readers in other processes proceed while one process writes.
+    if (owned && !database.memory) database.pragma('journal_mode = WAL');
+    migrate(database, resolved.table, resolved.clock);
+    return new SqliteStoreImpl(database, owned, prepareStatements(database, resolved.table), resolved.clock, resolved.generateId);
+  } catch (error) {
+    if (owned) database.close();
+    throw error;
+  }
+}
+
+type Waiter = (record: IdempotencyRecord | undefined) => void;
+
+/** A change to announce to in-process waiters. */
+interface Change {
+  readonly scope: string;
+  readonly key: string;
+  readonly record: IdempotencyRecord | undefined;
+}
+
+/** One open transaction: whether its view may still be used, and the changes to announce after COMMIT. */
+interface OpenTransaction {
+  open: boolean;
+  readonly changes: Change[];
+}
+
+class SqliteStoreImpl implements SqliteStore {
+  private readonly mutex = new Mutex();
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  private readonly current = new AsyncLocalStorage<OpenTransaction>();
+  private closing = false;
+
+  constructor(
+    readonly database: Database,
+    private readonly owned: boolean,
+    private readonly sql: Statements,
+    private readonly clock: Clock,
+    private readonly generateId: () => string,
+  ) {}
+
+  claim(input: ClaimInput): Promise<ClaimResult> {
+    return this.exclusive(() => this.claimNow(input));
+  }
+
+  complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
+    return this.exclusive(() => this.announce(this.completeNow(claim, response, retentionMs)));
+  }
+
+  release(claim: Claim): Promise<boolean> {
+    return this.exclusive(() => this.announce(this.releaseNow(claim)));
+  }
+
+  get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+    return this.exclusive(() => this.getNow(scope, key));
+  }
+
+  reap(limit: number): Promise<number> {
+    return this.exclusive(() => this.reapNow(limit));
+  }
+
+  checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
+    return this.exclusive(() => this.checkpointNow(claim, recoveryPoint, leaseMs));
+  }
+
+  listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
+    return this.exclusive(() => this.listAbandonedNow(limit));
+  }
+
+  async waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    const initial = await this.get(scope, key);
+    if (initial?.state !== 'in_progress') return initial;
+    const id = slot(scope, key);
+    return new Promise((resolve, reject) => {
+      const waiters = this.waiters.get(id) ?? new Set<Waiter>();
+      this.waiters.set(id, waiters);
+      let settled = false;
+      const finish = (outcome: () => void): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadline);
+        clearInterval(poll);
+        waiters.delete(wake);
+        if (waiters.size === 0 && this.waiters.get(id) === waiters) this.waiters.delete(id);
+        outcome();
+      };
+      const wake: Waiter = (record) => finish(() => resolve(record));
+      const fail = (error: unknown): void => finish(() => reject(error instanceof Error ? error : new Error(String(error))));
+      let latest: IdempotencyRecord | undefined = initial;
+      let polling = false;
+      // Another process's completion or release is seen only by reading the row again. One read at a
+      // time, so that a long transaction holding the mutex does not pile reads up behind it.
+      const poll = setInterval(() => {
+        if (polling) return;
+        polling = true;
+        this.get(scope, key).then((record) => {
+          polling = false;
+          latest = record;
+          if (record?.state !== 'in_progress' || record.leaseToken !== initial.leaseToken) wake(record);
+        }, fail);
+      }, POLL_INTERVAL_MS);
+      // The deadline does not queue a read behind a transaction: it answers with what it saw last.
+      const deadline = setTimeout(() => wake(latest), timeoutMs);
+      waiters.add(wake);
+    });
+  }
+
+  transaction<R>(fn: (tx: Database, store: IdempotencyStore) => Promise<R>): Promise<R> {
+    return this.exclusive(async () => {
+      const transaction: OpenTransaction = { open: true, changes: [] };
+      this.database.exec('BEGIN IMMEDIATE');
+      let result: R;
+      try {
+        result = await this.current.run(transaction, () => fn(this.database, this.view(transaction)));
+        if (!this.database.inTransaction) {
+          throw new StoreMisuseError('retrysafe: the transaction was ended inside fn; let transaction() commit or roll back');
+        }
+        this.database.exec('COMMIT');
+      } catch (error) {
+        transaction.open = false;
+        if (this.database.inTransaction) this.database.exec('ROLLBACK');
+        throw error;
+      }
+      transaction.open = false;
+      for (const change of transaction.changes) this.notify(change);
+      return result;
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    await this.mutex.run(() => {
+      if (this.owned) this.database.close();
+    });
+    for (const waiters of this.waiters.values()) for (const wake of [...waiters]) wake(undefined);
+  }
+
+  /** Runs `task` alone on the connection, outside any transaction but one it opens itself. */
+  private exclusive<T>(task: () => T | Promise<T>): Promise<T> {
+    if (this.closing) return Promise.reject(new StoreClosedError('SQLite'));
+    if (this.current.getStore()?.open) {
+      // Queuing behind our own transaction would wait forever.
+      return Promise.reject(
+        new StoreMisuseError('retrysafe: the SQLite store was called inside its own transaction; use the store passed to fn'),
+      );
+    }
+    return this.mutex.run(task);
+  }
+
+  /** The store as seen inside an open transaction: no mutex (it is held), no notifications until COMMIT. */
+  private view(transaction: OpenTransaction): IdempotencyStore {
+    const inside = <T>(task: () => T): Promise<T> => {
+      if (!transaction.open) return Promise.reject(new StoreMisuseError('retrysafe: the transaction has already ended'));
+      try {
+        return Promise.resolve(task());
+      } catch (error) {
+        return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    };
+    const defer = (change: Change | undefined): boolean => {
+      if (change) transaction.changes.push(change);
+      return change !== undefined;
+    };
+    return {
+      claim: (input) => inside(() => this.claimNow(input)),
+      complete: (claim, response, retentionMs) => inside(() => defer(this.completeNow(claim, response, retentionMs))),
+      release: (claim) => inside(() => defer(this.releaseNow(claim))),
+      get: (scope, key) => inside(() => this.getNow(scope, key)),
+      reap: (limit) => inside(() => this.reapNow(limit)),
+      checkpoint: (claim, recoveryPoint, leaseMs) => inside(() => this.checkpointNow(claim, recoveryPoint, leaseMs)),
+      listAbandoned: (limit) => inside(() => this.listAbandonedNow(limit)),
+      close: () => Promise.reject(new StoreMisuseError('retrysafe: close the SQLite store itself, not its transaction view')),
+    };
+  }
+
+  private claimNow(input: ClaimInput): ClaimResult {
+    const now = this.clock.now();
+    const leaseToken = this.generateId();
+    const leaseExpiresAt = now + input.leaseMs;
+    const attempt = this.database.transaction((): ClaimResult => {
+      const won = this.sql.claim.get({
+        scope: input.scope,
+        key: input.key,
+        fingerprint: input.fingerprint,
+        token: leaseToken,
+        now,
+        leaseExpiresAt,
+        expiresAt: now + input.retentionMs,
+      });
+      if (!won) {
+        const row = this.sql.get.get(input.scope, input.key);
+        if (!row) throw new Error('retrysafe: the claim conflicted with a record that is gone');
+        return { acquired: false, record: toRecord(row) };
+      }
+      // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
+      // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.
+      const takeover = won.created_at !== now || won.recovery_point !== null;
+      return {
+        acquired: true,
+        claim: {
+          scope: input.scope,
+          key: input.key,
+          fingerprint: input.fingerprint,
+          leaseToken,
+          leaseExpiresAt,
+          takeover,
+          ...(won.recovery_point !== null && { recoveryPoint: won.recovery_point }),
+        },
+      };
+    });
+    // Inside an open transaction better-sqlite3 turns this into a savepoint.
+    return attempt.immediate();
+  }
+
+  private completeNow(claim: Claim, response: StoredResponse, retentionMs: number): Change | undefined {
+    const now = this.clock.now();
+    const row = this.sql.complete.get({
+      scope: claim.scope,
+      key: claim.key,
+      token: claim.leaseToken,
+      status: response.status,
+      headers: JSON.stringify(response.headers),
+      body: Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength),
+      now,
+      expiresAt: now + retentionMs,
+    });
+    return row ? { scope: claim.scope, key: claim.key, record: toRecord(row) } : undefined;
+  }
+
+  private releaseNow(claim: Claim): Change | undefined {
+    const { changes } = this.sql.release.run(claim.scope, claim.key, claim.leaseToken);
+    return changes > 0 ? { scope: claim.scope, key: claim.key, record: undefined } : undefined;
+  }
+
+  private getNow(scope: string, key: string): IdempotencyRecord | undefined {
+    const row = this.sql.get.get(scope, key);
+    return row ? toRecord(row) : undefined;
+  }
+
+  private reapNow(limit: number): number {
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new TypeError(`retrysafe: reap limit must be a positive integer, got ${String(limit)}`);
+    }
+    return this.sql.reap.run({ now: this.clock.now(), limit }).changes;
+  }
+
+  private checkpointNow(claim: Claim, recoveryPoint: string, leaseMs: number): Claim | undefined {
+    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
+      throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${String(leaseMs)}`);
+    }
+    const leaseExpiresAt = this.clock.now() + leaseMs;
+    const { changes } = this.sql.checkpoint.run({
+      scope: claim.scope,
+      key: claim.key,
+      token: claim.leaseToken,
+      point: recoveryPoint,
+      leaseExpiresAt,
+    });
+    return changes > 0 ? { ...claim, leaseExpiresAt, recoveryPoint } : undefined;
+  }
+
+  private listAbandonedNow(limit: number): IdempotencyRecord[] {
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`);
+    }
+    return this.sql.listAbandoned.all({ now: this.clock.now(), limit }).map(toRecord);
+  }
+
+  /** Tells in-process waiters about a change made outside any transaction; reports whether there was one. */
+  private announce(change: Change | undefined): boolean {
+    if (change) this.notify(change);
+    return change !== undefined;
+  }
+
+  private notify(change: Change): void {
+    const waiters = this.waiters.get(slot(change.scope, change.key));
+    if (waiters) for (const wake of [...waiters]) wake(change.record);
+  }
+}
+
+function slot(scope: string, key: string): string {
+  return JSON.stringify([scope, key]);
+}

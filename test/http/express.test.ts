@@ -1,0 +1,215 @@
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createReceiver, type Receiver } from '../../src/core/receiver.js';
+import { idempotency } from '../../src/http/express.js';
+import { createMemoryStore } from '../../src/stores/memory.js';
+import { express4Factory, expressDriver, supertestClient } from './express-driver.js';
+import { BINARY, httpScenarios, transactionalScenarios } from './scenarios.js';
+import type { TestClient, TestRequest } from './support.js';
+
+httpScenarios(expressDriver('express 5', express));
+httpScenarios(expressDriver('express 4', express4Factory));
+transactionalScenarios(expressDriver('express 5', express));
+transactionalScenarios(expressDriver('express 4', express4Factory));
+
+describe('express adapter', () => {
+  const clients: TestClient[] = [];
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((client) => client.close()));
+  });
+
+  async function serve(configure: (app: Express, receiver: Receiver) => void): Promise<TestClient> {
+    const app = express();
+    configure(app, createReceiver({ store: createMemoryStore() }));
+    app.use((error: Error & { status?: number }, _req: Request, res: Response, _next: NextFunction) => {
+      res.status(error.status ?? 500).json({ error: error.message });
+    });
+    const client = await supertestClient(app);
+    clients.push(client);
+    return client;
+  }
+
+  const withKey = (key: string, body = '{"b":2,"a":1}'): TestRequest => ({
+    method: 'POST',
+    path: '/x',
+    headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+    body,
+  });
+
+  it.each<[string, (res: Response) => void]>([
+    ['res.json', (res) => res.status(201).json({ ok: true })],
+    ['res.send(Buffer)', (res) => res.status(201).type('application/octet-stream').send(Buffer.from(BINARY))],
+    ['res.end()', (res) => res.status(202).end()],
+    ['res.write() + res.end()', (res) => {
+      res.status(201).setHeader('content-type', 'text/plain');
+      res.write('part one, ');
+      res.write(Buffer.from('part two, '));
+      res.end('end');
+    }],
+    ['res.writeHead', (res) => {
+      res.writeHead(201, { 'content-type': 'text/plain', location: '/x/1' });
+      res.end('written');
+    }],
+    ['res.writeHead with a reason phrase', (res) => {
+      res.writeHead(201, 'Made', ['content-type', 'text/plain']);
+      res.end('reasoned');
+    }],
+  ])('captures and replays a response sent with %s', async (_label, send) => {
+    let calls = 0;
+    const client = await serve((app, receiver) => {
+      app.post('/x', idempotency({ receiver }), (_req, res) => {
+        calls++;
+        send(res);
+      });
+    });
+    const first = await client.request(withKey('k'));
+    const retry = await client.request(withKey('k'));
+    expect(calls).toBe(1);
+    expect(retry.status).toBe(first.status);
+    expect(retry.header('content-type')).toBe(first.header('content-type'));
+    expect(retry.header('idempotent-replayed')).toBe('true');
+    expect(retry.body.equals(first.body)).toBe(true);
+    expect(first.header('content-length')).toBe(String(first.body.byteLength));
+  });
+
+  it('sends the error handler output of a synchronous throw and releases the key', async () => {
+    let calls = 0;
+    const client = await serve((app, receiver) => {
+      app.post('/x', idempotency({ receiver }), () => {
+        calls++;
+        if (calls === 1) throw new Error('sync boom');
+        throw Object.assign(new Error('teapot'), { status: 418 });
+      });
+    });
+    const first = await client.request(withKey('k'));
+    expect(first.status).toBe(500);
+    expect(JSON.parse(first.body.toString('utf8'))).toEqual({ error: 'sync boom' });
+    const second = await client.request(withKey('k'));
+    expect(calls).toBe(2);
+    // The error handler answered 418: a 4xx is saved like any other.
+    expect(second.status).toBe(418);
+    expect((await client.request(withKey('k'))).header('idempotent-replayed')).toBe('true');
+    expect(calls).toBe(2);
+  });
+
+  it('releases the key when the handler passes an error to next()', async () => {
+    let calls = 0;
+    const client = await serve((app, receiver) => {
+      app.post('/x', idempotency({ receiver }), (_req, _res, next) => {
+        calls++;
+        next(new Error('async boom'));
+      });
+    });
+    expect((await client.request(withKey('k'))).status).toBe(500);
+    expect((await client.request(withKey('k'))).status).toBe(500);
+    expect(calls).toBe(2);
+  });
+
+  it('does not leave the key stuck when the handler writes part of a response and then throws', async () => {
+    let calls = 0;
+    const client = await serve((app, receiver) => {
+      app.post('/x', idempotency({ receiver }), (_req, res) => {
+        calls++;
+        if (calls === 1) {
+          res.status(200).write('partial');
+          throw new Error('midway');
+        }
+        res.status(201).json({ ok: true });
+      });
+    });
+    const first = await client.request(withKey('k'));
+    expect(first.status).toBe(500);
+    expect(first.header('content-length')).toBe(String(first.body.byteLength));
+    const retry = await client.request(withKey('k'));
+    expect(retry.status).toBe(201);
+    expect(calls).toBe(2);
+  });
+
+  it('reads an unread body, keeps it as req.rawBody and hands a later express.json() a parsed body', async () => {
+    const seen: unknown[] = [];
+    const client = await serve((app, receiver) => {
+      app.use(idempotency({ receiver }));
+      app.use(express.json());
+      app.post('/x', (req, res) => {
+        seen.push(req.body, req.rawBody?.toString('utf8'));
+        res.status(201).json(req.body);
+      });
+    });
+    const res = await client.request(withKey('k'));
+    expect(res.status).toBe(201);
+    expect(seen).toEqual([{ b: 2, a: 1 }, '{"b":2,"a":1}']);
+    // Raw bytes: the same JSON with another key order is another request.
+    expect((await client.request(withKey('k', '{"a":1,"b":2}'))).status).toBe(422);
+  });
+
+  it('answers invalid JSON it had to parse with 400 through the error handler, before claiming', async () => {
+    let calls = 0;
+    const client = await serve((app, receiver) => {
+      app.post('/x', idempotency({ receiver }), (_req, res) => {
+        calls++;
+        res.end();
+      });
+    });
+    expect((await client.request(withKey('k', '{"a":'))).status).toBe(400);
+    expect(calls).toBe(0);
+  });
+
+  it('fingerprints an already-parsed body as canonical JSON, so key order does not matter', async () => {
+    let calls = 0;
+    const client = await serve((app, receiver) => {
+      app.use(express.json());
+      app.post('/x', idempotency({ receiver }), (req, res) => {
+        calls++;
+        res.status(201).json(req.body);
+      });
+    });
+    await client.request(withKey('k'));
+    const reordered = await client.request(withKey('k', '{"a":1,"b":2}'));
+    expect(reordered.header('idempotent-replayed')).toBe('true');
+    expect((await client.request(withKey('k', '{"a":1,"b":3}'))).status).toBe(422);
+    expect(calls).toBe(1);
+  });
+
+  it('prefers req.rawBody kept by a parser verify hook', async () => {
+    let calls = 0;
+    const client = await serve((app, receiver) => {
+      app.use(express.json({ verify: (req, _res, buf) => void ((req as Request).rawBody = buf) }));
+      app.post('/x', idempotency({ receiver }), (_req, res) => {
+        calls++;
+        res.status(201).end();
+      });
+    });
+    await client.request(withKey('k'));
+    expect((await client.request(withKey('k', '{"a":1,"b":2}'))).status).toBe(422);
+    expect(calls).toBe(1);
+  });
+
+  it('scopes by a function of the request and hands the handler req.idempotency', async () => {
+    const seen: unknown[] = [];
+    const client = await serve((app, receiver) => {
+      app.post('/x', idempotency({ receiver, scope: (req) => `tenant:${req.get('x-tenant') ?? '-'}` }), (req, res) => {
+        seen.push({ key: req.idempotency?.key, scope: req.idempotency?.scope, takeover: req.idempotency?.claim.takeover });
+        res.status(201).end();
+      });
+    });
+    await client.request({ ...withKey('k'), headers: { ...withKey('k').headers, 'x-tenant': 'acme' } });
+    expect(seen).toEqual([{ key: 'k', scope: 'tenant:acme', takeover: false }]);
+  });
+
+  it.each<[string, Record<string, unknown>]>([
+    ['receiver', { receiver: {} }],
+    ['required', { required: 'yes' }],
+    ['methods', { methods: [] }],
+    ['methods', { methods: ['PO ST'] }],
+    ['scope', { scope: 'tenant' }],
+    ['route', { route: '/x' }],
+    ['replayHeaders', { replayHeaders: ['content-type', 'set-cookie'] }],
+    ['replayHeaders', { replayHeaders: ['Content-Type'] }],
+    ['problemTypeBase', { problemTypeBase: 3 }],
+    ['retryAfterSeconds', { retryAfterSeconds: 1.5 }],
+  ])('refuses a bad option %s at creation with a TypeError naming it', (name, bad) => {
+    const receiver = createReceiver({ store: createMemoryStore() });
+    expect(() => idempotency({ receiver, ...bad } as never)).toThrow(new RegExp(`option "${name}"`));
+    expect(() => idempotency({ receiver, ...bad } as never)).toThrow(TypeError);
+  });
+});

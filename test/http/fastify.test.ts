@@ -1,0 +1,110 @@
+import { Readable } from 'node:stream';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createReceiver } from '../../src/core/receiver.js';
+import { idempotency, type FastifyIdempotencyOptions } from '../../src/http/fastify.js';
+import { createMemoryStore } from '../../src/stores/memory.js';
+import { fastifyDriver, injectClient } from './fastify-driver.js';
+import { BINARY, httpScenarios, transactionalScenarios } from './scenarios.js';
+import type { TestClient, TestRequest } from './support.js';
+
+httpScenarios(fastifyDriver);
+transactionalScenarios(fastifyDriver);
+
+describe('fastify plugin', () => {
+  let app: FastifyInstance;
+  let client: TestClient;
+  let calls: number;
+
+  async function start(routes: (app: FastifyInstance) => void, options: Partial<FastifyIdempotencyOptions> = {}): Promise<void> {
+    calls = 0;
+    app = Fastify({ logger: false });
+    await app.register(idempotency, { receiver: createReceiver({ store: createMemoryStore() }), ...options });
+    routes(app);
+    client = await injectClient(app);
+  }
+  afterEach(async () => {
+    await client.close();
+  });
+
+  const post = (path: string, key?: string): TestRequest => ({
+    method: 'POST',
+    path,
+    headers: { 'content-type': 'application/json', ...(key !== undefined && { 'idempotency-key': key }) },
+    body: '{"amount":1}',
+  });
+
+  it('honours per-route config: required false and enabled false', async () => {
+    await start((app) => {
+      app.post('/optional', { config: { idempotency: { required: false } } }, () => ({ n: ++calls }));
+      app.post('/off', { config: { idempotency: { enabled: false } } }, () => ({ n: ++calls }));
+      app.post('/on', () => ({ n: ++calls }));
+    });
+    expect((await client.request(post('/optional'))).status).toBe(200);
+    expect((await client.request(post('/optional', 'k1'))).status).toBe(200);
+    expect((await client.request(post('/optional', 'k1'))).header('idempotent-replayed')).toBe('true');
+    const off = [await client.request(post('/off', 'k2')), await client.request(post('/off', 'k2'))];
+    expect(off.map((r) => r.header('idempotent-replayed'))).toEqual([undefined, undefined]);
+    expect((await client.request(post('/on'))).status).toBe(400);
+    expect(calls).toBe(4);
+  });
+
+  it('a route can require a key the plugin leaves optional', async () => {
+    await start(
+      (app) => {
+        app.post('/strict', { config: { idempotency: { required: true } } }, () => ({ n: ++calls }));
+      },
+      { required: false },
+    );
+    expect((await client.request(post('/strict'))).status).toBe(400);
+    expect(calls).toBe(0);
+  });
+
+  it('captures a serialized object and a streamed payload and replays them byte for byte', async () => {
+    await start((app) => {
+      app.post('/object', async (request, reply) => {
+        calls++;
+        return reply.code(201).send({ key: request.idempotency?.key, scope: request.idempotency?.scope, n: calls });
+      });
+      app.post('/stream', async (_request, reply) => {
+        calls++;
+        return reply.type('application/octet-stream').send(Readable.from([Buffer.from(BINARY.subarray(0, 100)), Buffer.from(BINARY.subarray(100))]));
+      });
+    });
+    const object = await client.request(post('/object', 'o'));
+    expect(JSON.parse(object.body.toString('utf8'))).toEqual({ key: 'o', scope: '', n: 1 });
+    const objectRetry = await client.request(post('/object', 'o'));
+    expect(objectRetry.status).toBe(201);
+    expect(objectRetry.header('content-type')).toBe(object.header('content-type'));
+    expect(objectRetry.body.equals(object.body)).toBe(true);
+    const stream = await client.request(post('/stream', 's'));
+    const streamRetry = await client.request(post('/stream', 's'));
+    expect(stream.body.equals(Buffer.from(BINARY))).toBe(true);
+    expect(streamRetry.body.equals(Buffer.from(BINARY))).toBe(true);
+    expect(streamRetry.header('idempotent-replayed')).toBe('true');
+    expect(calls).toBe(2);
+  });
+
+  it('keeps the parsed body for the handler after reading the raw bytes', async () => {
+    const seen: unknown[] = [];
+    await start((app) => {
+      app.post('/echo', (request) => {
+        seen.push(request.body);
+        return request.body;
+      });
+    });
+    await client.request({ ...post('/echo', 'e'), body: '{"b":[1,2],"a":"x"}' });
+    expect(seen).toEqual([{ b: [1, 2], a: 'x' }]);
+    // Raw bytes are fingerprinted: another key order is another request.
+    expect((await client.request({ ...post('/echo', 'e'), body: '{"a":"x","b":[1,2]}' })).status).toBe(422);
+  });
+
+  it('refuses bad options at registration with a TypeError naming the option', async () => {
+    const bad = Fastify({ logger: false });
+    await expect(
+      bad.register(idempotency, { receiver: createReceiver({ store: createMemoryStore() }), replayHeaders: ['set-cookie'] }),
+    ).rejects.toThrow(/option "replayHeaders"/);
+    await bad.close();
+    await start(() => undefined);
+  });
+});
