@@ -12,6 +12,7 @@ import { createInbox, createPostgresInboxStore } from '../../src/messaging/inbox
 import { createOutbox, createRelay } from '../../src/messaging/outbox/index.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../stores/fixtures/postgres-schema.js';
 import { AMQP_URL, POSTGRES_URL, serviceAvailable, uniqueName } from '../support/services.js';
+import { untilVisible } from './fixtures/outbox-support.js';
 
 const CHILD = fileURLToPath(new URL('./fixtures/outbox-relay-child.ts', import.meta.url));
 
@@ -85,6 +86,8 @@ describe.runIf(available)('outbox relay crash between broker confirm and marking
       client.release();
     }
 
+    // The child runs one batch only: the row must be claimable (below every open transaction's xmin) first.
+    await untilVisible(db.pool, db.schema);
     expect(await killAfterConfirm(db.schema)).toBe(id);
     const row = await db.pool.query<{ status: number; attempts: number }>(`SELECT status, attempts FROM "${db.schema}".outbox`);
     expect(row.rows).toEqual([{ status: 0, attempts: 1 }]);

@@ -237,6 +237,7 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
     });
     const stuck: OutboxPublisher = { publish: () => gate, close: () => Promise.resolve() };
     const stale = relayFor({ clock, publisher: stuck, leaseMs: 60_000, publishTimeoutMs: 30_000 });
+    await untilVisible(db.pool, db.schema);
     const staleRun = stale.runOnce();
     const fresh = relayFor({ clock, leaseMs: 60_000, publishTimeoutMs: 30_000 });
     await waitUntil(async () => (await outbox.status(db.pool)).inFlight === 3);
