@@ -1,74 +1,126 @@
 /**
- * Reading a record hash back: the field names the scripts write, decoded into an {@link IdempotencyRecord}.
+ * Reading a record hash back: the fields the scripts write, read by position and decoded into an
+ * {@link IdempotencyRecord}.
  *
  * @module
  */
 import type { IdempotencyRecord, RecordState } from '../../core/record.js';
 
 /**
- * Decodes a flat `HGETALL` reply (`[field, value, …]`, values as Buffers) into a record, or `undefined` for
- * an empty reply (no such key).
- *
- * Fields: `scope`, `key`, `fp`, `state`, `token`, `lease`, `created`, `expires` (times in ms since the
- * epoch), `rp` (the recovery point, once a checkpoint set one), and once completed `completed`, `status`,
- * `headers` (a JSON object) and `body` (raw bytes).
+ * The record hash's fields, in the order every read asks for them (`HMGET`, and the claim script's packed
+ * reply) and {@link decodeRecord} reads them: `scope`, `key`, `fp` (the fingerprint), `state`, `token` (the
+ * fencing token), `lease`, `created`, `expires` (times in ms since the epoch), `rp` (the recovery point,
+ * once a checkpoint set one), and once completed `completed`, `status`, `headers` (a JSON object) and
+ * `body` (raw bytes).
+ */
+export const RECORD_FIELDS = [
+  'scope', 'key', 'fp', 'state', 'token', 'lease', 'created', 'expires', 'rp', 'completed', 'status', 'headers', 'body',
+] as const;
+
+/** One field of the record hash. */
+export type RecordField = (typeof RECORD_FIELDS)[number];
+
+/** The values of {@link RECORD_FIELDS}, position for position; `null` (or `undefined`) for a field the hash lacks. */
+export type RecordValues = readonly (Buffer | null | undefined)[];
+
+/** 1-based position of `field` in {@link RECORD_FIELDS}, as Lua indexes the `HMGET` reply. */
+export function luaIndex(field: RecordField): number {
+  return RECORD_FIELDS.indexOf(field) + 1;
+}
+
+const SCOPE = RECORD_FIELDS.indexOf('scope');
+const KEY = RECORD_FIELDS.indexOf('key');
+const FP = RECORD_FIELDS.indexOf('fp');
+const STATE = RECORD_FIELDS.indexOf('state');
+const TOKEN = RECORD_FIELDS.indexOf('token');
+const LEASE = RECORD_FIELDS.indexOf('lease');
+const CREATED = RECORD_FIELDS.indexOf('created');
+const EXPIRES = RECORD_FIELDS.indexOf('expires');
+const RP = RECORD_FIELDS.indexOf('rp');
+const COMPLETED = RECORD_FIELDS.indexOf('completed');
+const STATUS = RECORD_FIELDS.indexOf('status');
+const HEADERS = RECORD_FIELDS.indexOf('headers');
+const BODY = RECORD_FIELDS.indexOf('body');
+
+/**
+ * Decodes the values of {@link RECORD_FIELDS} (an `HMGET` reply, or the claim script's packed reply after
+ * {@link unpackValues}) into a record, or `undefined` when the hash does not exist (every value absent).
  *
  * @throws Error when the hash lacks a field or holds an unknown state (not a record this store wrote)
  */
-export function decodeRecord(reply: readonly Buffer[]): IdempotencyRecord | undefined {
-  if (reply.length === 0) return undefined;
-  // One pass over the reply into locals: this runs on every replay, and a Map plus closures per call
-  // showed up in the replay profile.
-  let scope, key, fp, state, token, lease, created, expires, rp, completed, status, headers, body: Buffer | undefined;
-  for (let i = 0; i + 1 < reply.length; i += 2) {
-    const value = reply[i + 1] as Buffer;
-    switch (String(reply[i])) {
-      case 'scope': scope = value; break;
-      case 'key': key = value; break;
-      case 'fp': fp = value; break;
-      case 'state': state = value; break;
-      case 'token': token = value; break;
-      case 'lease': lease = value; break;
-      case 'created': created = value; break;
-      case 'expires': expires = value; break;
-      case 'rp': rp = value; break;
-      case 'completed': completed = value; break;
-      case 'status': status = value; break;
-      case 'headers': headers = value; break;
-      case 'body': body = value; break;
-      default: break;
-    }
-  }
-  const kind = text('state', state);
+export function decodeRecord(values: RecordValues): IdempotencyRecord | undefined {
+  const state = values[STATE];
+  if (state == null && values.every((value) => value == null)) return undefined;
+  const kind = text(STATE, state);
   if (kind !== 'in_progress' && kind !== 'completed') {
     throw new Error(`retrysafe: Redis record hash holds the unknown state ${JSON.stringify(kind)}`);
   }
   const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
-    scope: text('scope', scope),
-    key: text('key', key),
-    fingerprint: text('fp', fp),
+    scope: text(SCOPE, values[SCOPE]),
+    key: text(KEY, values[KEY]),
+    fingerprint: text(FP, values[FP]),
     state: kind satisfies RecordState,
-    leaseToken: text('token', token),
-    leaseExpiresAt: Number(text('lease', lease)),
-    createdAt: Number(text('created', created)),
-    expiresAt: Number(text('expires', expires)),
+    leaseToken: text(TOKEN, values[TOKEN]),
+    leaseExpiresAt: Number(text(LEASE, values[LEASE])),
+    createdAt: Number(text(CREATED, values[CREATED])),
+    expiresAt: Number(text(EXPIRES, values[EXPIRES])),
   };
-  if (rp !== undefined) record.recoveryPoint = rp.toString('utf8');
+  const rp = values[RP];
+  if (rp != null) record.recoveryPoint = rp.toString('utf8');
   if (kind === 'in_progress') return record;
-  record.completedAt = Number(text('completed', completed));
+  record.completedAt = Number(text(COMPLETED, values[COMPLETED]));
   record.response = {
-    status: Number(text('status', status)),
-    headers: JSON.parse(text('headers', headers)) as Record<string, string>,
-    body: new Uint8Array(present('body', body)),
+    status: Number(text(STATUS, values[STATUS])),
+    headers: JSON.parse(text(HEADERS, values[HEADERS])) as Record<string, string>,
+    body: new Uint8Array(present(BODY, values[BODY])),
   };
   return record;
 }
 
-function present(name: string, value: Buffer | undefined): Buffer {
-  if (value === undefined) throw new Error(`retrysafe: Redis record hash lacks the field "${name}"`);
+/** The byte `:` that ends each item's length in a packed reply. */
+const COLON = 0x3a;
+/** The byte `-` that stands for an absent field in a packed reply. */
+const ABSENT = 0x2d;
+
+/**
+ * Splits the claim script's packed reply — one item per field of {@link RECORD_FIELDS}, written one after
+ * another as `<byte length in decimal>:<bytes>`, or `-` for a field the hash lacks — back into the values
+ * {@link decodeRecord} reads. The values are views into `packed`, not copies.
+ *
+ * @throws Error when `packed` is not a whole number of well-formed items
+ */
+export function unpackValues(packed: Buffer): (Buffer | null)[] {
+  const items: (Buffer | null)[] = [];
+  let at = 0;
+  while (at < packed.length) {
+    if (packed[at] === ABSENT) {
+      items.push(null);
+      at++;
+      continue;
+    }
+    let length = 0;
+    let digits = 0;
+    for (let byte = packed[at]; byte !== COLON; byte = packed[at]) {
+      if (byte === undefined || byte < 0x30 || byte > 0x39 || digits === 15) {
+        throw new Error(`retrysafe: malformed packed Redis reply at byte ${at}`);
+      }
+      length = length * 10 + (byte - 0x30);
+      digits++;
+      at++;
+    }
+    const start = at + 1;
+    if (digits === 0 || start + length > packed.length) throw new Error(`retrysafe: malformed packed Redis reply at byte ${at}`);
+    items.push(packed.subarray(start, start + length));
+    at = start + length;
+  }
+  return items;
+}
+
+function present(position: number, value: Buffer | null | undefined): Buffer {
+  if (value == null) throw new Error(`retrysafe: Redis record hash lacks the field "${String(RECORD_FIELDS[position])}"`);
   return value;
 }
 
-function text(name: string, value: Buffer | undefined): string {
-  return present(name, value).toString('utf8');
+function text(position: number, value: Buffer | null | undefined): string {
+  return present(position, value).toString('utf8');
 }

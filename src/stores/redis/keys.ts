@@ -11,6 +11,8 @@
  * escaping is reversible, so distinct (scope, key) pairs always get distinct Redis keys.
  */
 function escapePart(text: string): string {
+  // Most keys need no escape: one test, rather than two replacements, on every claim.
+  if (!/[%{}]/.test(text) && !text.includes('\u0000')) return text;
   return text
     .replace(/[%{}]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
     .replaceAll('\u0000', '%00');

@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../store.js';
-import { decodeRecord } from './fields.js';
+import { decodeRecord, RECORD_FIELDS, type RecordValues, unpackValues } from './fields.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
 import { LuaScript } from './script.js';
@@ -67,9 +67,9 @@ export class RedisStore implements IdempotencyStore {
         input.key,
         safetyTtlMs(now, Math.max(leaseExpiresAt, expiresAt)),
       ],
-    )) as [number, number | Buffer[], Buffer?];
+    )) as [number, number | Buffer, Buffer?];
     if (reply[0] === 0) {
-      const record = decodeRecord(reply[1] as Buffer[]);
+      const record = decodeRecord(unpackValues(reply[1] as Buffer));
       if (!record) throw new Error('retrysafe: the Redis claim script refused without returning the record');
       return { acquired: false, record };
     }
@@ -103,7 +103,7 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-    return decodeRecord((await this.config.client.callBuffer('HGETALL', [this.key(scope, key)])) as Buffer[]);
+    return decodeRecord((await this.config.client.callBuffer('HMGET', [this.key(scope, key), ...RECORD_FIELDS])) as RecordValues);
   }
 
   /**
@@ -183,7 +183,7 @@ export class RedisStore implements IdempotencyStore {
       if (oldest.size > limit) oldest = new Map([...oldest].sort((a, b) => a[1] - b[1]).slice(0, limit));
     } while (cursor !== '0');
     const records = await Promise.all(
-      [...oldest.keys()].map(async (key) => decodeRecord((await client.callBuffer('HGETALL', [key])) as Buffer[])),
+      [...oldest.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...RECORD_FIELDS])) as RecordValues)),
     );
     return records
       .filter(

