@@ -1,11 +1,13 @@
 /**
- * The messaging section of `npm run bench`: inbox overhead on RabbitMQ and NATS JetStream, and outbox relay
- * throughput and idle latency next to each broker's raw publish rate, all measured in the same run. Targets
+ * The messaging section of `npm run bench`: inbox overhead on RabbitMQ and NATS JetStream, outbox relay
+ * throughput and idle latency next to each broker's raw publish rate, and what an enqueue costs the
+ * writing transactions, all measured in the same run. Targets
  * (DESIGN.md section 6): relay >= 5,000 msg/s, idle enqueue-to-publish p50 <= 10 ms.
  *
  * Environment: BENCH_MESSAGING=0 skips it; BENCH_MSG_INBOX (messages per inbox run, default 2000),
  * BENCH_MSG_RELAY (outbox rows per relay run, 5000), BENCH_MSG_KEYS (ordering keys, 1000),
- * BENCH_MSG_LATENCY (latency samples, 100), RETRYSAFE_POSTGRES_URL, RETRYSAFE_AMQP_URL, RETRYSAFE_NATS_URL.
+ * BENCH_MSG_LATENCY (latency samples, 100), BENCH_MSG_ENQUEUE_MS (duration of each enqueue-cost row,
+ * 3000), RETRYSAFE_POSTGRES_URL, RETRYSAFE_AMQP_URL, RETRYSAFE_NATS_URL.
  * Everything it creates (schema `bench_msg_<run>`, queues `bench.<run>.…`, streams `BENCH_…_<run>`) is
  * removed at the end.
  */
@@ -13,6 +15,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { migrate } from '../src/stores/postgres/index.js';
 import { envCount, type BenchContext } from './messaging/context.js';
+import { ENQUEUE_WRITERS, enqueueCost, type EnqueueResult } from './messaging/enqueue.js';
 import { inboxOnNats, inboxOnRabbit, type InboxResult } from './messaging/inbox.js';
 import { RAW_IN_FLIGHT, relayOnNats, relayOnRabbit, type RelayResult } from './messaging/relay.js';
 
@@ -43,6 +46,13 @@ function relayTable(results: readonly RelayResult[]): string {
   return lines.join('\n');
 }
 
+function enqueueTable(results: readonly EnqueueResult[]): string {
+  const baseline = results[0]?.perSecond ?? Number.NaN;
+  const lines = ['| writer transaction | transactions/s | ratio to business only |', '|---|---:|---:|'];
+  for (const r of results) lines.push(`| ${r.label} | ${Math.round(r.perSecond)} | ${(r.perSecond / baseline).toFixed(2)} |`);
+  return lines.join('\n');
+}
+
 /** Runs every messaging measurement and resolves with the markdown tables. */
 export async function runMessagingBench(): Promise<string> {
   const runId = randomBytes(4).toString('hex');
@@ -65,6 +75,9 @@ export async function runMessagingBench(): Promise<string> {
     process.stderr.write('measured messaging/inbox\n');
     const relay = [await relayOnRabbit(ctx, sizes), await relayOnNats(ctx, sizes)];
     process.stderr.write('measured messaging/relay\n');
+    const enqueueMs = envCount('BENCH_MSG_ENQUEUE_MS', 3_000);
+    const enqueue = await enqueueCost(ctx, enqueueMs);
+    process.stderr.write('measured messaging/enqueue\n');
     return [
       `### Messaging (${Math.round((performance.now() - started) / 1000)} s)`,
       '',
@@ -76,6 +89,10 @@ export async function runMessagingBench(): Promise<string> {
         `idle latency from COMMIT of one enqueued row to its \`published\` event (relay started, ${sizes.gapMs} ms gaps).`,
       '',
       relayTable(relay),
+      '',
+      `Enqueue cost to the writers: ${ENQUEUE_WRITERS} clients committing BEGIN, a business INSERT, [enqueue,] COMMIT for ${enqueueMs} ms each row.`,
+      '',
+      enqueueTable(enqueue),
     ].join('\n');
   } finally {
     await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);

@@ -1,14 +1,24 @@
 /**
- * How the relay avoids useless claims and waits on the real PostgreSQL: a notified row held back by an
- * older open transaction (snapshot xmin) is chased with short waits instead of a whole poll interval, and
- * overlapping `runOnce` calls do not re-claim while the keys they would find are this relay's own batch.
+ * How the relay avoids useless claims, waits and NOTIFYs on the real PostgreSQL: a notified row held back
+ * by an older open transaction (snapshot xmin) is chased with short waits instead of a whole poll
+ * interval; overlapping `runOnce` calls do not re-claim while the keys they would find are this relay's
+ * own batch; enqueues NOTIFY only while a relay waits (migration 0007), and a relay that starts waiting
+ * still claims every row whose transaction did not NOTIFY.
  */
-import type pg from 'pg';
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createWebhookPublisher } from '../../src/messaging/brokers/webhook.js';
 import { createOutbox, createRelay, type OutboxMessage, type OutboxPublisher, type Relay } from '../../src/messaging/outbox/index.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../stores/fixtures/postgres-schema.js';
-import { startWebhookReceiver, untilVisible, waitUntil, WEBHOOK_SECRET, type WebhookReceiver } from './fixtures/outbox-support.js';
+import {
+  relaysWaiting,
+  startWebhookReceiver,
+  untilRelayWaits,
+  untilVisible,
+  waitUntil,
+  WEBHOOK_SECRET,
+  type WebhookReceiver,
+} from './fixtures/outbox-support.js';
 
 const available = await postgresAvailable();
 
@@ -33,6 +43,14 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
     await db.drop();
   });
 
+  const webhook = (): OutboxPublisher => createWebhookPublisher({ url: hook.url, secret: WEBHOOK_SECRET });
+
+  /** Rolls back whatever a failed test left open (after a COMMIT it only warns), so no xid outlives the test. */
+  async function endTransaction(client: pg.PoolClient): Promise<void> {
+    await client.query('ROLLBACK').catch(() => undefined);
+    client.release();
+  }
+
   async function inTransaction<R>(fn: (tx: pg.PoolClient) => Promise<R>): Promise<R> {
     const client = await db.pool.connect();
     try {
@@ -47,13 +65,10 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
 
   it('publishes a notified row soon after an older transaction ends, not a poll interval later', async () => {
     const outbox = createOutbox({ schema: db.schema });
-    const relay = createRelay({ pool: db.pool, outbox, publisher: createWebhookPublisher({ url: hook.url, secret: WEBHOOK_SECRET }), pollIntervalMs: 60_000 });
+    const relay = createRelay({ pool: db.pool, outbox, publisher: webhook(), pollIntervalMs: 60_000 });
     relays.push(relay);
     relay.start();
-    await waitUntil(async () => {
-      const r = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = $1`, [`LISTEN "${outbox.channel}"`]);
-      return (r.rows[0]?.n ?? 0) > 0;
-    });
+    await untilRelayWaits(db.pool, outbox.channel);
     // An older transaction with an xid keeps the snapshot xmin below the row's: the NOTIFY's claim sees nothing.
     const older = await db.pool.connect();
     try {
@@ -64,7 +79,7 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
       expect(hook.received).toHaveLength(0);
       await older.query('COMMIT');
     } finally {
-      older.release();
+      await endTransaction(older);
     }
     // The poll interval is 60 s: only the relay's doubling re-claims after the NOTIFY can publish in time.
     await waitUntil(() => hook.received.length === 1, 20_000);
@@ -109,5 +124,125 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
     expect(await third).toBe(3);
     expect(held.map((m) => m.payload).map((p) => Buffer.from(p).toString())).toEqual(['a0', 'b0', 'c0', 'a1', 'b1', 'c1']);
     expect((await outbox.status(db.pool)).pending).toBe(0);
+  });
+  it('sends no NOTIFY while no relay waits or the relay is busy; one while it waits', async () => {
+    const outbox = createOutbox({ schema: db.schema });
+    const listener = new pg.Client(db.pool.options);
+    await listener.connect();
+    let heard = 0;
+    listener.on('notification', () => void heard++);
+    await listener.query(`LISTEN "${outbox.channel}"`);
+    // A NOTIFY is queued at COMMIT and delivered before the listener's next ReadyForQuery.
+    const settle = async (): Promise<void> => {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await listener.query('SELECT 1');
+    };
+    const held: OutboxMessage[] = [];
+    const releases: (() => void)[] = [];
+    const publisher: OutboxPublisher = {
+      publish: (message) => {
+        held.push(message);
+        return new Promise<void>((resolve) => releases.push(resolve));
+      },
+      close: () => Promise.resolve(),
+    };
+    try {
+      await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'a', payload: 'nobody waits' }));
+      await settle();
+      expect(heard).toBe(0);
+
+      const relay = createRelay({ pool: db.pool, outbox, publisher, pollIntervalMs: 60_000 });
+      relays.push(relay);
+      relay.start();
+      await waitUntil(() => held.length === 1);
+      for (const release of releases.splice(0)) release();
+      await untilRelayWaits(db.pool, outbox.channel);
+      expect(heard).toBe(0);
+      await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'b', payload: 'wakes the relay' }));
+      await waitUntil(() => heard === 1 && held.length === 2);
+      // The relay holds that batch open: it gave the waiting lock back, so enqueues stay silent.
+      await waitUntil(async () => (await relaysWaiting(db.pool, outbox.channel)) === 0);
+      for (let n = 0; n < 3; n++) await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: `c${n}`, payload: 'while busy' }));
+      await settle();
+      expect(heard).toBe(1);
+      for (const release of releases.splice(0)) release();
+      await waitUntil(() => {
+        for (const release of releases.splice(0)) release();
+        return held.length === 5;
+      });
+      await untilRelayWaits(db.pool, outbox.channel);
+      expect((await outbox.status(db.pool)).pending).toBe(0);
+    } finally {
+      for (const release of releases.splice(0)) release();
+      await listener.end();
+    }
+  });
+
+  it('cannot start waiting while a transaction that enqueued without a NOTIFY is open, and publishes its row soon after it commits', async () => {
+    const outbox = createOutbox({ schema: db.schema });
+    const writer = await db.pool.connect();
+    try {
+      await writer.query('BEGIN');
+      await outbox.enqueue(writer, { topic: 't', key: 'k', payload: 'open writer' });
+      const relay = createRelay({ pool: db.pool, outbox, publisher: webhook(), pollIntervalMs: 60_000 });
+      relays.push(relay);
+      relay.start();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await relaysWaiting(db.pool, outbox.channel)).toBe(0);
+      await writer.query('COMMIT');
+    } finally {
+      await endTransaction(writer);
+    }
+    // The poll interval is 60 s: only the relay's doubling retries of the waiting lock can publish in time.
+    await waitUntil(() => hook.received.length === 1, 10_000);
+    expect(hook.received[0]?.body).toBe('open writer');
+    await untilRelayWaits(db.pool, outbox.channel);
+  });
+
+  it('claims a row that was enqueued without a NOTIFY once every transaction below its waiting horizon has ended', async () => {
+    const outbox = createOutbox({ schema: db.schema });
+    const older = await db.pool.connect();
+    try {
+      await older.query('BEGIN');
+      await older.query('SELECT pg_current_xact_id()');
+      // No relay waits: this commit sends no NOTIFY, and the older transaction keeps the row unclaimable.
+      await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'k', payload: 'behind an older transaction' }));
+      const relay = createRelay({ pool: db.pool, outbox, publisher: webhook(), pollIntervalMs: 60_000 });
+      relays.push(relay);
+      relay.start();
+      await untilRelayWaits(db.pool, outbox.channel);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(hook.received).toHaveLength(0);
+      await older.query('COMMIT');
+    } finally {
+      await endTransaction(older);
+    }
+    await waitUntil(() => hook.received.length === 1, 10_000);
+    expect(hook.received[0]?.body).toBe('behind an older transaction');
+  });
+
+  it('a relay whose LISTEN connection is cut stops holding the waiting lock, reconnects and is woken again', async () => {
+    const outbox = createOutbox({ schema: db.schema });
+    const relay = createRelay({ pool: db.pool, outbox, publisher: webhook(), pollIntervalMs: 60_000 });
+    relays.push(relay);
+    relay.start();
+    await untilRelayWaits(db.pool, outbox.channel);
+    const holder = async (): Promise<number | undefined> => {
+      const r = await db.pool.query<{ pid: number }>(
+        `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted
+           AND classid = 1920168034 AND objid::bigint = (hashtext($1)::bigint + 4294967296) % 4294967296`,
+        [outbox.channel],
+      );
+      return r.rows[0]?.pid;
+    };
+    const first = await holder();
+    expect(first).toBeTypeOf('number');
+    await db.pool.query('SELECT pg_terminate_backend($1)', [first]);
+    await waitUntil(async () => {
+      const now = await holder();
+      return now !== undefined && now !== first;
+    });
+    await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'k', payload: 'after the cut' }));
+    await waitUntil(() => hook.received.length === 1, 10_000);
   });
 });

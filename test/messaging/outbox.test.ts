@@ -17,7 +17,16 @@ import {
   type Relay,
 } from '../../src/messaging/outbox/index.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../stores/fixtures/postgres-schema.js';
-import { RecordingMeter, runUntil, startWebhookReceiver, untilVisible, waitUntil, WEBHOOK_SECRET, type WebhookReceiver } from './fixtures/outbox-support.js';
+import {
+  RecordingMeter,
+  runUntil,
+  startWebhookReceiver,
+  untilRelayWaits,
+  untilVisible,
+  waitUntil,
+  WEBHOOK_SECRET,
+  type WebhookReceiver,
+} from './fixtures/outbox-support.js';
 
 const available = await postgresAvailable();
 
@@ -316,15 +325,8 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
     const outbox = createOutbox({ schema: db.schema });
     const relay = relayFor({ pollIntervalMs: 60_000 });
     relay.start();
-    // Let the relay reach its idle wait with LISTEN active.
-    await waitUntil(async () => {
-      const r = await db.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = $1`,
-        [`LISTEN "${outbox.channel}"`],
-      );
-      return (r.rows[0]?.n ?? 0) > 0;
-    });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Let the relay reach its idle wait: LISTEN active and the waiting lock held.
+    await untilRelayWaits(db.pool, outbox.channel);
     const enqueued = Date.now();
     await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'k', payload: 'wake' }));
     await waitUntil(() => hook.received.length === 1, 5_000);

@@ -63,7 +63,11 @@ export interface RelayOptions {
 
 /** A running (or runnable) relay. */
 export interface Relay {
-  /** Starts the loop: claim and publish while rows are ready, else wait for NOTIFY or the poll interval. */
+  /**
+   * Starts the loop: claim and publish while rows are ready, else wait for a NOTIFY or the poll interval.
+   * Before it waits, the relay takes the outbox's waiting lock on its LISTEN connection, so enqueues
+   * NOTIFY only while it waits (migration `0007_outbox_waiting`; docs/outbox.md, "Who gets a NOTIFY").
+   */
   start(): void;
   /**
    * Stops gracefully: publishes already handed to the broker finish (and are marked), rows not yet handed
@@ -102,6 +106,11 @@ export const RELAY_DEFAULTS = Object.freeze({
  * snapshot (every transaction that could still add an earlier row has ended); rows are published per key
  * in (transaction id, sequence) order, and a key's next row waits until the previous one is sent or
  * dead-lettered. Other keys keep flowing past a failing one.
+ *
+ * Wake-up: while busy, the relay claims again as soon as a batch is recorded; before it sleeps it takes the
+ * outbox's waiting lock (needs migration `0007_outbox_waiting`), so enqueues NOTIFY only while a relay
+ * waits and concurrent writers do not queue on NOTIFY's commit lock while it is busy. Polling every
+ * `pollIntervalMs` remains the guarantee.
  *
  * Failures: a publish that rejects or times out is retried after `backoffBaseMs * 2^(attempt-1)` (capped
  * at `backoffMaxMs`); after `maxAttempts` attempts, or at once for a `PublishError` with `permanent`, it
@@ -202,6 +211,23 @@ function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
  */
 const CHASE_FIRST_MS = 2;
 
+/**
+ * Where a relay loop stands before it sleeps a whole poll interval (see `prepareToWait`):
+ * - `waiting`: the relay holds the waiting lock and every transaction that enqueued without a NOTIFY has
+ *   ended and been claimed from, so any later enqueue NOTIFYs;
+ * - `claim`: those transactions just ended; claim once more before sleeping;
+ * - `retry`: the lock is not free (another relay waits, or a transaction that enqueued without a NOTIFY is
+ *   still open), those transactions have not all ended yet, or there is no LISTEN connection: try again
+ *   after a short, doubling wait.
+ */
+type WaitState = 'waiting' | 'claim' | 'retry';
+
+/** The waiting lock this relay holds on its LISTEN connection, and whether its horizon has passed. */
+interface WaitLock {
+  readonly horizon: string;
+  passed: boolean;
+}
+
 /** A claimed row and what became of it. */
 interface Claimed {
   readonly seq: string;
@@ -227,6 +253,10 @@ class OutboxRelay implements Relay {
   private readonly inFlight = new Set<Promise<void>>();
   /** Whether the last claim came back empty while another batch of this relay was in flight. */
   private metOwnBatch = false;
+  /** The waiting lock (migration `0007_outbox_waiting`) while this relay holds it on `listener`. */
+  private waitLock: WaitLock | undefined;
+  /** Queries on the LISTEN connection about the waiting lock, one at a time. */
+  private lockQueries: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly o: ResolvedRelayOptions) {
     this.metrics = new OutboxMetrics(o.meter, o.onEvent, () => o.outbox.status(o.pool));
@@ -267,6 +297,8 @@ class OutboxRelay implements Relay {
     const result = await pool.query<ClaimedRow>(outbox.statements.claim, [now, now + leaseMs, token, batchSize, perKeyLimit]);
     this.metOwnBatch = busy && result.rows.length === 0;
     if (result.rows.length === 0) return 0;
+    // Busy: enqueues need not NOTIFY until this relay waits again.
+    this.stopWaiting();
     const delivered = this.deliver(result.rows, token, now + leaseMs);
     const settled = delivered.then(
       () => undefined,
@@ -395,6 +427,7 @@ class OutboxRelay implements Relay {
   private async run(): Promise<void> {
     let seen = this.notifications;
     let chaseMs = 0;
+    let retryMs = 0;
     while (!this.stopping) {
       // Cleared before the claim: a NOTIFY arriving while the batch runs makes the next wait return at once.
       this.woken = false;
@@ -411,14 +444,82 @@ class OutboxRelay implements Relay {
       }
       if (claimed > 0) {
         chaseMs = 0;
+        retryMs = 0;
         continue;
       }
       // A notified row stays invisible to the claim until every transaction that began before it has
       // ended anywhere on the server (snapshot xmin): chase it with doubling waits rather than sleeping a
       // whole poll interval. Losing the row to another relay costs a few cheap empty claims.
       chaseMs = notified ? CHASE_FIRST_MS : chaseMs > 0 && chaseMs < this.o.pollIntervalMs ? chaseMs * 2 : 0;
-      await this.idle(chaseMs > 0 ? Math.min(chaseMs, this.o.pollIntervalMs) : this.o.pollIntervalMs);
+      if (chaseMs > 0) {
+        await this.idle(Math.min(chaseMs, this.o.pollIntervalMs));
+        continue;
+      }
+      const state = await this.prepareToWait();
+      if (state === 'claim') continue;
+      if (state === 'waiting') {
+        retryMs = 0;
+        await this.idle(this.o.pollIntervalMs);
+        continue;
+      }
+      retryMs = retryMs === 0 ? CHASE_FIRST_MS : Math.min(retryMs * 2, this.o.pollIntervalMs);
+      await this.idle(retryMs);
     }
+  }
+
+  /**
+   * Gets this relay ready to sleep until a NOTIFY (migration `0007_outbox_waiting` explains the protocol):
+   * takes the waiting lock, whose horizon is the xmax of a snapshot taken once the lock was held, and
+   * reports `claim` once every transaction below the horizon has ended, as their rows may not have been
+   * claimable before. Never rejects: a failure is reported and answers `retry`.
+   */
+  private prepareToWait(): Promise<WaitState> {
+    const sql = this.o.outbox.statements;
+    return this.onListener<WaitState>('retry', async (client) => {
+      let lock = this.waitLock;
+      if (lock === undefined) {
+        const taken = await client.query<{ horizon: string | null }>(sql.relayWait);
+        const horizon = taken.rows[0]?.horizon ?? null;
+        if (horizon === null) return 'retry';
+        lock = { horizon, passed: false };
+        this.waitLock = lock;
+      }
+      if (lock.passed) return 'waiting';
+      const check = await client.query<{ passed: boolean }>(sql.horizonPassed, [lock.horizon]);
+      if (check.rows[0]?.passed !== true) return 'retry';
+      lock.passed = true;
+      return 'claim';
+    });
+  }
+
+  /** Gives the waiting lock back, when held, so enqueues stop sending NOTIFYs; does not wait for it. */
+  private stopWaiting(): void {
+    if (this.waitLock === undefined) return;
+    void this.onListener(undefined, async (client) => {
+      if (this.waitLock === undefined) return;
+      this.waitLock = undefined;
+      await client.query(this.o.outbox.statements.relayBusy);
+    });
+  }
+
+  /**
+   * Runs `query` on the LISTEN connection after the lock queries before it; resolves with `fallback` when
+   * there is no connection or the query fails (the failure is reported; a lost connection took the lock
+   * with it).
+   */
+  private onListener<T>(fallback: T, query: (client: pg.Client) => Promise<T>): Promise<T> {
+    const result = this.lockQueries.then(async () => {
+      const client = this.listener;
+      if (client === undefined) return fallback;
+      try {
+        return await query(client);
+      } catch (error) {
+        this.reportError(error);
+        return fallback;
+      }
+    });
+    this.lockQueries = result;
+    return result;
   }
 
   private reportError(error: unknown): void {
@@ -462,6 +563,9 @@ class OutboxRelay implements Relay {
     const lost = (): void => {
       if (this.listener !== client) return;
       this.listener = undefined;
+      // The waiting lock went with the session: enqueues no longer NOTIFY, so the loops must not sleep on.
+      this.waitLock = undefined;
+      this.wakeAll();
       void client.end().catch(() => undefined);
     };
     client.on('error', lost);
@@ -485,6 +589,7 @@ class OutboxRelay implements Relay {
   private async closeListener(): Promise<void> {
     const client = this.listener;
     this.listener = undefined;
+    this.waitLock = undefined;
     if (client !== undefined) await client.end().catch(() => undefined);
   }
 }

@@ -66,6 +66,16 @@ export interface OutboxStatements {
   readonly requeue: string;
   /** `LISTEN` on the outbox's channel. */
   readonly listen: string;
+  /**
+   * Run on the relay's LISTEN connection before it waits: takes the outbox's waiting lock (migration
+   * `0007_outbox_waiting`). One row, `horizon`: null when the lock was not free, else (as text) the xmax of
+   * a snapshot taken once it was held.
+   */
+  readonly relayWait: string;
+  /** Run on the LISTEN connection by a waiting relay that found rows: gives the waiting lock back. */
+  readonly relayBusy: string;
+  /** `$1` horizon (xid8 as text). One row, `passed`: whether every transaction below `$1` has ended. */
+  readonly horizonPassed: string;
 }
 
 /**
@@ -138,5 +148,8 @@ export function outboxStatements(quoted: string, channel: string): OutboxStateme
     requeue: `UPDATE ${t} SET status = 0, attempts = 0, dead_at = NULL, available_at = $2
       WHERE id = $1 AND status = 2 RETURNING seq`,
     listen: `LISTEN "${channel}"`,
+    relayWait: `SELECT ${quoted}.outbox_relay_wait()::text AS horizon`,
+    relayBusy: `SELECT ${quoted}.outbox_relay_busy()`,
+    horizonPassed: `SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8 AS passed`,
   });
 }

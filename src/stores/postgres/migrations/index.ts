@@ -10,6 +10,7 @@ import { sql as outbox } from './0003_outbox.js';
 import { sql as recoveryPoints } from './0004_recovery_points.js';
 import { sql as sessions } from './0005_sessions.js';
 import { sql as waiters } from './0006_waiters.js';
+import { sql as outboxWaiting } from './0007_outbox_waiting.js';
 
 /** One numbered migration. */
 export interface Migration {
@@ -29,4 +30,5 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 4, name: '0004_recovery_points', sql: recoveryPoints },
   { version: 5, name: '0005_sessions', sql: sessions },
   { version: 6, name: '0006_waiters', sql: waiters },
+  { version: 7, name: '0007_outbox_waiting', sql: outboxWaiting },
 ]);
