@@ -327,10 +327,10 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
     relay.start();
     // Let the relay reach its idle wait: LISTEN active and the waiting lock held.
     await untilRelayWaits(db.pool, outbox.channel);
-    const enqueued = Date.now();
     await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'k', payload: 'wake' }));
-    await waitUntil(() => hook.received.length === 1, 5_000);
-    expect(Date.now() - enqueued).toBeLessThan(2_000);
+    // Fails after 20 s, far below the 60 s poll interval, with room for the chase when another test file's
+    // open transaction holds the row back for a while (the chase's doubling waits add up to about twice that).
+    await waitUntil(() => hook.received.length === 1, 20_000);
   });
 
   it('cleans up only sent rows older than retention, in bounded batches', async () => {
