@@ -548,8 +548,9 @@ export function storeContract(name: string, setup: () => Promise<ContractFixture
         const claim = acquired(await store.claim(input('k1')));
         await store.complete(claim, RESPONSE, RETENTION_MS);
         const started = performance.now();
-        expect(present(await store.waitFor('tenant-1', 'k1', 200)).state).toBe('completed');
-        expect(performance.now() - started).toBeLessThan(150);
+        // "At once": well before the 5 s timeout, with room for a slow, busy machine.
+        expect(present(await store.waitFor('tenant-1', 'k1', 5_000)).state).toBe('completed');
+        expect(performance.now() - started).toBeLessThan(2_500);
       });
     });
   });
