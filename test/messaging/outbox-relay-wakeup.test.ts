@@ -15,6 +15,7 @@ import {
   startWebhookReceiver,
   untilRelayWaits,
   untilVisible,
+  waitingLockHolders,
   waitUntil,
   WEBHOOK_SECRET,
   type WebhookReceiver,
@@ -45,10 +46,40 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
 
   const webhook = (): OutboxPublisher => createWebhookPublisher({ url: hook.url, secret: WEBHOOK_SECRET });
 
-  /** Rolls back whatever a failed test left open (after a COMMIT it only warns), so no xid outlives the test. */
-  async function endTransaction(client: pg.PoolClient): Promise<void> {
-    await client.query('ROLLBACK').catch(() => undefined);
-    client.release();
+  /**
+   * Runs `during` while an older transaction with an xid is open (it keeps the snapshot xmin below any row
+   * committed meanwhile), then commits it. On a failure it rolls back, so no xid outlives the test.
+   */
+  async function withOlderTransaction(during: () => Promise<void>): Promise<void> {
+    const older = await db.pool.connect();
+    try {
+      await older.query('BEGIN');
+      await older.query('SELECT pg_current_xact_id()');
+      await during();
+      await older.query('COMMIT');
+    } finally {
+      await older.query('ROLLBACK').catch(() => undefined);
+      older.release();
+    }
+  }
+
+  /** A publisher whose publishes wait until the test lets them go. */
+  function holdingPublisher(): { publisher: OutboxPublisher; held: OutboxMessage[]; releaseAll: () => void } {
+    const held: OutboxMessage[] = [];
+    const releases: (() => void)[] = [];
+    return {
+      held,
+      publisher: {
+        publish: (message) => {
+          held.push(message);
+          return new Promise<void>((resolve) => releases.push(resolve));
+        },
+        close: () => Promise.resolve(),
+      },
+      releaseAll: () => {
+        for (const release of releases.splice(0)) release();
+      },
+    };
   }
 
   async function inTransaction<R>(fn: (tx: pg.PoolClient) => Promise<R>): Promise<R> {
@@ -70,17 +101,11 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
     relay.start();
     await untilRelayWaits(db.pool, outbox.channel);
     // An older transaction with an xid keeps the snapshot xmin below the row's: the NOTIFY's claim sees nothing.
-    const older = await db.pool.connect();
-    try {
-      await older.query('BEGIN');
-      await older.query('SELECT pg_current_xact_id()');
+    await withOlderTransaction(async () => {
       await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'k', payload: 'held back' }));
       await new Promise((resolve) => setTimeout(resolve, 15));
       expect(hook.received).toHaveLength(0);
-      await older.query('COMMIT');
-    } finally {
-      await endTransaction(older);
-    }
+    });
     // The poll interval is 60 s: only the relay's doubling re-claims after the NOTIFY can publish in time.
     await waitUntil(() => hook.received.length === 1, 20_000);
     expect(hook.received[0]?.body).toBe('held back');
@@ -88,15 +113,7 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
 
   it('an overlapping runOnce that found only its own relay\'s leased keys waits for that batch, then claims the next rows', async () => {
     const outbox = createOutbox({ schema: db.schema });
-    const held: OutboxMessage[] = [];
-    const releases: (() => void)[] = [];
-    const publisher: OutboxPublisher = {
-      publish: (message) => {
-        held.push(message);
-        return new Promise<void>((resolve) => releases.push(resolve));
-      },
-      close: () => Promise.resolve(),
-    };
+    const { publisher, held, releaseAll } = holdingPublisher();
     const relay = createRelay({ pool: db.pool, outbox, publisher, perKeyLimit: 1 });
     relays.push(relay);
     await inTransaction(async (tx) => {
@@ -117,10 +134,10 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
     expect(thirdDone).toBe(false);
     expect(held).toHaveLength(3);
 
-    for (const release of releases.splice(0)) release();
+    releaseAll();
     expect(await first).toBe(3);
     await waitUntil(() => held.length === 6);
-    for (const release of releases.splice(0)) release();
+    releaseAll();
     expect(await third).toBe(3);
     expect(held.map((m) => m.payload).map((p) => Buffer.from(p).toString())).toEqual(['a0', 'b0', 'c0', 'a1', 'b1', 'c1']);
     expect((await outbox.status(db.pool)).pending).toBe(0);
@@ -137,15 +154,7 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
       await new Promise((resolve) => setTimeout(resolve, 200));
       await listener.query('SELECT 1');
     };
-    const held: OutboxMessage[] = [];
-    const releases: (() => void)[] = [];
-    const publisher: OutboxPublisher = {
-      publish: (message) => {
-        held.push(message);
-        return new Promise<void>((resolve) => releases.push(resolve));
-      },
-      close: () => Promise.resolve(),
-    };
+    const { publisher, held, releaseAll } = holdingPublisher();
     try {
       await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'a', payload: 'nobody waits' }));
       await settle();
@@ -155,7 +164,7 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
       relays.push(relay);
       relay.start();
       await waitUntil(() => held.length === 1);
-      for (const release of releases.splice(0)) release();
+      releaseAll();
       await untilRelayWaits(db.pool, outbox.channel);
       expect(heard).toBe(0);
       await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'b', payload: 'wakes the relay' }));
@@ -165,15 +174,15 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
       for (let n = 0; n < 3; n++) await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: `c${n}`, payload: 'while busy' }));
       await settle();
       expect(heard).toBe(1);
-      for (const release of releases.splice(0)) release();
+      releaseAll();
       await waitUntil(() => {
-        for (const release of releases.splice(0)) release();
+        releaseAll();
         return held.length === 5;
       });
       await untilRelayWaits(db.pool, outbox.channel);
       expect((await outbox.status(db.pool)).pending).toBe(0);
     } finally {
-      for (const release of releases.splice(0)) release();
+      releaseAll();
       await listener.end();
     }
   });
@@ -191,7 +200,8 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
       expect(await relaysWaiting(db.pool, outbox.channel)).toBe(0);
       await writer.query('COMMIT');
     } finally {
-      await endTransaction(writer);
+      await writer.query('ROLLBACK').catch(() => undefined);
+      writer.release();
     }
     // The poll interval is 60 s: only the relay's doubling retries of the waiting lock can publish in time.
     await waitUntil(() => hook.received.length === 1, 10_000);
@@ -201,10 +211,7 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
 
   it('claims a row that was enqueued without a NOTIFY once every transaction below its waiting horizon has ended', async () => {
     const outbox = createOutbox({ schema: db.schema });
-    const older = await db.pool.connect();
-    try {
-      await older.query('BEGIN');
-      await older.query('SELECT pg_current_xact_id()');
+    await withOlderTransaction(async () => {
       // No relay waits: this commit sends no NOTIFY, and the older transaction keeps the row unclaimable.
       await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'k', payload: 'behind an older transaction' }));
       const relay = createRelay({ pool: db.pool, outbox, publisher: webhook(), pollIntervalMs: 60_000 });
@@ -213,10 +220,7 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
       await untilRelayWaits(db.pool, outbox.channel);
       await new Promise((resolve) => setTimeout(resolve, 100));
       expect(hook.received).toHaveLength(0);
-      await older.query('COMMIT');
-    } finally {
-      await endTransaction(older);
-    }
+    });
     await waitUntil(() => hook.received.length === 1, 10_000);
     expect(hook.received[0]?.body).toBe('behind an older transaction');
   });
@@ -227,14 +231,7 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
     relays.push(relay);
     relay.start();
     await untilRelayWaits(db.pool, outbox.channel);
-    const holder = async (): Promise<number | undefined> => {
-      const r = await db.pool.query<{ pid: number }>(
-        `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted
-           AND classid = 1920168034 AND objid::bigint = (hashtext($1)::bigint + 4294967296) % 4294967296`,
-        [outbox.channel],
-      );
-      return r.rows[0]?.pid;
-    };
+    const holder = async (): Promise<number | undefined> => (await waitingLockHolders(db.pool, outbox.channel))[0];
     const first = await holder();
     expect(first).toBeTypeOf('number');
     await db.pool.query('SELECT pg_terminate_backend($1)', [first]);

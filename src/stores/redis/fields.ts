@@ -23,24 +23,13 @@ export type RecordField = (typeof RECORD_FIELDS)[number];
 /** The values of {@link RECORD_FIELDS}, position for position; `null` (or `undefined`) for a field the hash lacks. */
 export type RecordValues = readonly (Buffer | null | undefined)[];
 
+/** Position of each field in {@link RECORD_FIELDS}. */
+const AT = Object.freeze(Object.fromEntries(RECORD_FIELDS.map((field, i) => [field, i])) as Record<RecordField, number>);
+
 /** 1-based position of `field` in {@link RECORD_FIELDS}, as Lua indexes the `HMGET` reply. */
 export function luaIndex(field: RecordField): number {
-  return RECORD_FIELDS.indexOf(field) + 1;
+  return AT[field] + 1;
 }
-
-const SCOPE = RECORD_FIELDS.indexOf('scope');
-const KEY = RECORD_FIELDS.indexOf('key');
-const FP = RECORD_FIELDS.indexOf('fp');
-const STATE = RECORD_FIELDS.indexOf('state');
-const TOKEN = RECORD_FIELDS.indexOf('token');
-const LEASE = RECORD_FIELDS.indexOf('lease');
-const CREATED = RECORD_FIELDS.indexOf('created');
-const EXPIRES = RECORD_FIELDS.indexOf('expires');
-const RP = RECORD_FIELDS.indexOf('rp');
-const COMPLETED = RECORD_FIELDS.indexOf('completed');
-const STATUS = RECORD_FIELDS.indexOf('status');
-const HEADERS = RECORD_FIELDS.indexOf('headers');
-const BODY = RECORD_FIELDS.indexOf('body');
 
 /**
  * Decodes the values of {@link RECORD_FIELDS} (an `HMGET` reply, or the claim script's packed reply after
@@ -49,30 +38,30 @@ const BODY = RECORD_FIELDS.indexOf('body');
  * @throws Error when the hash lacks a field or holds an unknown state (not a record this store wrote)
  */
 export function decodeRecord(values: RecordValues): IdempotencyRecord | undefined {
-  const state = values[STATE];
+  const state = values[AT.state];
   if (state == null && values.every((value) => value == null)) return undefined;
-  const kind = text(STATE, state);
+  const kind = text(values, 'state');
   if (kind !== 'in_progress' && kind !== 'completed') {
     throw new Error(`retrysafe: Redis record hash holds the unknown state ${JSON.stringify(kind)}`);
   }
   const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
-    scope: text(SCOPE, values[SCOPE]),
-    key: text(KEY, values[KEY]),
-    fingerprint: text(FP, values[FP]),
+    scope: text(values, 'scope'),
+    key: text(values, 'key'),
+    fingerprint: text(values, 'fp'),
     state: kind satisfies RecordState,
-    leaseToken: text(TOKEN, values[TOKEN]),
-    leaseExpiresAt: Number(text(LEASE, values[LEASE])),
-    createdAt: Number(text(CREATED, values[CREATED])),
-    expiresAt: Number(text(EXPIRES, values[EXPIRES])),
+    leaseToken: text(values, 'token'),
+    leaseExpiresAt: Number(text(values, 'lease')),
+    createdAt: Number(text(values, 'created')),
+    expiresAt: Number(text(values, 'expires')),
   };
-  const rp = values[RP];
+  const rp = values[AT.rp];
   if (rp != null) record.recoveryPoint = rp.toString('utf8');
   if (kind === 'in_progress') return record;
-  record.completedAt = Number(text(COMPLETED, values[COMPLETED]));
+  record.completedAt = Number(text(values, 'completed'));
   record.response = {
-    status: Number(text(STATUS, values[STATUS])),
-    headers: JSON.parse(text(HEADERS, values[HEADERS])) as Record<string, string>,
-    body: new Uint8Array(present(BODY, values[BODY])),
+    status: Number(text(values, 'status')),
+    headers: JSON.parse(text(values, 'headers')) as Record<string, string>,
+    body: new Uint8Array(present(values, 'body')),
   };
   return record;
 }
@@ -116,11 +105,12 @@ export function unpackValues(packed: Buffer): (Buffer | null)[] {
   return items;
 }
 
-function present(position: number, value: Buffer | null | undefined): Buffer {
-  if (value == null) throw new Error(`retrysafe: Redis record hash lacks the field "${String(RECORD_FIELDS[position])}"`);
+function present(values: RecordValues, field: RecordField): Buffer {
+  const value = values[AT[field]];
+  if (value == null) throw new Error(`retrysafe: Redis record hash lacks the field "${field}"`);
   return value;
 }
 
-function text(position: number, value: Buffer | null | undefined): string {
-  return present(position, value).toString('utf8');
+function text(values: RecordValues, field: RecordField): string {
+  return present(values, field).toString('utf8');
 }
