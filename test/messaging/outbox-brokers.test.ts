@@ -1,7 +1,8 @@
 /**
  * The relay publishing to the real RabbitMQ and NATS JetStream: ids on the wire, per-key order, an
- * unroutable message, and a broker connection cut mid-run (a TCP proxy we close and reopen, so the shared
- * brokers keep running for other test files) with zero loss.
+ * unroutable message, a connection lost while its confirm channel opens, and a broker connection cut
+ * mid-run (a TCP proxy we close and reopen, so the shared brokers keep running for other test files) with
+ * zero loss.
  */
 import { once } from 'node:events';
 import * as net from 'node:net';
@@ -158,6 +159,55 @@ describe.runIf(postgres && rabbit)('outbox relay to RabbitMQ', () => {
       await new Promise((resolve) => silent.close(resolve));
     }
   });
+
+  it.each(['reset', 'silent'] as const)(
+    'fails a publish whose connection is lost (%s) while its confirm channel opens, then reconnects',
+    async (fault) => {
+      const q = await queue();
+      const url = new URL(AMQP_URL);
+      // The first connection's Channel.Open (a method frame on channel 1: class 20, method 10) is the fault
+      // point: "reset" answers it with a TCP reset, "silent" swallows it and the proxy goes quiet.
+      const channelOpen = Buffer.from([0x00, 0x14, 0x00, 0x0a]);
+      let faulted = 0;
+      const proxy = net.createServer((client) => {
+        const upstream = net.connect(Number(url.port || 5672), url.hostname);
+        const faulty = faulted === 0;
+        client.on('error', () => undefined);
+        upstream.on('error', () => undefined);
+        upstream.pipe(client);
+        client.on('data', (chunk: Buffer) => {
+          if (faulty && faulted === 0 && chunk[0] === 1 && chunk.indexOf(channelOpen) === 7) {
+            faulted++;
+            upstream.destroy();
+            if (fault === 'reset') client.resetAndDestroy();
+            return;
+          }
+          if (!upstream.destroyed) upstream.write(chunk);
+        });
+        client.on('close', () => upstream.destroy());
+      });
+      proxy.listen(0, '127.0.0.1');
+      await once(proxy, 'listening');
+      const address = proxy.address();
+      if (address === null || typeof address === 'string') throw new Error('no address');
+      const proxied = new URL(AMQP_URL);
+      proxied.hostname = '127.0.0.1';
+      proxied.port = String(address.port);
+      const publisher = createAmqpPublisher({ url: proxied.toString(), connectTimeoutMs: 500 });
+      const message = { id: uniqueName('m'), topic: q, key: 'k', payload: new Uint8Array([1]), headers: {}, createdAt: Date.now(), attempt: 1 };
+      try {
+        // Before the fix, "reset" raised an unhandled ECONNRESET and both faults left this publish, and
+        // every later one, waiting forever on a channel that would never open.
+        await expect(publisher.publish(message, new AbortController().signal)).rejects.toBeInstanceOf(PublishError);
+        expect(faulted).toBe(1);
+        await publisher.publish(message, new AbortController().signal);
+        expect((await drainQueue(q)).map((m) => m.properties.messageId as string)).toEqual([message.id]);
+      } finally {
+        await publisher.close();
+        proxy.close();
+      }
+    },
+  );
 
   it('loses nothing when the broker connection is cut and comes back', async () => {
     const q = await queue();

@@ -25,9 +25,10 @@ export interface AmqpPublisherOptions {
    */
   readonly mandatory?: boolean;
   /**
-   * Longest wait, in milliseconds, for a connection to open (TCP connect and the AMQP handshake). A
-   * connect that gets no answer (a broker address that drops packets, a half-open proxy) fails after it,
-   * and the next publish dials again, so a broker that comes back is found within about this long.
+   * Longest wait, in milliseconds, for a connection to open (TCP connect and the AMQP handshake), and again
+   * for its confirm channel to open. A connect that gets no answer (a broker address that drops packets, a
+   * half-open proxy) or a connection lost before its channel opened fails the publish, and the next
+   * publish dials again, so a broker that comes back is found within about this long.
    * @defaultValue 10_000
    */
   readonly connectTimeoutMs?: number;
@@ -174,20 +175,23 @@ class ConfirmPublisher implements AmqpPublisher {
   private async connect(): Promise<Session> {
     // amqplib's socket `timeout` covers the TCP connect and the handshake, and is lifted once open.
     const connection = await amqplib.connect(this.url, { timeout: this.connectTimeoutMs });
+    // Listening from the first moment: a connection lost while its channel opens would otherwise raise an
+    // unhandled 'error' (crashing the process) and leave the channel's open unanswered forever.
+    const lost = (): void => {
+      if (this.current?.connection === connection) this.forget(this.current);
+    };
+    connection.on('error', lost);
+    connection.on('close', lost);
     let channel: ConfirmChannel;
     try {
-      channel = await connection.createConfirmChannel();
+      channel = await this.openChannel(connection);
     } catch (error) {
-      await connection.close().catch(() => undefined);
+      // Not awaited: on a connection that went silent, close() would wait for an answer that never comes.
+      void connection.close().catch(() => undefined);
       throw error;
     }
     const session: Session = { connection, channel, returned: new Set() };
     this.current = session;
-    const lost = (): void => this.forget(session);
-    // Without 'error' listeners a lost connection would crash the process; the loss itself is handled
-    // by amqplib failing the unconfirmed publishes, and by reconnecting on the next publish.
-    connection.on('error', lost);
-    connection.on('close', lost);
     channel.on('error', lost);
     channel.on('close', () => {
       lost();
@@ -198,6 +202,27 @@ class ConfirmPublisher implements AmqpPublisher {
       if (typeof id === 'string') session.returned.add(id);
     });
     return session;
+  }
+
+  /**
+   * Opens the confirm channel, failing when the connection closes first or no answer comes within
+   * `connectTimeoutMs` (amqplib itself would wait forever for the channel's open-ok on a connection that
+   * died or went silent).
+   */
+  private async openChannel(connection: ChannelModel): Promise<ConfirmChannel> {
+    let timer: NodeJS.Timeout | undefined;
+    let onClose: (() => void) | undefined;
+    const failed = new Promise<never>((_, reject) => {
+      onClose = () => reject(new Error('the connection closed while the confirm channel opened'));
+      connection.once('close', onClose);
+      timer = setTimeout(() => reject(new Error(`no confirm channel within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs);
+    });
+    try {
+      return await Promise.race([connection.createConfirmChannel(), failed]);
+    } finally {
+      clearTimeout(timer);
+      if (onClose !== undefined) connection.off('close', onClose);
+    }
   }
 
   private forget(session: Session): void {
