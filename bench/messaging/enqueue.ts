@@ -57,7 +57,7 @@ export async function enqueueCost(ctx: BenchContext, durationMs: number): Promis
   await waiter.connect();
   let notifying: number;
   try {
-    const taken = await waiter.query<{ horizon: string | null }>(`SELECT "${ctx.schema}".outbox_relay_wait()::text AS horizon`);
+    const taken = await waiter.query<{ horizon: string | null }>(createOutbox({ schema: ctx.schema }).statements.relayWait);
     if (taken.rows[0]?.horizon == null) throw new Error('could not take the outbox waiting lock');
     notifying = await writeFor(ctx, durationMs, true);
   } finally {
