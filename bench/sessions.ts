@@ -11,7 +11,7 @@ import {
   createSessionReceiver,
   createSqliteSessionStore,
   type SessionStore,
-} from '../src/client/sessions.js';
+} from '../src/sessions/index.js';
 
 const requests = Number(process.env['BENCH_SESSION_REQUESTS'] ?? 20_000);
 /** Requests each client keeps in flight: the low-water mark trails the newest number by this much. */

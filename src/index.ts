@@ -10,8 +10,8 @@ export {
   type AbandonedRecordRef,
   type CompleteAbandonedOptions,
   type CompletionReport,
-} from './core/completer.js';
-export { derivedKey } from './core/derived-key.js';
+} from './phases/completer.js';
+export { derivedKey } from './phases/derived-key.js';
 export { parseDuration, requireDurationMs } from './core/duration.js';
 export {
   IdempotencyError,
@@ -30,7 +30,7 @@ export {
 } from './core/errors.js';
 export { canonicalQuery, fingerprint, type FingerprintInput } from './core/fingerprint.js';
 export { MAX_KEY_LENGTH, parseIdempotencyKey } from './core/key.js';
-export { definePhases, type Phase, type PhaseContext, type PhasePlan, type PhasePlanInput } from './core/phase-plan.js';
+export { definePhases, type Phase, type PhaseContext, type PhasePlan, type PhasePlanInput } from './phases/plan.js';
 export {
   createPhaseRunner,
   type PhasedExecution,
@@ -38,7 +38,7 @@ export {
   type PhaseRunnerOptions,
   type PlainPhaseRunnerOptions,
   type TransactionalPhaseRunnerOptions,
-} from './core/phase-runner.js';
+} from './phases/runner.js';
 export { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor, type ProblemDetails, type ProblemResponse } from './core/problem.js';
 export {
   createReceiver,
@@ -51,7 +51,7 @@ export {
   type ReceiverOptions,
   type TransactionalReceiverOptions,
 } from './core/receiver.js';
-export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './core/recovery-point.js';
+export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './phases/recovery-point.js';
 export { leaseIsLive, type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';
 export { createMemoryStore, type MemoryStoreOptions } from './stores/memory.js';
-export type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from './stores/store.js';
+export type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from './core/store.js';

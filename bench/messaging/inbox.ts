@@ -7,8 +7,8 @@
 import amqplib from 'amqplib';
 import { AckPolicy, connect, nanos, type NatsConnection } from 'nats';
 import type pg from 'pg';
-import { startAmqpConsumer } from '../../src/messaging/brokers/amqp.js';
-import { startNatsConsumer } from '../../src/messaging/brokers/nats.js';
+import { startAmqpConsumer } from '../../src/messaging/transports/amqp.js';
+import { startNatsConsumer } from '../../src/messaging/transports/nats.js';
 import { createInbox } from '../../src/messaging/inbox/inbox.js';
 import { createPostgresInboxStore } from '../../src/messaging/inbox/postgres.js';
 import { inboxProcessor, type BrokerMessage, type Disposition, type MessageProcessor } from '../../src/messaging/inbox/processor.js';

@@ -8,8 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import amqplib from 'amqplib';
 import { connect, type NatsConnection } from 'nats';
-import { createAmqpPublisher } from '../../src/messaging/brokers/amqp-publisher.js';
-import { createNatsPublisher } from '../../src/messaging/brokers/nats-publisher.js';
+import { createAmqpPublisher } from '../../src/messaging/transports/amqp.js';
+import { createNatsPublisher } from '../../src/messaging/transports/nats.js';
 import { createOutbox, type Outbox } from '../../src/messaging/outbox/outbox.js';
 import type { OutboxPublisher } from '../../src/messaging/outbox/publisher.js';
 import { createRelay } from '../../src/messaging/outbox/relay.js';

@@ -10,7 +10,7 @@
  */
 import amqp from 'amqplib';
 import pg from 'pg';
-import { startAmqpConsumer } from '../../src/messaging/brokers/amqp.js';
+import { startAmqpConsumer } from '../../src/messaging/transports/amqp.js';
 import { createInbox, createPostgresInboxStore, inboxProcessor } from '../../src/messaging/inbox/index.js';
 import { migrate } from '../../src/stores/postgres/migrate.js';
 

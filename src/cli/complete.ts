@@ -17,11 +17,11 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Command } from 'commander';
-import { completeAbandoned, type CompletionReport } from '../core/completer.js';
-import type { PhasePlan } from '../core/phase-plan.js';
-import { createPhaseRunner, storeName } from '../core/phase-runner.js';
+import { completeAbandoned, type CompletionReport } from '../phases/completer.js';
+import type { PhasePlan } from '../phases/plan.js';
+import { createPhaseRunner, storeName } from '../phases/runner.js';
 import type { IdempotencyRecord } from '../core/record.js';
-import { decodeRecoveryPoint } from '../core/recovery-point.js';
+import { decodeRecoveryPoint } from '../phases/recovery-point.js';
 import { durationFlag, integerFlag, storeFlag } from './store-flag.js';
 import type { OpenedStore, StoreTarget } from './store-url.js';
 

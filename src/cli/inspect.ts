@@ -9,7 +9,7 @@
  */
 import type { Command } from 'commander';
 import type { IdempotencyRecord } from '../core/record.js';
-import { decodeRecoveryPoint } from '../core/recovery-point.js';
+import { decodeRecoveryPoint } from '../phases/recovery-point.js';
 import { storeFlag } from './store-flag.js';
 import type { StoreTarget } from './store-url.js';
 

@@ -8,7 +8,7 @@
  * @module
  */
 import type { Command } from 'commander';
-import type { IdempotencyStore } from '../stores/store.js';
+import type { IdempotencyStore } from '../core/store.js';
 import { integerFlag, storeFlag } from './store-flag.js';
 import type { StoreTarget } from './store-url.js';
 

@@ -21,7 +21,7 @@ import type { Database } from 'better-sqlite3';
 import { IdempotencyError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../stores/postgres/schema.js';
 import type { PostgresStore } from '../stores/postgres/store.js';
-import type { IdempotencyStore, TransactionalStore } from '../stores/store.js';
+import type { IdempotencyStore, TransactionalStore } from '../core/store.js';
 
 /** Thrown for a `--store` value that names no known scheme or is malformed. The CLI exits 2 on it. */
 export class StoreUrlError extends IdempotencyError {

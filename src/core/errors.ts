@@ -35,7 +35,7 @@ export type IdempotencyErrorCode =
   // Outbox relay and publishers (messaging/outbox/errors.ts).
   | 'outbox-publish-failed'
   | 'outbox-publish-timeout'
-  // Session receiver and client (client/session-errors.ts).
+  // Session receiver and client (sessions/errors.ts).
   | 'session-unknown'
   | 'session-expired'
   | 'session-request-stale'

@@ -18,7 +18,7 @@ import {
   StoreUnavailableError,
 } from './errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
-import type { IdempotencyStore, TransactionalStore } from '../stores/store.js';
+import type { IdempotencyStore, TransactionalStore } from './store.js';
 
 /** What identifies one logical operation. */
 export interface OperationId {

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../core/record.js';
-import type { ClaimInput, ClaimResult, IdempotencyStore } from './store.js';
+import type { ClaimInput, ClaimResult, IdempotencyStore } from '../core/store.js';
 
 /** Options of {@link createMemoryStore}. */
 export interface MemoryStoreOptions {

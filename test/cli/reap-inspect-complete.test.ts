@@ -6,11 +6,11 @@ import { formatCompletion } from '../../src/cli/complete.js';
 import { recordView } from '../../src/cli/inspect.js';
 import { reapInBatches } from '../../src/cli/reap.js';
 import { ManualClock } from '../../src/core/clock.js';
-import { createPhaseRunner } from '../../src/core/phase-runner.js';
+import { createPhaseRunner } from '../../src/phases/runner.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { createSqliteStore, type SqliteStore } from '../../src/stores/sqlite/index.js';
-import type { ClaimInput } from '../../src/stores/store.js';
-import { RIDES_SQL, ridePlan } from '../core/fixtures/ride-plan.js';
+import type { ClaimInput } from '../../src/core/store.js';
+import { RIDES_SQL, ridePlan } from '../phases/fixtures/ride-plan.js';
 import { runCli } from './run-cli.js';
 
 const FP = 'f'.repeat(64);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as cliStoreUrl from '../../src/cli/store-url.js';
 import * as clientOutcome from '../../src/client/outcome.js';
-import * as sessionErrors from '../../src/client/session-errors.js';
+import * as sessionErrors from '../../src/sessions/errors.js';
 import * as coreErrors from '../../src/core/errors.js';
 import { IdempotencyError } from '../../src/core/errors.js';
 import * as inboxErrors from '../../src/messaging/inbox/errors.js';

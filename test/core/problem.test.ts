@@ -8,7 +8,7 @@ import {
   StoreUnavailableError,
   type IdempotencyError,
 } from '../../src/core/errors.js';
-import { SessionExpiredError } from '../../src/client/session-errors.js';
+import { SessionExpiredError } from '../../src/sessions/errors.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../../src/core/problem.js';
 import { IN_PROGRESS_RECORD } from './fixtures/record.js';
 

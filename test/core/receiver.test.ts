@@ -9,7 +9,7 @@ import {
 import type { StoredResponse } from '../../src/core/record.js';
 import { createReceiver, type OperationId } from '../../src/core/receiver.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
-import type { IdempotencyStore, TransactionalStore } from '../../src/stores/store.js';
+import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.js';
 
 const FP_A = 'a'.repeat(64);
 const FP_B = 'b'.repeat(64);

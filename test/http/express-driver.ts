@@ -6,7 +6,7 @@ import type { Express, NextFunction, Request, Response } from 'express';
 import express4 from 'express4';
 import request from 'supertest';
 import { idempotency } from '../../src/http/express.js';
-import { headerEntries, type Driver, type TestClient, type TestRequest, type TestResponse } from './support.js';
+import { headerEntries, type Driver, type TestClient, type TestRequest, type TestResponse } from '../support/http.js';
 
 /** The subset of `express()` the drivers use; Express 4 and 5 share it. */
 export type ExpressFactory = typeof express;

@@ -5,7 +5,7 @@ import { idempotency } from '../../src/http/express.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { express4Factory, expressDriver, supertestClient } from './express-driver.js';
 import { BINARY, httpScenarios, transactionalScenarios } from './scenarios.js';
-import type { TestClient, TestRequest } from './support.js';
+import type { TestClient, TestRequest } from '../support/http.js';
 
 httpScenarios(expressDriver('express 5', express));
 httpScenarios(expressDriver('express 4', express4Factory));

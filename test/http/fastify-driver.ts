@@ -1,7 +1,7 @@
 /** Fastify driver for the shared HTTP scenarios, with `app.inject()` as the client. */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { idempotency } from '../../src/http/fastify.js';
-import { headerEntries, type Driver, type TestClient, type TestResponse } from './support.js';
+import { headerEntries, type Driver, type TestClient, type TestResponse } from '../support/http.js';
 
 export const fastifyDriver: Driver = {
   name: 'fastify',

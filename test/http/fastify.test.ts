@@ -6,7 +6,7 @@ import { idempotency, type FastifyIdempotencyOptions } from '../../src/http/fast
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { fastifyDriver, injectClient } from './fastify-driver.js';
 import { BINARY, httpScenarios, transactionalScenarios } from './scenarios.js';
-import type { TestClient, TestRequest } from './support.js';
+import type { TestClient, TestRequest } from '../support/http.js';
 
 httpScenarios(fastifyDriver);
 transactionalScenarios(fastifyDriver);

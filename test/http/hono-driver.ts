@@ -2,7 +2,7 @@
 import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { idempotency } from '../../src/http/hono.js';
-import { headerEntries, type Driver, type TestClient, type TestResponse } from './support.js';
+import { headerEntries, type Driver, type TestClient, type TestResponse } from '../support/http.js';
 
 export const honoDriver: Driver = {
   name: 'hono',

@@ -8,8 +8,8 @@ import type { ManualClock } from '../../src/core/clock.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { createPostgresStore } from '../../src/stores/postgres/index.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
-import type { IdempotencyStore } from '../../src/stores/store.js';
-import { createTestSchema, type TestSchema } from '../stores/fixtures/postgres-schema.js';
+import type { IdempotencyStore } from '../../src/core/store.js';
+import { createTestSchema, type TestSchema } from '../support/postgres-schema.js';
 import { REDIS_URL, uniqueName } from '../support/services.js';
 
 /** Where one run of the behaviour table keeps its records. */

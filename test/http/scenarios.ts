@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { ManualClock } from '../../src/core/clock.js';
 import { createReceiver, type ReceiverOptions } from '../../src/core/receiver.js';
 import { createSqliteStore, type SqliteStore } from '../../src/stores/sqlite/index.js';
-import type { IdempotencyStore } from '../../src/stores/store.js';
+import type { IdempotencyStore } from '../../src/core/store.js';
 import { gateCommits } from '../support/commit-gate.js';
 import { memoryScenarioStore, type ScenarioStore } from './scenario-stores.js';
 import {
@@ -26,7 +26,7 @@ import {
   type TestHandler,
   type TestRequest,
   type TestResponse,
-} from './support.js';
+} from '../support/http.js';
 
 const BASE = 'https://retrysafe.dev/problems/';
 

@@ -9,7 +9,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../../src/core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../src/core/record.js';
-import type { ClaimInput, ClaimResult, IdempotencyStore } from '../../src/stores/store.js';
+import type { ClaimInput, ClaimResult, IdempotencyStore } from '../../src/core/store.js';
 
 /** What a store's test file hands the contract for each test: a fresh, empty store on a manual clock. */
 export interface ContractFixture {

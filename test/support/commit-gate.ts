@@ -3,7 +3,7 @@
  * `commit` settles and records `before-commit` / `committed` in `events`, so a test can prove a response
  * left only after COMMIT.
  */
-import type { IdempotencyStore, TransactionalStore } from '../../src/stores/store.js';
+import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.js';
 
 /** Wraps `store`; its other operations pass through unchanged. */
 export function gateCommits<Tx>(

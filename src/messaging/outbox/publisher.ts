@@ -1,7 +1,7 @@
 /**
  * The contract between the relay and a broker: one message in, a promise that settles on the broker's
- * confirm. Implementations: `brokers/amqp-publisher.ts` (RabbitMQ publisher confirms), `brokers/nats-publisher.ts`
- * (JetStream PubAck) and `brokers/webhook.ts` (HTTP 2xx).
+ * confirm. Implementations: `transports/amqp.ts` (RabbitMQ publisher confirms), `transports/nats.ts`
+ * (JetStream PubAck) and `transports/webhook.ts` (HTTP 2xx).
  *
  * @module
  */

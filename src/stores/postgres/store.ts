@@ -11,7 +11,7 @@ import { requireClock, requireGenerateId } from '../../core/options.js';
 import { TransactionAbortedError } from '../../core/errors.js';
 import { describe } from '../../core/duration.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from '../store.js';
+import type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from '../../core/store.js';
 import { encodeToken } from './codec.js';
 import { CompletionListener, topicOf } from './listener.js';
 import { toClaim, toKeyedRecord, toRecord, type ClaimRow, type KeyedRecordRow, type RecordRow } from './rows.js';

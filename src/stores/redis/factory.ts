@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId } from '../../core/options.js';
 import { describe } from '../../core/duration.js';
-import type { IdempotencyStore } from '../store.js';
+import type { IdempotencyStore } from '../../core/store.js';
 import { RedisStore } from './redis-store.js';
 
 /** Options of {@link createRedisStore}. */

@@ -7,7 +7,7 @@
 import type { Redis } from 'ioredis';
 import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimInput, ClaimResult, IdempotencyStore } from '../store.js';
+import type { ClaimInput, ClaimResult, IdempotencyStore } from '../../core/store.js';
 import { decodeRecord, RECORD_FIELDS, type RecordValues, unpackValues } from './fields.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';

@@ -5,7 +5,7 @@
  */
 import { Redis } from 'ioredis';
 import { describe } from '../../core/duration.js';
-import type { IdempotencyStore } from '../store.js';
+import type { IdempotencyStore } from '../../core/store.js';
 import { createRedisStore, type RedisStoreOptions } from './factory.js';
 
 /**

@@ -9,7 +9,7 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import { StoreClosedError, StoreMisuseError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from '../store.js';
+import type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from '../../core/store.js';
 import { migrate } from './migrations.js';
 import { Mutex } from './mutex.js';
 import { resolveSqliteStoreOptions, type SqliteStoreOptions } from './options.js';

@@ -9,7 +9,7 @@
  */
 import amqplib from 'amqplib';
 import pg from 'pg';
-import { startAmqpConsumer } from '../../../messaging/brokers/amqp.js';
+import { startAmqpConsumer } from '../../../messaging/transports/amqp.js';
 import { createInbox } from '../../../messaging/inbox/inbox.js';
 import { createPostgresInboxStore } from '../../../messaging/inbox/postgres.js';
 import { inboxProcessor, type BrokerMessage, type MessageProcessor } from '../../../messaging/inbox/processor.js';

@@ -9,7 +9,7 @@
  * @module
  */
 import pg from 'pg';
-import { createAmqpPublisher } from '../../../messaging/brokers/amqp-publisher.js';
+import { createAmqpPublisher } from '../../../messaging/transports/amqp.js';
 import { createOutbox } from '../../../messaging/outbox/outbox.js';
 import type { OutboxPublisher } from '../../../messaging/outbox/publisher.js';
 import { createRelay } from '../../../messaging/outbox/relay.js';

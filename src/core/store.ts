@@ -1,0 +1,111 @@
+/**
+ * The store contract. Every store (memory, SQLite, PostgreSQL, Redis) implements it and passes the same
+ * shared suite, `test/stores/contract.ts`. See DESIGN.md section 3.
+ *
+ * @module
+ */
+import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
+
+/** What `claim` is asked to do. Durations are in milliseconds. */
+export interface ClaimInput {
+  readonly scope: string;
+  readonly key: string;
+  /** Fingerprint of the claiming request (hex SHA-256). */
+  readonly fingerprint: string;
+  /** How long the winner holds the lease before another caller may take the record over. */
+  readonly leaseMs: number;
+  /** Retention of the record from now; replaced by `complete`'s own retention on completion. */
+  readonly retentionMs: number;
+}
+
+/**
+ * The answer to a claim: either the caller won the lease (`acquired: true`) or the record that stands in
+ * its way (`acquired: false`) — completed, in progress under a live lease, or carrying another fingerprint.
+ */
+export type ClaimResult =
+  | { readonly acquired: true; readonly claim: Claim }
+  | { readonly acquired: false; readonly record: IdempotencyRecord };
+
+/**
+ * An idempotency store.
+ *
+ * Semantics every implementation guarantees (checked by the contract suite):
+ * - `claim` is ONE atomic operation: it inserts an `in_progress` record when none exists, or takes the
+ *   record over when its retention expired (any fingerprint: the key is new again) or when it is
+ *   `in_progress` with an expired lease and the same fingerprint (a crashed holder). Otherwise it returns
+ *   the existing record unchanged. N parallel claims of one key yield exactly one winner.
+ * - `complete` and `release` are fenced: they apply only while the record is `in_progress` under the
+ *   caller's lease token, and report whether they did.
+ * - `reap` deletes at most `limit` records whose retention has expired (never one under a live lease).
+ *
+ * Errors: any method rejects with the driver's error when the backend fails; the engine turns that into
+ * {@link StoreUnavailableError}.
+ */
+export interface IdempotencyStore {
+  /** Claims (scope, key) for the caller; see the interface notes for the exact rules. */
+  claim(input: ClaimInput): Promise<ClaimResult>;
+  /**
+   * Saves the response and marks the record `completed`, keeping it for `retentionMs` milliseconds from
+   * now. Resolves `false` (and changes nothing) when the caller's lease token is no longer current.
+   */
+  complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean>;
+  /** Deletes the caller's `in_progress` record so a retry runs again. Resolves `false` when fenced off. */
+  release(claim: Claim): Promise<boolean>;
+  /** The record for (scope, key), or `undefined`; an expired record may still be returned until reaped. */
+  get(scope: string, key: string): Promise<IdempotencyRecord | undefined>;
+  /** Deletes up to `limit` expired records; resolves how many it deleted. */
+  reap(limit: number): Promise<number>;
+  /** Releases the store's resources (connections, timers). */
+  close(): Promise<void>;
+  /**
+   * Optional: resolves with the record once (scope, key) is completed or gone, or with the record as it
+   * stands after `timeoutMs` milliseconds (`undefined` when absent). Lets a concurrent duplicate wait for
+   * the original's response without polling.
+   */
+  waitFor?(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined>;
+  /**
+   * Optional (atomic phases, `createPhaseRunner`): records that the caller's multi-phase operation reached
+   * `recoveryPoint` and renews its lease to `leaseMs` milliseconds from now, keeping the lease token. Fenced
+   * like `complete`: applies only while the record is `in_progress` under the caller's lease token. The
+   * record's retention is extended, if needed, to cover the new lease. `leaseMs` is a non-negative integer;
+   * `0` ends the lease at once, handing the record (with its recovery point) to the next claim, which takes
+   * it over and resumes. Inside a `TransactionalStore.transaction` view it commits or rolls back with the
+   * transaction. Source: Brandur Leach, "Implementing Stripe-like Idempotency Keys in Postgres" (recovery points).
+   *
+   * @returns the renewed claim (same token, new `leaseExpiresAt`, `recoveryPoint` set), or `undefined` when
+   *   fenced off (the lease was taken over, or the record was completed, released or reaped)
+   * @throws TypeError (as a rejection) when `leaseMs` is not a non-negative safe integer
+   */
+  checkpoint?(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined>;
+  /**
+   * Optional (the completer, `completeAbandoned`): up to `limit` abandoned multi-phase records — `in_progress`,
+   * lease expired, a recovery point set, retention not yet expired — oldest lease expiry first. Read-only;
+   * a caller still has to `claim` one (a takeover) before resuming it.
+   *
+   * @throws TypeError (as a rejection) when `limit` is not a positive safe integer
+   */
+  listAbandoned?(limit: number): Promise<IdempotencyRecord[]>;
+}
+
+/**
+ * A store that can run the claim, the caller's business writes and the saved response in one database
+ * transaction (transactional mode, DESIGN.md section 4).
+ *
+ * @typeParam Tx - the transaction handle the business code writes through (e.g. a `better-sqlite3`
+ *   `Database` inside `BEGIN IMMEDIATE`, or a `pg` `PoolClient` inside `BEGIN`)
+ */
+export interface TransactionalStore<Tx> extends IdempotencyStore {
+  /**
+   * Runs `fn` inside one transaction. `store` is a view of this store whose operations run in that same
+   * transaction. The transaction commits when `fn` resolves and rolls back when it rejects; the promise
+   * settles only after COMMIT or ROLLBACK.
+   */
+  transaction<R>(fn: (tx: Tx, store: IdempotencyStore) => Promise<R>): Promise<R>;
+  /**
+   * `true` when a claim made through the transaction's view commits on its own anyway, before the
+   * business transaction (PostgreSQL, after Brandur Leach). The engine then claims on the store itself
+   * first and opens the transaction only for a claim it won: a replay, a 409 or a 422 costs one claim and
+   * no transaction. Absent or `false` (SQLite), the claim runs inside the transaction.
+   */
+  readonly claimsApart?: boolean;
+}

@@ -1,0 +1,369 @@
+/**
+ * `retrysafe/amqp` (also `retrysafe/amqp-publisher`): RabbitMQ (`amqplib`) on both sides of the messaging
+ * module. The consumer uses manual acks and settles each delivery only after the inbox transaction has
+ * committed or rolled back; the outbox relay's publisher uses publisher confirms
+ * (https://www.rabbitmq.com/docs/confirms#publisher-confirms): a publish resolves only on the broker's ack.
+ *
+ * @module
+ */
+import amqplib, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
+import { describe, requireDurationMs } from '../../core/duration.js';
+import type { BrokerMessage, MessageProcessor } from '../inbox/processor.js';
+import { PublishError } from '../outbox/errors.js';
+import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
+import { deliverer, InFlight, ReplayPoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
+
+/** Options of {@link startAmqpConsumer}. */
+export interface AmqpConsumerOptions {
+  /** An open channel (the caller owns its connection). Its prefetch is set to `prefetch`. */
+  readonly channel: Channel;
+  /** The queue to consume; it must exist. Give it a dead-letter exchange (`x-dead-letter-exchange`) to keep a broker-side copy of dead letters. */
+  readonly queue: string;
+  /** Decides each delivery: `inboxProcessor(inbox, consumer, handler)`, or a plain function for a consumer without the inbox. */
+  readonly process: MessageProcessor;
+  /** Unacknowledged deliveries the broker may push at once (`basic.qos`); also the number processed concurrently. @defaultValue 32 */
+  readonly prefetch?: number;
+  /** The id used for dedup. @defaultValue the AMQP `messageId` property when it is a string */
+  readonly messageId?: (message: ConsumeMessage) => string | undefined;
+  /** How often pending replays of dead letters are polled, in milliseconds; `false` turns it off. @defaultValue 5_000 */
+  readonly replayIntervalMs?: number | false;
+  /** Told about failures that are not a message's fault: the store failing (the message is requeued), an ack on a closed channel. @defaultValue `console.error` */
+  readonly onError?: (error: unknown) => void;
+}
+
+/** A running consumer. */
+export interface AmqpConsumer {
+  /** The broker's consumer tag. */
+  readonly consumerTag: string;
+  /** Cancels the subscription, stops the replay poll and waits until every running delivery is settled. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts consuming `queue` with manual acks. Each delivery goes to `process`, and only after it returns
+ * is the message settled:
+ * - `ack` → `basic.ack`;
+ * - `retry` (or `process` rejecting, e.g. the database is down) → `basic.nack` with requeue, so the
+ *   broker delivers it again (RabbitMQ marks it `redelivered`);
+ * - `dead_letter` and `reject` → `basic.nack` without requeue: the queue's dead-letter exchange gets it
+ *   if one is configured, otherwise the broker drops it; the inbox has saved a dead letter either way
+ *   (a rejected message, having no id, is only counted).
+ *
+ * A crash between the commit and the ack leaves the message unacked; RabbitMQ redelivers it when the
+ * connection closes and the inbox answers the redelivery as a duplicate.
+ *
+ * @throws TypeError naming the option when an option is invalid
+ * @throws the driver's error when the queue does not exist or the channel is closed
+ * @example
+ * ```ts
+ * import amqp from 'amqplib';
+ * import { createInbox, createPostgresInboxStore, inboxProcessor } from 'retrysafe/inbox';
+ * import { startAmqpConsumer } from 'retrysafe/amqp';
+ *
+ * const connection = await amqp.connect('amqp://localhost');
+ * const channel = await connection.createChannel();
+ * const inbox = createInbox({ store: createPostgresInboxStore({ pool }) });
+ * const consumer = await startAmqpConsumer({
+ *   channel,
+ *   queue: 'orders',
+ *   process: inboxProcessor(inbox, 'billing', async (message, tx) => {
+ *     await tx.query('INSERT INTO invoices (order_id) VALUES ($1)', [message.id]);
+ *   }),
+ * });
+ * process.on('SIGTERM', () => void consumer.stop());
+ * ```
+ */
+export async function startAmqpConsumer(options: AmqpConsumerOptions): Promise<AmqpConsumer> {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: startAmqpConsumer expects an options object, got ${describe(options)}`);
+  }
+  const { channel, queue } = options;
+  if (typeof channel !== 'object' || channel === null || typeof channel.consume !== 'function') {
+    throw new TypeError(`retrysafe: startAmqpConsumer option "channel" must be an amqplib Channel, got ${describe(channel)}`);
+  }
+  if (typeof queue !== 'string' || queue.length === 0) {
+    throw new TypeError(`retrysafe: startAmqpConsumer option "queue" must be a non-empty string, got ${describe(queue)}`);
+  }
+  const { replayIntervalMs, onError } = resolveCommonOptions('startAmqpConsumer', options);
+  const prefetch = requireCount('startAmqpConsumer', 'prefetch', options.prefetch ?? 32, 65_535);
+  const processor = options.process;
+  const inFlight = new InFlight();
+  const deliver = deliverer<ConsumeMessage>({
+    processor,
+    messageId: requireMessageId('startAmqpConsumer', options.messageId, defaultMessageId),
+    toBrokerMessage,
+    settle: (message, disposition) => {
+      if (disposition === 'ack') channel.ack(message);
+      else channel.nack(message, false, disposition === 'retry');
+    },
+    onError,
+  });
+
+  await channel.prefetch(prefetch);
+  const { consumerTag } = await channel.consume(
+    queue,
+    (message) => {
+      // null: the broker cancelled the subscription (queue deleted, node failover); no more deliveries come.
+      if (message === null) onError(new Error(`retrysafe: RabbitMQ cancelled the consumer of queue ${JSON.stringify(queue)}`));
+      else inFlight.add(deliver(message));
+    },
+    { noAck: false },
+  );
+  const poller = new ReplayPoller(processor, replayIntervalMs, onError);
+  return Object.freeze({
+    consumerTag,
+    async stop(): Promise<void> {
+      await poller.stop();
+      await channel.cancel(consumerTag).catch((error: unknown) => onError(error));
+      await inFlight.all();
+    },
+  });
+}
+
+function defaultMessageId(message: ConsumeMessage): string | undefined {
+  const id: unknown = message.properties.messageId;
+  return typeof id === 'string' ? id : undefined;
+}
+
+function toBrokerMessage(message: ConsumeMessage, id: string | undefined): BrokerMessage {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(message.properties.headers ?? {})) {
+    if (value === undefined || value === null) continue;
+    headers[name] = typeof value === 'string' ? value : Buffer.isBuffer(value) ? value.toString('utf8') : JSON.stringify(value);
+  }
+  const contentType: unknown = message.properties.contentType;
+  if (typeof contentType === 'string') headers['content-type'] = contentType;
+  return {
+    id,
+    headers,
+    body: new Uint8Array(message.content.buffer, message.content.byteOffset, message.content.byteLength),
+    redelivered: message.fields.redelivered,
+  };
+}
+
+/** Options of {@link createAmqpPublisher}. */
+export interface AmqpPublisherOptions {
+  /** The broker URL, e.g. `amqp://guest:guest@127.0.0.1:5672`. */
+  readonly url: string;
+  /** The exchange to publish to; `''` is the default exchange, which routes by queue name. @defaultValue '' */
+  readonly exchange?: string;
+  /** The routing key of a message. @defaultValue the message's `topic` */
+  readonly routingKey?: (message: OutboxMessage) => string;
+  /** Persistent delivery mode (2), so a confirmed message survives a broker restart. @defaultValue true */
+  readonly persistent?: boolean;
+  /**
+   * Publish with the `mandatory` flag: a message no queue receives is returned by the broker and the
+   * publish fails (and is retried), instead of being confirmed and dropped. @defaultValue true
+   */
+  readonly mandatory?: boolean;
+  /**
+   * Longest wait, in milliseconds, for a connection to open (TCP connect and the AMQP handshake), and again
+   * for its confirm channel to open. A connect that gets no answer (a broker address that drops packets, a
+   * half-open proxy) or a connection lost before its channel opened fails the publish, and the next
+   * publish dials again, so a broker that comes back is found within about this long.
+   * @defaultValue 10_000
+   */
+  readonly connectTimeoutMs?: number;
+}
+
+/** The RabbitMQ publisher. */
+export interface AmqpPublisher extends OutboxPublisher {
+  /** Closes the connection (if open). Later publishes reconnect. */
+  close(): Promise<void>;
+}
+
+/**
+ * Creates a RabbitMQ publisher on a confirm channel. The message id goes in the AMQP `messageId`
+ * property (the consumer's inbox deduplicates on it); the outbox headers go in `headers`, with
+ * `x-retrysafe-key` carrying the ordering key. The connection opens on the first publish and is reopened
+ * after a loss; a loss while messages wait for confirms rejects them (the relay retries them).
+ *
+ * Rejections: a nack, a return (with `mandatory`), a lost channel or a failed connect (refused, or no
+ * answer within `connectTimeoutMs`) reject with a transient `PublishError`.
+ *
+ * @throws TypeError naming the option when an option is invalid
+ * @example
+ * ```ts
+ * const publisher = createAmqpPublisher({ url: 'amqp://localhost', exchange: 'events' });
+ * const relay = createRelay({ pool, outbox, publisher });
+ * ```
+ */
+export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublisher {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createAmqpPublisher expects an options object, got ${describe(options)}`);
+  }
+  const { url } = options;
+  if (typeof url !== 'string' || !/^amqps?:\/\//.test(url)) {
+    throw new TypeError(`retrysafe: option "url" must be an amqp:// or amqps:// URL, got ${describe(url)}`);
+  }
+  const exchange = options.exchange ?? '';
+  if (typeof exchange !== 'string') {
+    throw new TypeError(`retrysafe: option "exchange" must be a string, got ${describe(exchange)}`);
+  }
+  const routingKey = options.routingKey ?? ((message: OutboxMessage) => message.topic);
+  if (typeof routingKey !== 'function') {
+    throw new TypeError(`retrysafe: option "routingKey" must be a function, got ${describe(routingKey)}`);
+  }
+  const persistent = options.persistent ?? true;
+  if (typeof persistent !== 'boolean') {
+    throw new TypeError(`retrysafe: option "persistent" must be a boolean, got ${describe(persistent)}`);
+  }
+  const mandatory = options.mandatory ?? true;
+  if (typeof mandatory !== 'boolean') {
+    throw new TypeError(`retrysafe: option "mandatory" must be a boolean, got ${describe(mandatory)}`);
+  }
+  const connectTimeoutMs = requireDurationMs('connectTimeoutMs', options.connectTimeoutMs ?? 10_000);
+  return new ConfirmPublisher(url, exchange, routingKey, persistent, mandatory, connectTimeoutMs);
+}
+
+/** An open connection, its confirm channel, and the ids the broker returned as unroutable. */
+interface Session {
+  readonly connection: ChannelModel;
+  readonly channel: ConfirmChannel;
+  readonly returned: Set<string>;
+}
+
+class ConfirmPublisher implements AmqpPublisher {
+  private session: Promise<Session> | undefined;
+  /** The session `session` resolved to, once it did; compared by identity to ignore late events of old ones. */
+  private current: Session | undefined;
+
+  constructor(
+    private readonly url: string,
+    private readonly exchange: string,
+    private readonly routingKey: (message: OutboxMessage) => string,
+    private readonly persistent: boolean,
+    private readonly mandatory: boolean,
+    private readonly connectTimeoutMs: number,
+  ) {}
+
+  async publish(message: OutboxMessage, signal: AbortSignal): Promise<void> {
+    let session: Session;
+    try {
+      session = await this.open();
+    } catch (error) {
+      throw new PublishError(`RabbitMQ is unreachable: ${errorMessage(error)}`, false, { cause: error });
+    }
+    const { channel, returned } = session;
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => reject(new PublishError('The RabbitMQ publish was aborted before its confirm.', false, { cause: signal.reason }));
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      try {
+        channel.publish(
+          this.exchange,
+          this.routingKey(message),
+          Buffer.from(message.payload.buffer, message.payload.byteOffset, message.payload.byteLength),
+          {
+            messageId: message.id,
+            persistent: this.persistent,
+            mandatory: this.mandatory,
+            timestamp: Math.floor(message.createdAt / 1000),
+            headers: { ...message.headers, 'x-retrysafe-key': message.key },
+          },
+          (error: unknown) => {
+            signal.removeEventListener('abort', onAbort);
+            // RabbitMQ sends basic.return before the ack of an unroutable mandatory message.
+            const wasReturned = returned.delete(message.id);
+            if (error !== null && error !== undefined) {
+              reject(new PublishError(`RabbitMQ did not confirm the message: ${errorMessage(error)}`, false, { cause: error }));
+            } else if (wasReturned) {
+              reject(new PublishError(`RabbitMQ returned the message as unroutable (no queue bound for "${this.routingKey(message)}").`, false));
+            } else {
+              resolve();
+            }
+          },
+        );
+      } catch (error) {
+        signal.removeEventListener('abort', onAbort);
+        // A channel closed under us: drop the session so the next publish reconnects.
+        this.forget(session);
+        reject(new PublishError(`RabbitMQ publish failed: ${errorMessage(error)}`, false, { cause: error }));
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    const session = this.session;
+    this.session = undefined;
+    this.current = undefined;
+    if (session === undefined) return;
+    const open = await session.catch(() => undefined);
+    await open?.connection.close().catch(() => undefined);
+  }
+
+  private open(): Promise<Session> {
+    if (this.session === undefined) {
+      const opening = this.connect();
+      this.session = opening;
+      // A failed connect is forgotten, so the next publish tries again.
+      opening.catch(() => {
+        if (this.session === opening) this.session = undefined;
+      });
+    }
+    return this.session;
+  }
+
+  private async connect(): Promise<Session> {
+    // amqplib's socket `timeout` covers the TCP connect and the handshake, and is lifted once open.
+    const connection = await amqplib.connect(this.url, { timeout: this.connectTimeoutMs });
+    // Listening from the first moment: a connection lost while its channel opens would otherwise raise an
+    // unhandled 'error' (crashing the process) and leave the channel's open unanswered forever.
+    const lost = (): void => {
+      if (this.current?.connection === connection) this.forget(this.current);
+    };
+    connection.on('error', lost);
+    connection.on('close', lost);
+    let channel: ConfirmChannel;
+    try {
+      channel = await this.openChannel(connection);
+    } catch (error) {
+      // Not awaited: on a connection that went silent, close() would wait for an answer that never comes.
+      void connection.close().catch(() => undefined);
+      throw error;
+    }
+    const session: Session = { connection, channel, returned: new Set() };
+    this.current = session;
+    channel.on('error', lost);
+    channel.on('close', () => {
+      lost();
+      void connection.close().catch(() => undefined);
+    });
+    channel.on('return', (returnedMessage: { properties: { messageId?: unknown } }) => {
+      const id = returnedMessage.properties.messageId;
+      if (typeof id === 'string') session.returned.add(id);
+    });
+    return session;
+  }
+
+  /**
+   * Opens the confirm channel, failing when the connection closes first or no answer comes within
+   * `connectTimeoutMs` (amqplib itself would wait forever for the channel's open-ok on a connection that
+   * died or went silent).
+   */
+  private async openChannel(connection: ChannelModel): Promise<ConfirmChannel> {
+    let timer: NodeJS.Timeout | undefined;
+    let onClose: (() => void) | undefined;
+    const failed = new Promise<never>((_, reject) => {
+      onClose = () => reject(new Error('the connection closed while the confirm channel opened'));
+      connection.once('close', onClose);
+      timer = setTimeout(() => reject(new Error(`no confirm channel within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs);
+    });
+    try {
+      return await Promise.race([connection.createConfirmChannel(), failed]);
+    } finally {
+      clearTimeout(timer);
+      if (onClose !== undefined) connection.off('close', onClose);
+    }
+  }
+
+  private forget(session: Session): void {
+    if (this.current !== session) return;
+    this.current = undefined;
+    this.session = undefined;
+  }
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

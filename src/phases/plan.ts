@@ -1,0 +1,151 @@
+/**
+ * Plans of atomic phases: an operation split into named phases, each committed on its own and ending in a
+ * recovery point (after Brandur Leach, "Implementing Stripe-like Idempotency Keys in Postgres"). A plan is
+ * plain data plus functions, independent of any store; a {@link PhaseRunner} (see `phase-runner.ts`) runs
+ * it, and the completer re-drives abandoned runs of it.
+ *
+ * @module
+ */
+import { describe } from '../core/duration.js';
+import type { Claim, StoredResponse } from '../core/record.js';
+
+/** What a phase is handed. */
+export interface PhaseContext<Tx, Input> {
+  /**
+   * The operation's input, JSON round-tripped: the value the first execution was given, also on a resume
+   * by a retry, a takeover or the completer (it is stored with each recovery point).
+   */
+  readonly input: Input;
+  /**
+   * What the previous phase returned (JSON round-tripped), or `undefined` in the first phase. It is saved
+   * with the previous phase's recovery point, so a resumed run sees exactly what the crashed one handed on.
+   */
+  readonly state: unknown;
+  /** In transactional mode, the transaction this phase's writes commit in, with its checkpoint; else `undefined`. */
+  readonly tx: Tx;
+  /** The lease this execution holds. */
+  readonly claim: Claim;
+  /** This phase's name. */
+  readonly phase: string;
+  /** `true` when this execution resumed from a recovery point another execution (or attempt) committed. */
+  readonly resumed: boolean;
+  /**
+   * The idempotency key to send with a foreign call made in this phase: stable per (scope, key,
+   * fingerprint, step), so a phase re-run after a crash repeats the call under the same key. See `derivedKey`.
+   */
+  readonly derivedKey: (step: string) => string;
+}
+
+/** One phase of a plan. */
+export interface Phase<Tx, Input> {
+  /** The recovery point this phase reaches when it commits; unique within its plan. */
+  readonly name: string;
+  /**
+   * The phase's work. Intermediate phases return the state for the next phase (a small JSON value, or
+   * `undefined`); the last phase returns the value the plan's `respond` turns into the saved response.
+   * Throwing leaves the record at the previous recovery point; the next attempt re-runs this phase. A
+   * business failure that must not be retried (a declined card) is a value the last phase returns, not a throw.
+   */
+  run(context: PhaseContext<Tx, Input>): Promise<unknown>;
+}
+
+/** A validated, frozen plan; create one with {@link definePhases}. */
+export interface PhasePlan<Tx = undefined, Input = unknown> {
+  /** Stable id, stored with every recovery point, by which the completer finds the plan of a record. */
+  readonly id: string;
+  readonly phases: readonly Phase<Tx, Input>[];
+  /** Turns the last phase's value into the response saved for replay. */
+  readonly respond: (value: unknown) => StoredResponse;
+}
+
+/** What {@link definePhases} takes. */
+export interface PhasePlanInput<Tx, Input> {
+  /** Stable id (1–200 characters). Renaming it strands records already in flight under the old id. */
+  readonly id: string;
+  /** At least one phase; names unique and non-empty. */
+  readonly phases: readonly Phase<Tx, Input>[];
+  /**
+   * Builds the saved response from the last phase's value.
+   * @defaultValue status 200, `content-type: application/json`, the value as JSON (empty body for `undefined`)
+   */
+  readonly respond?: (value: unknown) => StoredResponse;
+}
+
+const encoder = new TextEncoder();
+const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' });
+
+function jsonResponse(value: unknown): StoredResponse {
+  const text = JSON.stringify(value) as string | undefined;
+  return { status: 200, headers: JSON_HEADERS, body: text === undefined ? new Uint8Array() : encoder.encode(text) };
+}
+
+/**
+ * Defines a plan of atomic phases.
+ *
+ * @typeParam Tx - the transaction handle of the runner's store in transactional mode (e.g. a
+ *   `better-sqlite3` `Database`); `undefined` for a plain store
+ * @typeParam Input - the operation's input; must survive a JSON round trip
+ * @throws TypeError naming the option when `id` is empty or longer than 200 characters, `phases` is empty,
+ *   a phase has no name or no `run` function, two phases share a name, or `respond` is not a function
+ * @example
+ * ```ts
+ * const rides = definePhases<Database, { rider: string; cents: number }>({
+ *   id: 'ride.create',
+ *   phases: [
+ *     { name: 'ride-created', run: async ({ tx, input }) => ({ rideId: insertRide(tx, input) }) },
+ *     { name: 'charged', run: async ({ input, state, derivedKey }) =>
+ *         ({ ...(state as object), chargeId: await cards.charge(input.cents, derivedKey('charge')) }) },
+ *     { name: 'receipt-sent', run: async ({ state }) => state },
+ *   ],
+ * });
+ * ```
+ */
+export function definePhases<Tx = undefined, Input = unknown>(plan: PhasePlanInput<Tx, Input>): PhasePlan<Tx, Input> {
+  if (typeof plan !== 'object' || plan === null) {
+    throw new TypeError(`retrysafe: definePhases expects a plan object, got ${describe(plan)}`);
+  }
+  const resolved = { id: plan.id, phases: plan.phases, respond: plan.respond ?? jsonResponse };
+  checkPlan('', resolved);
+  return Object.freeze({
+    id: resolved.id,
+    phases: Object.freeze(resolved.phases.map((phase) => Object.freeze({ name: phase.name, run: phase.run.bind(phase) }))),
+    respond: resolved.respond,
+  });
+}
+
+/**
+ * Checks that `plan` has the shape {@link definePhases} returns: the runner and the completer check the
+ * plans they are given (a plans module loaded by the CLI may build its plans with another copy of this code).
+ *
+ * @param option - where the plan came from, for the error message (e.g. `plans[2].`), or `''`
+ * @throws TypeError naming the option, as {@link definePhases} does
+ */
+export function checkPlan<Tx, Input>(option: string, plan: unknown): asserts plan is PhasePlan<Tx, Input> {
+  if (typeof plan !== 'object' || plan === null) {
+    throw new TypeError(`retrysafe: option "${option || 'plan'}" must be a plan from definePhases, got ${describe(plan)}`);
+  }
+  const { id, phases, respond } = plan as Partial<PhasePlan<Tx, Input>>;
+  if (typeof id !== 'string' || id.length === 0 || id.length > 200) {
+    throw new TypeError(`retrysafe: option "${option}id" must be a string of 1 to 200 characters, got ${describe(id)}`);
+  }
+  if (!Array.isArray(phases) || phases.length === 0) {
+    throw new TypeError(`retrysafe: option "${option}phases" must be a non-empty array of phases, got ${describe(phases)}`);
+  }
+  const names = new Set<string>();
+  for (const [index, phase] of (phases as unknown[]).entries()) {
+    const candidate = phase as Partial<Phase<Tx, Input>> | null;
+    if (typeof candidate !== 'object' || candidate === null || typeof candidate.name !== 'string' || candidate.name === '') {
+      throw new TypeError(`retrysafe: option "${option}phases[${index}].name" must be a non-empty string, got ${describe(candidate?.name)}`);
+    }
+    if (typeof candidate.run !== 'function') {
+      throw new TypeError(`retrysafe: option "${option}phases[${index}].run" must be a function, got ${describe(candidate.run)}`);
+    }
+    if (names.has(candidate.name)) {
+      throw new TypeError(`retrysafe: option "${option}phases[${index}].name" repeats the phase name ${describe(candidate.name)}`);
+    }
+    names.add(candidate.name);
+  }
+  if (typeof respond !== 'function') {
+    throw new TypeError(`retrysafe: option "${option}respond" must be a function, got ${describe(respond)}`);
+  }
+}

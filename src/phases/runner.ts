@@ -1,0 +1,309 @@
+/**
+ * The phase runner: runs a {@link PhasePlan} once per (scope, key), one phase at a time, each phase ending
+ * in a recovery point saved with the store's fenced `checkpoint` (in the same transaction as the phase's
+ * writes in transactional mode), and the last one in the saved response. A retry, a takeover after a
+ * crash, or the completer resumes after the last recovery point, so committed phases never run twice.
+ *
+ * Source: Brandur Leach, "Implementing Stripe-like Idempotency Keys in Postgres" (atomic phases, recovery
+ * points, foreign state mutations under a derived idempotency key). See docs/phases.md.
+ *
+ * @module
+ */
+import { derivedKey } from './derived-key.js';
+import { describe, requireDurationMs } from '../core/duration.js';
+import {
+  IdempotencyError,
+  IdempotencyKeyReusedError,
+  LeaseLostError,
+  RecoveryPointUnresumableError,
+  RequestInProgressError,
+  StoreUnavailableError,
+} from '../core/errors.js';
+import { checkPlan, type Phase, type PhaseContext, type PhasePlan } from './plan.js';
+import type { Claim, StoredResponse } from '../core/record.js';
+import type { OperationId } from '../core/receiver.js';
+import { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './recovery-point.js';
+import type { IdempotencyStore, TransactionalStore } from '../core/store.js';
+
+/** Options shared by every phase runner. Durations are in milliseconds. */
+export interface PhaseRunnerOptions {
+  /**
+   * The lease taken by the claim and renewed by every checkpoint: each phase must finish within it, or a
+   * retry may take the record over (the late phase's checkpoint is then fenced off). @defaultValue 30_000
+   */
+  readonly leaseMs?: number;
+  /** How long a completed record is kept and replayed. @defaultValue 86_400_000 */
+  readonly retentionMs?: number;
+}
+
+/** Options of a runner over a plain store: each phase runs alone, then a fenced checkpoint records it. */
+export interface PlainPhaseRunnerOptions extends PhaseRunnerOptions {
+  readonly store: IdempotencyStore;
+  readonly transactional?: false;
+}
+
+/** Options of a runner in transactional mode: each phase's writes and its checkpoint commit together. */
+export interface TransactionalPhaseRunnerOptions<Tx> extends PhaseRunnerOptions {
+  readonly store: TransactionalStore<Tx>;
+  readonly transactional: true;
+}
+
+/** The outcome of {@link PhaseRunner.execute}. */
+export interface PhasedExecution {
+  /** The response to send: the fresh one, or the saved one on a replay. */
+  readonly response: StoredResponse;
+  /** `true` when this is the saved response of an earlier execution (no phase ran). */
+  readonly replayed: boolean;
+  /** The recovery point (a phase name) this execution resumed after; absent when it started at the first phase. */
+  readonly resumedFrom?: string;
+}
+
+/** Runs plans of atomic phases. Create one with {@link createPhaseRunner}. */
+export interface PhaseRunner<Tx = undefined> {
+  /** The resolved, frozen options. */
+  readonly options: Readonly<Required<PhaseRunnerOptions>> & { readonly transactional: boolean };
+  readonly store: IdempotencyStore;
+  /**
+   * Runs `plan` for the operation `id` with `input`: claims the key, then runs the phases after the
+   * record's recovery point (all of them on a new record), one transaction (or one fenced checkpoint) per
+   * phase, and saves the last phase's response. A completed record is replayed without running anything.
+   * On a resume, `context.input` is the input stored with the recovery point, not this call's `input`.
+   *
+   * When a phase throws: a record without a recovery point is released (a retry starts afresh; in
+   * transactional mode the phase's writes are rolled back); a record with one is kept and its lease ended
+   * at once (checkpoint with a zero lease), so the next retry — or the completer — takes it over and
+   * resumes at the failed phase. It is never released, since its committed phases must not run again.
+   *
+   * @throws {@link IdempotencyKeyReusedError} — the key is held by a request with another fingerprint (422)
+   * @throws {@link RequestInProgressError} — another execution holds a live lease on the key (409)
+   * @throws {@link LeaseLostError} — the lease was taken over mid-run; the phase's checkpoint (or the
+   *   response) was fenced off (409)
+   * @throws {@link StoreUnavailableError} — the store failed (503)
+   * @throws {@link RecoveryPointUnresumableError} — the record is at a recovery point this plan does not know (another plan id, or a phase
+   *   name the plan no longer has); the record is left for a runner that knows it
+   * @throws whatever a phase throws, after the release or hand-back above
+   */
+  execute<Input>(plan: PhasePlan<Tx, Input>, id: OperationId, input: Input): Promise<PhasedExecution>;
+}
+
+/**
+ * Creates a phase runner over a store that has `checkpoint`.
+ *
+ * @throws TypeError naming the option when an option is invalid: `store` without `checkpoint` (the error
+ *   names the store), `transactional: true` on a store without `transaction`, `leaseMs`/`retentionMs` not
+ *   positive integers or `leaseMs` > `retentionMs`
+ * @example
+ * ```ts
+ * import { createPhaseRunner, definePhases } from 'retrysafe';
+ * import { createSqliteStore } from 'retrysafe/sqlite';
+ *
+ * const runner = createPhaseRunner({ store: createSqliteStore({ path: './app.db' }), transactional: true });
+ * const execution = await runner.execute(rides, { scope: tenant, key, fingerprint: fp }, { rider, cents });
+ * ```
+ */
+export function createPhaseRunner(options: PlainPhaseRunnerOptions): PhaseRunner;
+export function createPhaseRunner<Tx>(options: TransactionalPhaseRunnerOptions<Tx>): PhaseRunner<Tx>;
+export function createPhaseRunner<Tx>(options: PlainPhaseRunnerOptions | TransactionalPhaseRunnerOptions<Tx>): PhaseRunner<Tx> {
+  return new Runner<Tx>(options);
+}
+
+/** The name of a store for error messages: its class, or what it is. */
+export function storeName(store: unknown): string {
+  const name = (store as { constructor?: { name?: unknown } } | null)?.constructor?.name;
+  return typeof name === 'string' && name !== '' && name !== 'Object' ? name : describe(store);
+}
+
+/** Wraps a phase's own failure so it is told apart from a store failure; never leaves the runner. */
+class PhaseFailed extends Error {
+  constructor(readonly error: unknown) {
+    super('a phase failed', { cause: error });
+  }
+}
+
+/** A store known to have `checkpoint`. */
+type CheckpointingStore = IdempotencyStore & Required<Pick<IdempotencyStore, 'checkpoint'>>;
+
+/** What one run of the lease holder knows; updated as phases commit. */
+interface Lease {
+  /** The claim, once won (possibly inside a transaction that later rolled back). */
+  claim?: Claim;
+  /** The recovery point text as last committed, or `undefined` while no phase has committed. */
+  committed?: string;
+  /** The phase after which the claim found the record, when it resumed one. */
+  resumedFrom?: string;
+}
+
+type Step = { readonly done: PhasedExecution } | { readonly claim: Claim; readonly committed: string };
+
+class Runner<Tx> implements PhaseRunner<Tx> {
+  readonly options: PhaseRunner<Tx>['options'];
+  readonly store: CheckpointingStore;
+
+  constructor(options: PlainPhaseRunnerOptions | TransactionalPhaseRunnerOptions<Tx>) {
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError(`retrysafe: createPhaseRunner expects an options object, got ${describe(options)}`);
+    }
+    const store = options.store as unknown;
+    if (typeof store !== 'object' || store === null || typeof (store as IdempotencyStore).claim !== 'function') {
+      throw new TypeError(`retrysafe: option "store" must be an IdempotencyStore, got ${describe(store)}`);
+    }
+    if (typeof options.store.checkpoint !== 'function') {
+      throw new TypeError(
+        `retrysafe: option "store" (${storeName(store)}) has no checkpoint() method, which atomic phases need to record recovery points`,
+      );
+    }
+    this.store = options.store as CheckpointingStore;
+    const transactional = options.transactional === true;
+    if (transactional && typeof (options.store as Partial<TransactionalStore<Tx>>).transaction !== 'function') {
+      throw new TypeError(`retrysafe: option "transactional" is true but the store (${storeName(store)}) has no transaction() method`);
+    }
+    const leaseMs = requireDurationMs('leaseMs', options.leaseMs ?? 30_000);
+    const retentionMs = requireDurationMs('retentionMs', options.retentionMs ?? 86_400_000);
+    if (leaseMs > retentionMs) {
+      throw new TypeError(`retrysafe: option "leaseMs" (${leaseMs}) must not exceed "retentionMs" (${retentionMs})`);
+    }
+    this.options = Object.freeze({ leaseMs, retentionMs, transactional });
+  }
+
+  async execute<Input>(plan: PhasePlan<Tx, Input>, id: OperationId, input: Input): Promise<PhasedExecution> {
+    checkPlan('plan.', plan);
+    // The first execution's phases see the same JSON round trip a resumed one does.
+    const stored: unknown = JSON.parse(encodeRecoveryPoint({ plan: plan.id, phase: '', input, state: undefined }));
+    const fresh = (stored as { input?: unknown }).input as Input;
+    const lease: Lease = {};
+    try {
+      for (;;) {
+        const step = await this.step(plan, id, fresh, lease);
+        if ('done' in step) return step.done;
+        lease.claim = step.claim;
+        lease.committed = step.committed;
+      }
+    } catch (failure) {
+      await this.handBack(lease);
+      if (failure instanceof PhaseFailed) throw failure.error;
+      if (failure instanceof IdempotencyError) throw failure;
+      throw new StoreUnavailableError(failure);
+    }
+  }
+
+  /** Runs the next phase: in its own transaction, or alone followed by a fenced checkpoint. */
+  private step<Input>(plan: PhasePlan<Tx, Input>, id: OperationId, input: Input, lease: Lease): Promise<Step> {
+    if (!this.options.transactional) return this.stepWith(this.store, undefined as Tx, plan, id, input, lease);
+    const store = this.store as TransactionalStore<Tx>;
+    return store.transaction((tx, txStore) => this.stepWith(txStore, tx, plan, id, input, lease));
+  }
+
+  private async stepWith<Input>(
+    store: IdempotencyStore,
+    tx: Tx,
+    plan: PhasePlan<Tx, Input>,
+    id: OperationId,
+    input: Input,
+    lease: Lease,
+  ): Promise<Step> {
+    let claim = lease.claim;
+    if (claim === undefined) {
+      const claimed = await this.claim(store, id);
+      if ('done' in claimed) return claimed;
+      claim = claimed.claim;
+      lease.claim = claim;
+      if (claim.recoveryPoint !== undefined) {
+        lease.committed = claim.recoveryPoint;
+        lease.resumedFrom = this.locate(plan, id, claim.recoveryPoint).point.phase;
+      }
+    }
+    const { point, index } = lease.committed === undefined ? { point: undefined, index: 0 } : this.locate(plan, id, lease.committed);
+    const phase = plan.phases[index] as Phase<Tx, Input>;
+    const phaseInput = point === undefined ? input : (point.input as Input);
+    const context: PhaseContext<Tx, Input> = {
+      input: phaseInput,
+      state: point?.state,
+      tx,
+      claim,
+      phase: phase.name,
+      resumed: lease.resumedFrom !== undefined,
+      derivedKey: (step: string) => derivedKey(id, step),
+    };
+    let value: unknown;
+    try {
+      value = await phase.run(context);
+    } catch (error) {
+      throw new PhaseFailed(error);
+    }
+    if (index === plan.phases.length - 1) {
+      let response: StoredResponse;
+      try {
+        response = plan.respond(value);
+      } catch (error) {
+        throw new PhaseFailed(error);
+      }
+      if (!(await store.complete(claim, response, this.options.retentionMs))) {
+        throw new LeaseLostError(id.scope, id.key);
+      }
+      const { resumedFrom } = lease;
+      return { done: { response, replayed: false, ...(resumedFrom !== undefined && { resumedFrom }) } };
+    }
+    let committed: string;
+    try {
+      committed = encodeRecoveryPoint({ plan: plan.id, phase: phase.name, input: phaseInput, state: value });
+    } catch (error) {
+      throw new PhaseFailed(error);
+    }
+    if (store.checkpoint === undefined) {
+      throw new Error(`retrysafe: the transaction view of ${storeName(this.store)} has no checkpoint()`);
+    }
+    const renewed = await store.checkpoint(claim, committed, this.options.leaseMs);
+    if (renewed === undefined) throw new LeaseLostError(id.scope, id.key);
+    return { claim: renewed, committed };
+  }
+
+  /**
+   * Decodes the record's recovery point for `plan` and finds the phase to run next, refusing a point this
+   * plan cannot resume: another plan's, or a phase the plan no longer has before its last one.
+   */
+  private locate<Input>(plan: PhasePlan<Tx, Input>, id: OperationId, text: string): { point: RecoveryPoint; index: number } {
+    const point = decodeRecoveryPoint(text);
+    const index = point?.plan === plan.id ? plan.phases.findIndex((phase) => phase.name === point.phase) + 1 : 0;
+    if (point === undefined || index === 0 || index >= plan.phases.length) {
+      throw new PhaseFailed(
+        new RecoveryPointUnresumableError(
+          id.scope,
+          id.key,
+          plan.id,
+          `retrysafe: record ${JSON.stringify([id.scope, id.key])} is at recovery point ${describe(point?.phase ?? text)} of plan ` +
+            `${describe(point?.plan)}, which plan ${describe(plan.id)} cannot resume`,
+        ),
+      );
+    }
+    return { point, index };
+  }
+
+  /** Claims, and turns a lost claim into a replay or a typed error. */
+  private async claim(store: IdempotencyStore, id: OperationId): Promise<Step | { readonly claim: Claim }> {
+    const result = await store.claim({
+      scope: id.scope,
+      key: id.key,
+      fingerprint: id.fingerprint,
+      leaseMs: this.options.leaseMs,
+      retentionMs: this.options.retentionMs,
+    });
+    if (result.acquired) return { claim: result.claim };
+    const record = result.record;
+    // Mismatch is checked before in-flight (DESIGN.md section 4).
+    if (record.fingerprint !== id.fingerprint) throw new IdempotencyKeyReusedError(record);
+    if (record.state === 'completed' && record.response) return { done: { response: record.response, replayed: true } };
+    throw new RequestInProgressError(record);
+  }
+
+  /**
+   * After a failure: releases a record no phase committed (a retry starts afresh), or ends the lease on one
+   * at a recovery point so the next claim resumes it. Fenced, so a claim that rolled back with its
+   * transaction, or was taken over, changes nothing. Best effort: the failure being reported matters more.
+   */
+  private async handBack(lease: Lease): Promise<void> {
+    const { claim, committed } = lease;
+    if (claim === undefined) return;
+    if (committed === undefined) await this.store.release(claim).catch(() => false);
+    else await this.store.checkpoint(claim, committed, 0).catch(() => undefined);
+  }
+}

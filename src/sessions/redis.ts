@@ -1,0 +1,215 @@
+/**
+ * The Redis session store (`ioredis`): each session is three keys under one Redis Cluster hash tag — the
+ * session hash (`state`, `lease`, `lwm`), its saved responses and its executions in progress — and each
+ * contract method is one Lua script on them, run with EVALSHA, so every step is atomic and touches one slot.
+ *
+ * @module
+ */
+import type { Redis } from 'ioredis';
+import { describe } from '../core/duration.js';
+import { recordKey, recordPattern } from '../stores/redis/keys.js';
+import { LuaScript } from '../stores/redis/script.js';
+import { BEGIN_SESSION_LUA } from './redis-scripts/begin.lua.js';
+import { COMPLETE_SESSION_LUA } from './redis-scripts/complete.lua.js';
+import { CREATE_SESSION_LUA } from './redis-scripts/create.lua.js';
+import { END_SESSION_LUA } from './redis-scripts/end.lua.js';
+import { KEEP_ALIVE_SESSION_LUA } from './redis-scripts/keep-alive.lua.js';
+import { REAP_SESSION_LUA } from './redis-scripts/reap.lua.js';
+import { RELEASE_SESSION_LUA } from './redis-scripts/release.lua.js';
+import { STATS_SESSION_LUA } from './redis-scripts/stats.lua.js';
+import type { BeginInput, BeginResult, KeepAliveResult, SessionStats, SessionStore } from './store.js';
+
+/** Options of {@link createRedisSessionStore}. */
+export interface RedisSessionStoreOptions {
+  /**
+   * The connection the store runs its scripts on. Caller-owned: `close()` leaves it open. Give it
+   * `enableOfflineQueue: false` (or a small `maxRetriesPerRequest`) so that, with Redis down, operations
+   * reject at once and the receiver answers `StoreUnavailableError` instead of queueing requests.
+   */
+  readonly client: Redis;
+  /**
+   * Namespace of every key the store writes: sessions live at `${prefix}:{…}`. Must be non-empty and hold no
+   * `{` or `}` (the braces delimit the Redis Cluster hash tag). Keep it apart from an idempotency store's
+   * prefix so `reap` walks only sessions. @defaultValue 'retrysafe-sessions'
+   */
+  readonly prefix?: string;
+}
+
+/**
+ * The grace (ms) added to a session's remaining lease to form its keys' real TTL. Leases are decided by the
+ * receiver's clock inside the scripts; the TTL is only a safety net that frees a session nobody reaps, and
+ * keeps an expired session's tombstone this long, after which the client meets `session-unknown` instead
+ * of `session-expired` (both refuse the request).
+ */
+export const REDIS_SESSION_TTL_GRACE_MS = 86_400_000;
+
+/** Keys asked of each SCAN step of `reap` (a hint to Redis, which bounds the work per step). */
+const SCAN_COUNT = 250;
+
+const CREATE = new LuaScript(CREATE_SESSION_LUA);
+const BEGIN = new LuaScript(BEGIN_SESSION_LUA);
+const COMPLETE = new LuaScript(COMPLETE_SESSION_LUA);
+const RELEASE = new LuaScript(RELEASE_SESSION_LUA);
+const KEEP_ALIVE = new LuaScript(KEEP_ALIVE_SESSION_LUA);
+const END = new LuaScript(END_SESSION_LUA);
+const REAP = new LuaScript(REAP_SESSION_LUA);
+const STATS = new LuaScript(STATS_SESSION_LUA);
+
+interface RedisSessionConfig {
+  readonly client: Redis;
+  readonly prefix: string;
+}
+
+/** Is `value` shaped like an ioredis connection (enough for what the store calls)? */
+function isRedisClient(value: unknown): value is Redis {
+  const candidate = value as Partial<Record<'callBuffer' | 'scan', unknown>> | null;
+  return typeof value === 'object' && candidate !== null && typeof candidate.callBuffer === 'function' && typeof candidate.scan === 'function';
+}
+
+/**
+ * Creates a {@link SessionStore} on Redis: the session-based Idempotent Receiver of *Patterns of
+ * Distributed Systems*, with Raft's client sessions (Ongaro's thesis, section 6.3).
+ *
+ * - Every key of one session shares the hash tag of its client id (`${prefix}:{session\0<id>}`, then
+ *   `…:responses` and `…:pending`), so each script touches one slot and the store runs on Redis Cluster.
+ * - Each contract method is one Lua script: N parallel `begin`s of one request number, from any number of
+ *   connections or processes, yield one `execute`; `complete`/`release` are fenced by the token.
+ * - Leases are decided by the `now` the receiver passes in (ms since the epoch, from its clock), so
+ *   processes sharing a store need clocks in sync to well within a lease. Each key also carries a real
+ *   `PEXPIRE` of the remaining lease plus {@link REDIS_SESSION_TTL_GRACE_MS} as a safety net.
+ * - `keepAlive` and `begin` raise the low-water mark and delete requests at or below it in the same script,
+ *   so memory stays bounded by the requests the client has not acknowledged.
+ * - `reap` walks the prefix with SCAN in steps of about 250 keys and deletes sessions whose lease ended
+ *   (re-checked atomically per session), stopping at `limit`; each call starts a fresh walk, so it costs up
+ *   to O(keys under the prefix). On Redis Cluster, SCAN is node-local: run `reap` against each master.
+ *
+ * Errors: operations reject with the driver's error when Redis fails; the receiver maps that to
+ * `StoreUnavailableError`.
+ *
+ * @throws TypeError naming the option when `client` or `prefix` is invalid
+ * @example
+ * ```ts
+ * import { Redis } from 'ioredis';
+ * import { createRedisSessionStore, createSessionReceiver } from 'retrysafe/sessions';
+ *
+ * const client = new Redis('redis://127.0.0.1:6379', { enableOfflineQueue: false });
+ * const receiver = createSessionReceiver({ store: createRedisSessionStore({ client }) });
+ * ```
+ */
+export function createRedisSessionStore(options: RedisSessionStoreOptions): SessionStore {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createRedisSessionStore expects an options object, got ${describe(options)}`);
+  }
+  const { client, prefix = 'retrysafe-sessions' } = options;
+  if (!isRedisClient(client)) {
+    throw new TypeError(`retrysafe: option "client" must be an ioredis connection, got ${describe(client)}`);
+  }
+  if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
+    throw new TypeError(`retrysafe: option "prefix" must be a non-empty string without braces, got ${describe(prefix)}`);
+  }
+  return new RedisSessionStore(Object.freeze({ client, prefix }));
+}
+
+/** A bulk-string reply as text. */
+function text(reply: unknown): string {
+  return Buffer.isBuffer(reply) ? reply.toString('utf8') : String(reply);
+}
+
+class RedisSessionStore implements SessionStore {
+  constructor(private readonly config: RedisSessionConfig) {}
+
+  async create(clientId: string, now: number, leaseMs: number): Promise<boolean> {
+    const reply = await CREATE.run(this.config.client, this.keys(clientId), [now + leaseMs, leaseMs + REDIS_SESSION_TTL_GRACE_MS]);
+    return reply === 1;
+  }
+
+  async begin(input: BeginInput): Promise<BeginResult> {
+    const reply = (await BEGIN.run(this.config.client, this.keys(input.clientId), [
+      input.now,
+      input.requestNumber,
+      input.lowWaterMark,
+      input.now + input.sessionLeaseMs,
+      input.now + input.executionLeaseMs,
+      input.token,
+      REDIS_SESSION_TTL_GRACE_MS,
+    ])) as unknown[];
+    const outcome = text(reply[0]);
+    switch (outcome) {
+      case 'unknown':
+      case 'expired':
+      case 'in_flight':
+        return { outcome };
+      case 'stale':
+        return { outcome, lowWaterMark: Number(reply[1]) };
+      case 'replay':
+        return { outcome, response: text(reply[1]) };
+      case 'execute':
+        return { outcome, takeover: reply[1] === 1 };
+      default:
+        throw new Error(`retrysafe: unexpected reply from the Redis session begin script: ${outcome}`);
+    }
+  }
+
+  async complete(clientId: string, requestNumber: number, token: string, response: string): Promise<boolean> {
+    return (await COMPLETE.run(this.config.client, this.keys(clientId), [requestNumber, token, response])) === 1;
+  }
+
+  async release(clientId: string, requestNumber: number, token: string): Promise<boolean> {
+    const pending = this.keys(clientId)[2];
+    return (await RELEASE.run(this.config.client, [pending], [requestNumber, token])) === 1;
+  }
+
+  async keepAlive(clientId: string, lowWaterMark: number, now: number, leaseMs: number): Promise<KeepAliveResult> {
+    const reply = await KEEP_ALIVE.run(this.config.client, this.keys(clientId), [now, lowWaterMark, now + leaseMs, REDIS_SESSION_TTL_GRACE_MS]);
+    return text(reply) as KeepAliveResult;
+  }
+
+  async end(clientId: string): Promise<boolean> {
+    return (await END.run(this.config.client, this.keys(clientId), [])) === 1;
+  }
+
+  async reap(now: number, limit: number): Promise<number> {
+    const pattern = recordPattern(this.config.prefix);
+    let deleted = 0;
+    let cursor = '0';
+    do {
+      const [next, found] = await this.config.client.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
+      cursor = next;
+      // Only session hashes end with the tag's brace; their responses and pending keys carry a suffix.
+      const sessions = found.filter((key) => key.endsWith('}'));
+      // Pipelined in slices no larger than what is left of `limit`, so the count never overshoots it.
+      for (let i = 0; i < sessions.length && deleted < limit; ) {
+        const slice = sessions.slice(i, i + (limit - deleted));
+        i += slice.length;
+        const replies = await Promise.all(
+          slice.map((key) => REAP.run(this.config.client, [key, `${key}:responses`, `${key}:pending`], [now])),
+        );
+        deleted += replies.filter((reply) => reply === 1).length;
+      }
+    } while (cursor !== '0' && deleted < limit);
+    return deleted;
+  }
+
+  async stats(clientId: string): Promise<SessionStats | undefined> {
+    const reply = (await STATS.run(this.config.client, this.keys(clientId), [])) as unknown[] | null;
+    if (reply === null) return undefined;
+    return {
+      state: text(reply[0]) === 'expired' ? 'expired' : 'live',
+      lowWaterMark: Number(text(reply[1])),
+      leaseExpiresAt: Number(text(reply[2])),
+      storedResponses: Number(reply[3]),
+      inProgress: Number(reply[4]),
+    };
+  }
+
+  /** Nothing to release: the connection is the caller's. */
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** The session hash, its saved responses and its executions in progress: one hash tag, one slot. */
+  private keys(clientId: string): [string, string, string] {
+    const session = recordKey(this.config.prefix, 'session', clientId);
+    return [session, `${session}:responses`, `${session}:pending`];
+  }
+}

@@ -1,0 +1,298 @@
+/**
+ * The SQLite session store (`better-sqlite3`): sessions and their saved responses in two tables of one
+ * database file, shared by any number of processes. Each operation is one synchronous `BEGIN IMMEDIATE`
+ * transaction, so it is atomic within the process and across processes on the same file.
+ *
+ * @module
+ */
+import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
+import { describe, requireDurationMs } from '../core/duration.js';
+import type { BeginInput, BeginResult, KeepAliveResult, SessionStats, SessionStore } from './store.js';
+
+/** Options of {@link createSqliteSessionStore}. */
+export interface SqliteSessionStoreOptions {
+  /** Database file to open (created when missing; WAL journal mode), or `':memory:'`. Absent when `database` is given. @defaultValue ':memory:' */
+  readonly path?: string;
+  /**
+   * A `better-sqlite3` connection to use instead of opening one; left open by `close()`. Give the session
+   * store a connection of its own (the same file is fine): a connection that another store holds inside
+   * an open transaction would pull the session writes into that transaction.
+   */
+  readonly database?: Database;
+  /**
+   * Name of the sessions table; requests live in `<table>_requests` and the migration ledger in
+   * `<table>_migrations`. Letters, digits and underscores, at most 40 characters. @defaultValue 'retrysafe_sessions'
+   */
+  readonly table?: string;
+  /** How long a write waits for another process's lock before failing with `SQLITE_BUSY`. @defaultValue 5_000 */
+  readonly busyTimeoutMs?: number;
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
+
+/** Schema steps, in order. Never edit a released step; append a new one. */
+const MIGRATIONS: readonly { readonly version: number; readonly sql: (sessions: string, requests: string, index: string) => string }[] = [
+  {
+    version: 1,
+    sql: (sessions, requests, index) => `
+      CREATE TABLE ${sessions} (
+        client_id        TEXT    PRIMARY KEY,
+        state            TEXT    NOT NULL CHECK (state IN ('live', 'expired')),
+        lease_expires_at INTEGER NOT NULL,
+        low_water_mark   INTEGER NOT NULL
+      );
+      CREATE INDEX ${index} ON ${sessions} (lease_expires_at);
+      CREATE TABLE ${requests} (
+        client_id        TEXT    NOT NULL,
+        request_number   INTEGER NOT NULL,
+        state            TEXT    NOT NULL CHECK (state IN ('in_progress', 'completed')),
+        token            TEXT    NOT NULL,
+        lease_expires_at INTEGER NOT NULL,
+        response         TEXT,
+        PRIMARY KEY (client_id, request_number)
+      ) WITHOUT ROWID;
+    `,
+  },
+];
+
+/**
+ * Creates the SQLite {@link SessionStore}, creating or upgrading its tables idempotently under a
+ * migration ledger.
+ *
+ * @throws TypeError naming the option when an option is invalid
+ * @throws the driver's error when the file cannot be opened or migrated
+ * @example
+ * ```ts
+ * import { createSessionReceiver, createSqliteSessionStore } from 'retrysafe/sessions';
+ * const receiver = createSessionReceiver({ store: createSqliteSessionStore({ path: './sessions.db' }) });
+ * ```
+ */
+export function createSqliteSessionStore(options: SqliteSessionStoreOptions = {}): SessionStore {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: createSqliteSessionStore expects an options object, got ${describe(options)}`);
+  }
+  const { path, database } = options;
+  if (database !== undefined && path !== undefined) {
+    throw new TypeError(`retrysafe: option "path" (${describe(path)}) must be absent when "database" is given`);
+  }
+  if (path !== undefined && (typeof path !== 'string' || path.length === 0)) {
+    throw new TypeError(`retrysafe: option "path" must be a file path or ':memory:', got ${describe(path)}`);
+  }
+  if (database !== undefined && (typeof database !== 'object' || database === null || typeof database.prepare !== 'function')) {
+    throw new TypeError(`retrysafe: option "database" must be a better-sqlite3 Database, got ${describe(database)}`);
+  }
+  const table = options.table === undefined ? 'retrysafe_sessions' : options.table;
+  if (typeof table !== 'string' || !IDENTIFIER.test(table)) {
+    throw new TypeError(`retrysafe: option "table" must be an identifier of letters, digits and underscores (at most 40), got ${describe(table)}`);
+  }
+  const busyTimeoutMs = requireDurationMs('busyTimeoutMs', options.busyTimeoutMs === undefined ? 5_000 : options.busyTimeoutMs);
+  const owned = database === undefined;
+  const db = database ?? new BetterSqlite3(path ?? ':memory:');
+  try {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    if (owned && !db.memory) db.pragma('journal_mode = WAL');
+    migrate(db, table);
+    return new SqliteSessionStore(db, owned, table);
+  } catch (error) {
+    if (owned) db.close();
+    throw error;
+  }
+}
+
+function migrate(db: Database, table: string): void {
+  const ledger = `"${table}_migrations"`;
+  db.transaction(() => {
+    db.exec(`CREATE TABLE IF NOT EXISTS ${ledger} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
+    const applied = new Set(db.prepare(`SELECT version FROM ${ledger}`).pluck().all() as number[]);
+    const latest = MIGRATIONS.at(-1)?.version ?? 0;
+    const newer = [...applied].filter((version) => version > latest);
+    if (newer.length > 0) {
+      throw new Error(`retrysafe: table "${table}" was migrated to version ${Math.max(...newer)} by a newer retrysafe; this release knows up to ${latest}`);
+    }
+    for (const step of MIGRATIONS) {
+      if (applied.has(step.version)) continue;
+      db.exec(step.sql(`"${table}"`, `"${table}_requests"`, `"${table}_lease_expires_at"`));
+      db.prepare(`INSERT INTO ${ledger} (version, applied_at) VALUES (?, ?)`).run(step.version, Date.now());
+    }
+  }).immediate();
+}
+
+interface SessionRow {
+  readonly state: 'live' | 'expired';
+  readonly lease_expires_at: number;
+  readonly low_water_mark: number;
+}
+
+interface RequestRow {
+  readonly state: 'in_progress' | 'completed';
+  readonly lease_expires_at: number;
+  readonly response: string | null;
+}
+
+class SqliteSessionStore implements SessionStore {
+  private readonly sql: Record<
+    | 'insertSession'
+    | 'selectSession'
+    | 'expireSession'
+    | 'renewSession'
+    | 'deleteSession'
+    | 'deleteRequests'
+    | 'deleteRequestsUpTo'
+    | 'selectRequest'
+    | 'upsertRequest'
+    | 'completeRequest'
+    | 'releaseRequest'
+    | 'selectExpired'
+    | 'countRequests',
+    Statement
+  >;
+  private readonly beginTx: (input: BeginInput) => BeginResult;
+  private readonly keepAliveTx: (clientId: string, lowWaterMark: number, now: number, leaseMs: number) => KeepAliveResult;
+  private readonly endTx: (clientId: string) => boolean;
+  private readonly reapTx: (now: number, limit: number) => number;
+
+  constructor(
+    private readonly db: Database,
+    private readonly owned: boolean,
+    table: string,
+  ) {
+    const sessions = `"${table}"`;
+    const requests = `"${table}_requests"`;
+    this.sql = {
+      insertSession: db.prepare(
+        `INSERT INTO ${sessions} (client_id, state, lease_expires_at, low_water_mark) VALUES (?, 'live', ?, 0) ON CONFLICT (client_id) DO NOTHING`,
+      ),
+      selectSession: db.prepare(`SELECT state, lease_expires_at, low_water_mark FROM ${sessions} WHERE client_id = ?`),
+      expireSession: db.prepare(`UPDATE ${sessions} SET state = 'expired' WHERE client_id = ?`),
+      renewSession: db.prepare(
+        `UPDATE ${sessions} SET low_water_mark = max(low_water_mark, ?), lease_expires_at = max(lease_expires_at, ?) WHERE client_id = ?`,
+      ),
+      deleteSession: db.prepare(`DELETE FROM ${sessions} WHERE client_id = ?`),
+      deleteRequests: db.prepare(`DELETE FROM ${requests} WHERE client_id = ?`),
+      deleteRequestsUpTo: db.prepare(`DELETE FROM ${requests} WHERE client_id = ? AND request_number <= ?`),
+      selectRequest: db.prepare(`SELECT state, lease_expires_at, response FROM ${requests} WHERE client_id = ? AND request_number = ?`),
+      upsertRequest: db.prepare(
+        `INSERT INTO ${requests} (client_id, request_number, state, token, lease_expires_at) VALUES (?, ?, 'in_progress', ?, ?)
+         ON CONFLICT (client_id, request_number) DO UPDATE SET state = 'in_progress', token = excluded.token, lease_expires_at = excluded.lease_expires_at, response = NULL`,
+      ),
+      completeRequest: db.prepare(
+        `UPDATE ${requests} SET state = 'completed', response = ? WHERE client_id = ? AND request_number = ? AND state = 'in_progress' AND token = ?`,
+      ),
+      releaseRequest: db.prepare(
+        `DELETE FROM ${requests} WHERE client_id = ? AND request_number = ? AND state = 'in_progress' AND token = ?`,
+      ),
+      selectExpired: db.prepare(`SELECT client_id FROM ${sessions} WHERE lease_expires_at <= ? LIMIT ?`).pluck(),
+      countRequests: db.prepare(
+        `SELECT coalesce(sum(state = 'completed'), 0) AS completed, coalesce(sum(state = 'in_progress'), 0) AS in_progress FROM ${requests} WHERE client_id = ?`,
+      ),
+    };
+    const begin = db.transaction((input: BeginInput): BeginResult => {
+      const session = this.live(input.clientId, input.now);
+      if (typeof session === 'string') return { outcome: session };
+      if (input.requestNumber <= session.low_water_mark) return { outcome: 'stale', lowWaterMark: session.low_water_mark };
+      this.advance(input.clientId, session, input.lowWaterMark, input.now + input.sessionLeaseMs);
+      const entry = this.sql.selectRequest.get(input.clientId, input.requestNumber) as RequestRow | undefined;
+      if (entry?.state === 'completed') return { outcome: 'replay', response: entry.response ?? '' };
+      if (entry && entry.lease_expires_at > input.now) return { outcome: 'in_flight' };
+      this.sql.upsertRequest.run(input.clientId, input.requestNumber, input.token, input.now + input.executionLeaseMs);
+      return { outcome: 'execute', takeover: entry !== undefined };
+    });
+    this.beginTx = (input) => begin.immediate(input);
+    const keepAlive = db.transaction((clientId: string, lowWaterMark: number, now: number, leaseMs: number): KeepAliveResult => {
+      const session = this.live(clientId, now);
+      if (typeof session === 'string') return session;
+      this.advance(clientId, session, lowWaterMark, now + leaseMs);
+      return 'ok';
+    });
+    this.keepAliveTx = (clientId, lowWaterMark, now, leaseMs) => keepAlive.immediate(clientId, lowWaterMark, now, leaseMs);
+    const end = db.transaction((clientId: string): boolean => {
+      this.sql.deleteRequests.run(clientId);
+      return this.sql.deleteSession.run(clientId).changes > 0;
+    });
+    this.endTx = (clientId) => end.immediate(clientId);
+    const reap = db.transaction((now: number, limit: number): number => {
+      const ids = this.sql.selectExpired.all(now, limit) as string[];
+      for (const clientId of ids) {
+        this.sql.deleteRequests.run(clientId);
+        this.sql.deleteSession.run(clientId);
+      }
+      return ids.length;
+    });
+    this.reapTx = (now, limit) => reap.immediate(now, limit);
+  }
+
+  create(clientId: string, now: number, leaseMs: number): Promise<boolean> {
+    return this.run(() => this.sql.insertSession.run(clientId, now + leaseMs).changes === 1);
+  }
+
+  begin(input: BeginInput): Promise<BeginResult> {
+    return this.run(() => this.beginTx(input));
+  }
+
+  complete(clientId: string, requestNumber: number, token: string, response: string): Promise<boolean> {
+    return this.run(() => this.sql.completeRequest.run(response, clientId, requestNumber, token).changes === 1);
+  }
+
+  release(clientId: string, requestNumber: number, token: string): Promise<boolean> {
+    return this.run(() => this.sql.releaseRequest.run(clientId, requestNumber, token).changes === 1);
+  }
+
+  keepAlive(clientId: string, lowWaterMark: number, now: number, leaseMs: number): Promise<KeepAliveResult> {
+    return this.run(() => this.keepAliveTx(clientId, lowWaterMark, now, leaseMs));
+  }
+
+  end(clientId: string): Promise<boolean> {
+    return this.run(() => this.endTx(clientId));
+  }
+
+  reap(now: number, limit: number): Promise<number> {
+    return this.run(() => this.reapTx(now, limit));
+  }
+
+  stats(clientId: string): Promise<SessionStats | undefined> {
+    return this.run(() => {
+      const session = this.sql.selectSession.get(clientId) as SessionRow | undefined;
+      if (!session) return undefined;
+      const counts = this.sql.countRequests.get(clientId) as { completed: number; in_progress: number };
+      return {
+        state: session.state,
+        lowWaterMark: session.low_water_mark,
+        leaseExpiresAt: session.lease_expires_at,
+        storedResponses: counts.completed,
+        inProgress: counts.in_progress,
+      };
+    });
+  }
+
+  close(): Promise<void> {
+    if (this.owned && this.db.open) this.db.close();
+    return Promise.resolve();
+  }
+
+  /** Runs a synchronous driver call, turning its throw into a rejection. */
+  private run<T>(operation: () => T): Promise<T> {
+    try {
+      return Promise.resolve(operation());
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  /** The live session row, or why there is none; an expired one becomes a tombstone on the way. */
+  private live(clientId: string, now: number): SessionRow | 'unknown' | 'expired' {
+    const session = this.sql.selectSession.get(clientId) as SessionRow | undefined;
+    if (!session) return 'unknown';
+    if (session.state === 'expired') return 'expired';
+    if (session.lease_expires_at <= now) {
+      this.sql.expireSession.run(clientId);
+      this.sql.deleteRequests.run(clientId);
+      return 'expired';
+    }
+    return session;
+  }
+
+  private advance(clientId: string, session: SessionRow, lowWaterMark: number, leaseExpiresAt: number): void {
+    this.sql.renewSession.run(lowWaterMark, leaseExpiresAt, clientId);
+    if (lowWaterMark > session.low_water_mark) this.sql.deleteRequestsUpTo.run(clientId, lowWaterMark);
+  }
+}

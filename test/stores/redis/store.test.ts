@@ -1,0 +1,320 @@
+import { Redis } from 'ioredis';
+import { createServer } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../src/core/clock.js';
+import { LeaseLostError } from '../../../src/core/errors.js';
+import type { StoredResponse } from '../../../src/core/record.js';
+import { createReceiver } from '../../../src/core/receiver.js';
+import { createRedisStore, openRedisStore, REDIS_TTL_GRACE_MS } from '../../../src/stores/redis/index.js';
+import { recordKey } from '../../../src/stores/redis/keys.js';
+import { CLAIM_LUA } from '../../../src/stores/redis/scripts/claim.lua.js';
+import { LuaScript } from '../../../src/stores/redis/script.js';
+import type { ClaimInput } from '../../../src/core/store.js';
+import { REDIS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
+import { storeContract } from '../contract.js';
+
+const FILE_PREFIX = uniqueName('rs_redis');
+const FP = 'f'.repeat(64);
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+function input(key: string, overrides: Partial<ClaimInput> = {}): ClaimInput {
+  return { scope: 'shared', key, fingerprint: FP, leaseMs: 10_000, retentionMs: 60_000, ...overrides };
+}
+
+function text(body: string, status = 200): StoredResponse {
+  return { status, headers: { 'content-type': 'text/plain' }, body: encoder.encode(body) };
+}
+
+/** Every key under `prefix`, found with SCAN (never KEYS: the server is shared). */
+async function keysUnder(client: Redis, prefix: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
+    cursor = next;
+    found.push(...keys);
+  } while (cursor !== '0');
+  return found;
+}
+
+/** A second connection to the same server. */
+async function secondConnection(): Promise<Redis> {
+  const other = client.duplicate();
+  await other.connect();
+  return other;
+}
+
+async function deleteUnder(client: Redis, prefix: string): Promise<void> {
+  const keys = await keysUnder(client, prefix);
+  if (keys.length > 0) await client.del(...keys);
+}
+
+const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+
+if (await serviceAvailable('Redis', () => client.connect())) {
+  afterAll(async () => {
+    await deleteUnder(client, FILE_PREFIX);
+    await client.quit();
+  });
+
+  let tests = 0;
+  storeContract('redis', () => {
+    const prefix = `${FILE_PREFIX}:c${++tests}`;
+    const clock = new ManualClock(1_700_000_000_000);
+    const store = createRedisStore({ client, prefix, clock });
+    return Promise.resolve({
+      store,
+      clock,
+      close: async () => {
+        await store.close();
+        await deleteUnder(client, prefix);
+      },
+    });
+  });
+
+  describe('redis store', () => {
+    it('keeps records under the prefix, one hash per record, with a real TTL of the retention plus the grace', async () => {
+      const prefix = `${FILE_PREFIX}:ttl`;
+      const clock = new ManualClock(5_000_000_000_000);
+      const store = createRedisStore({ client, prefix, clock });
+      const claimed = await store.claim(input('k', { leaseMs: 1_000, retentionMs: 20_000 }));
+      expect(claimed.acquired).toBe(true);
+      expect(await keysUnder(client, prefix)).toEqual([recordKey(prefix, 'shared', 'k')]);
+      const inProgressTtl = await client.pttl(recordKey(prefix, 'shared', 'k'));
+      expect(inProgressTtl).toBeGreaterThan(20_000 + REDIS_TTL_GRACE_MS - 5_000);
+      expect(inProgressTtl).toBeLessThanOrEqual(20_000 + REDIS_TTL_GRACE_MS);
+      if (!claimed.acquired) return;
+      // A fake clock far from the wall clock does not shorten the real TTL: it is relative.
+      clock.advance(1_000);
+      expect(await store.complete(claimed.claim, text('ok'), 3_600_000)).toBe(true);
+      const completedTtl = await client.pttl(recordKey(prefix, 'shared', 'k'));
+      expect(completedTtl).toBeGreaterThan(3_600_000 + REDIS_TTL_GRACE_MS - 5_000);
+      expect(completedTtl).toBeLessThanOrEqual(3_600_000 + REDIS_TTL_GRACE_MS);
+      await store.close();
+      await deleteUnder(client, prefix);
+    });
+
+    it('keeps braces, NUL and percent signs in scopes and keys apart and inside one hash tag', async () => {
+      const prefix = `${FILE_PREFIX}:tags`;
+      const store = createRedisStore({ client, prefix, clock: new ManualClock(1_000) });
+      const pairs: [string, string][] = [
+        ['a}', '{b'],
+        ['a', '}{b'],
+        ['a\u0000b', 'c'],
+        ['a', 'b\u0000c'],
+        ['%7D', 'x'],
+        ['}', 'x'],
+      ];
+      for (const [scope, key] of pairs) expect((await store.claim(input(key, { scope }))).acquired).toBe(true);
+      for (const [scope, key] of pairs) expect(await store.get(scope, key)).toMatchObject({ scope, key });
+      for (const [scope, key] of pairs) {
+        const name = recordKey(prefix, scope, key);
+        // Redis Cluster hashes the text between the first "{" and the next "}": it must run to the end.
+        const open = name.indexOf('{');
+        expect(name.indexOf('}', open)).toBe(name.length - 1);
+      }
+      expect(new Set(pairs.map(([scope, key]) => recordKey(prefix, scope, key))).size).toBe(pairs.length);
+      await store.close();
+      await deleteUnder(client, prefix);
+    });
+
+    it('runs scripts by EVALSHA once loaded, and loads them again when the cache lacks them', async () => {
+      const script = new LuaScript(CLAIM_LUA);
+      const probe = new LuaScript(`return '${uniqueName('probe')}'`);
+      expect(await client.script('EXISTS', probe.sha)).toEqual([0]);
+      expect(decoder.decode((await probe.run(client, [], [])) as Buffer)).toMatch(/^probe_/);
+      expect(await client.script('EXISTS', probe.sha)).toEqual([1]);
+      expect(script.sha).toMatch(/^[0-9a-f]{40}$/);
+    });
+
+    it('waits through pub/sub for the original on another connection, in the engine\'s wait mode', async () => {
+      const prefix = `${FILE_PREFIX}:wait`;
+      const other = await secondConnection();
+      const first = createRedisStore({ client, prefix });
+      const second = createRedisStore({ client: other, prefix });
+      const original = createReceiver({ store: first });
+      const duplicate = createReceiver({ store: second, inFlight: 'wait', waitTimeoutMs: 5_000, pollIntervalMs: 5_000 });
+      let executions = 0;
+      let finish!: () => void;
+      const gate = new Promise<void>((resolve) => (finish = resolve));
+      const id = { scope: 's', key: 'k', fingerprint: FP };
+      const running = original.execute(id, async () => {
+        executions++;
+        await gate;
+        return text('first');
+      });
+      while ((await first.get('s', 'k'))?.state !== 'in_progress') await new Promise((r) => setTimeout(r, 5));
+      const waiting = duplicate.execute(id, () => {
+        executions++;
+        return Promise.resolve(text('second'));
+      });
+      await new Promise((r) => setTimeout(r, 50));
+      const started = performance.now();
+      finish();
+      const [a, b] = await Promise.all([running, waiting]);
+      // pollIntervalMs is 5 s: an answer well under it came from the notification.
+      expect(performance.now() - started).toBeLessThan(1_000);
+      expect(executions).toBe(1);
+      expect(decoder.decode(a.response.body)).toBe('first');
+      expect(b).toMatchObject({ replayed: true });
+      expect(decoder.decode(b.response.body)).toBe('first');
+      await first.close();
+      await second.close();
+      await other.quit();
+      await deleteUnder(client, prefix);
+    });
+
+    it('fences a stale worker whose lease was taken over: its late result is refused and the winner stands', async () => {
+      const prefix = `${FILE_PREFIX}:stale`;
+      const clock = new ManualClock(1_700_000_000_000);
+      const other = await secondConnection();
+      const receiverA = createReceiver({ store: createRedisStore({ client, prefix, clock }), clock, leaseMs: 1_000 });
+      const receiverB = createReceiver({ store: createRedisStore({ client: other, prefix, clock }), clock, leaseMs: 1_000 });
+      const id = { scope: 's', key: 'pay-1', fingerprint: FP };
+      let effects = 0;
+      let resume!: () => void;
+      const paused = new Promise<void>((resolve) => (resume = resolve));
+      let claimed!: () => void;
+      const aClaimed = new Promise<void>((resolve) => (claimed = resolve));
+      const stale = receiverA.execute(id, async () => {
+        effects++;
+        claimed();
+        await paused;
+        return text('from A');
+      });
+      await aClaimed;
+      clock.advance(1_000);
+      const winner = await receiverB.execute(id, ({ claim }) => {
+        effects++;
+        expect(claim.takeover).toBe(true);
+        return Promise.resolve(text('from B'));
+      });
+      expect(decoder.decode(winner.response.body)).toBe('from B');
+      resume();
+      await expect(stale).rejects.toBeInstanceOf(LeaseLostError);
+      const replay = await receiverA.execute(id, () => Promise.reject(new Error('must not run')));
+      expect(replay.replayed).toBe(true);
+      expect(decoder.decode(replay.response.body)).toBe('from B');
+      expect(effects).toBe(2);
+      await other.quit();
+      await deleteUnder(client, prefix);
+    });
+
+    it('reaps only its own prefix, even when the prefix holds glob characters or starts another prefix', async () => {
+      const clock = new ManualClock(1_000_000);
+      const globbed = createRedisStore({ client, prefix: `${FILE_PREFIX}:g*[ab]?`, clock });
+      const lookalike = createRedisStore({ client, prefix: `${FILE_PREFIX}:gXaY`, clock });
+      const nested = createRedisStore({ client, prefix: `${FILE_PREFIX}:g*[ab]?:more`, clock });
+      for (const store of [globbed, lookalike, nested]) {
+        for (const key of ['a', 'b']) expect((await store.claim(input(key, { leaseMs: 1_000, retentionMs: 1_000 }))).acquired).toBe(true);
+      }
+      clock.advance(1_000);
+      expect(await globbed.reap(100)).toBe(2);
+      expect(await globbed.get('shared', 'a')).toBeUndefined();
+      for (const store of [lookalike, nested]) expect((await store.get('shared', 'a'))?.state).toBe('in_progress');
+      expect(await lookalike.reap(1)).toBe(1);
+      expect(await lookalike.reap(1)).toBe(1);
+      expect(await lookalike.reap(1)).toBe(0);
+      expect(await nested.reap(100)).toBe(2);
+    });
+
+    it('rejects invalid options with a TypeError naming the option', () => {
+      expect(() => createRedisStore({ client: {} as Redis })).toThrow(/option "client"/);
+      expect(() => createRedisStore({ client, prefix: '' })).toThrow(/option "prefix"/);
+      expect(() => createRedisStore({ client, prefix: 'a{b' })).toThrow(/option "prefix" must be a non-empty string without/);
+      expect(() => createRedisStore({ client, clock: {} as ManualClock })).toThrow(/option "clock"/);
+      expect(() => createRedisStore({ client, generateId: 'x' as unknown as () => string })).toThrow(/option "generateId"/);
+      expect(() => createRedisStore({ client, subscriber: {} as Redis })).toThrow(/option "subscriber"/);
+      expect(() => createRedisStore(undefined as unknown as { client: Redis })).toThrow(TypeError);
+    });
+
+    it('opens a store from a URL that owns its connection and closes it with the store', async () => {
+      const prefix = `${FILE_PREFIX}:url`;
+      const store = await openRedisStore(REDIS_URL, { prefix, clock: new ManualClock(1_000) });
+      const claimed = await store.claim(input('k'));
+      expect(claimed.acquired).toBe(true);
+      expect((await store.get('shared', 'k'))?.state).toBe('in_progress');
+      expect(await keysUnder(client, prefix)).toEqual([recordKey(prefix, 'shared', 'k')]);
+      await store.close();
+      await expect(store.get('shared', 'k')).rejects.toThrow();
+      await deleteUnder(client, prefix);
+    });
+
+    it('refuses a URL of another scheme, and rejects when nothing listens at the URL', async () => {
+      await expect(openRedisStore('postgres://127.0.0.1:5432/test')).rejects.toThrow(TypeError);
+      const port = await new Promise<number>((resolve) => {
+        const server = createServer().listen(0, '127.0.0.1', () => {
+          const address = server.address();
+          server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+        });
+      });
+      await expect(openRedisStore(`redis://127.0.0.1:${port}`)).rejects.toThrow(/ECONNREFUSED|Connection is closed/);
+    });
+
+    it('implements the optional checkpoint and listAbandoned, also on a store opened from a URL, so the contract runs them', async () => {
+      const store = createRedisStore({ client, prefix: `${FILE_PREFIX}:methods` });
+      expect(typeof store.checkpoint).toBe('function');
+      expect(typeof store.listAbandoned).toBe('function');
+      const opened = await openRedisStore(REDIS_URL, { prefix: `${FILE_PREFIX}:methods` });
+      expect(typeof opened.checkpoint).toBe('function');
+      expect(typeof opened.listAbandoned).toBe('function');
+      expect(await opened.listAbandoned(1)).toEqual([]);
+      await opened.close();
+      await store.close();
+    });
+
+    it('stretches the real TTL when a checkpoint renews the lease past the retention', async () => {
+      const prefix = `${FILE_PREFIX}:cpttl`;
+      const store = createRedisStore({ client, prefix, clock: new ManualClock(5_000_000_000_000) });
+      const claimed = await store.claim(input('k', { leaseMs: 1_000, retentionMs: 20_000 }));
+      if (!claimed.acquired) throw new Error('expected to win');
+      expect((await store.checkpoint(claimed.claim, 'p', 3_600_000))?.recoveryPoint).toBe('p');
+      const ttl = await client.pttl(recordKey(prefix, 'shared', 'k'));
+      expect(ttl).toBeGreaterThan(3_600_000 + REDIS_TTL_GRACE_MS - 5_000);
+      expect(ttl).toBeLessThanOrEqual(3_600_000 + REDIS_TTL_GRACE_MS);
+      await store.close();
+      await deleteUnder(client, prefix);
+    });
+
+    it('finds the oldest abandoned records across many SCAN steps, and only under its own prefix', async () => {
+      const prefix = `${FILE_PREFIX}:abandoned`;
+      const clock = new ManualClock(1_700_000_000_000);
+      const store = createRedisStore({ client, prefix, clock });
+      const lookalike = createRedisStore({ client, prefix: `${prefix}x`, clock });
+      // 900 ordinary records: several SCAN steps of about 250 keys each.
+      for (let i = 0; i < 900; i += 100) {
+        await Promise.all(Array.from({ length: 100 }, (_, j) => store.claim(input(`plain-${i + j}`, { leaseMs: 1_000 }))));
+      }
+      const abandon = async (target: typeof store, key: string, leaseMs: number): Promise<void> => {
+        const claimed = await target.claim(input(key));
+        if (!claimed.acquired) throw new Error('expected to win');
+        await target.checkpoint(claimed.claim, `point-${key}`, leaseMs);
+      };
+      for (const [key, leaseMs] of [['e', 500], ['a', 100], ['d', 400], ['b', 200], ['c', 300]] as const) {
+        await abandon(store, key, leaseMs);
+      }
+      await abandon(lookalike, 'other', 0);
+      clock.advance(1_000);
+      const found = await store.listAbandoned(3);
+      expect(found.map((record) => [record.key, record.recoveryPoint])).toEqual([
+        ['a', 'point-a'],
+        ['b', 'point-b'],
+        ['c', 'point-c'],
+      ]);
+      expect((await store.listAbandoned(100)).map((record) => record.key)).toEqual(['a', 'b', 'c', 'd', 'e']);
+      await expect(store.listAbandoned(0)).rejects.toThrow(TypeError);
+      await deleteUnder(client, prefix);
+    });
+
+    it('uses the injected id generator for fencing tokens', async () => {
+      const prefix = `${FILE_PREFIX}:ids`;
+      let n = 0;
+      const store = createRedisStore({ client, prefix, clock: new ManualClock(0), generateId: () => `token-${++n}` });
+      const result = await store.claim(input('k'));
+      expect(result.acquired && result.claim.leaseToken).toBe('token-1');
+      expect((await store.get('shared', 'k'))?.leaseToken).toBe('token-1');
+      await deleteUnder(client, prefix);
+    });
+  });
+}

@@ -1,0 +1,42 @@
+/**
+ * Shared helpers of the messaging tests: a PostgreSQL schema with a business table, and a hand-written
+ * OpenTelemetry meter that counts what the inbox records.
+ */
+import type { Counter, Meter } from '@opentelemetry/api';
+import type pg from 'pg';
+import { createTestSchema, type TestSchema } from './postgres-schema.js';
+
+/** A migrated schema plus `<schema>.effects (consumer, message_id)`, without a unique key, so doubles show. */
+export interface EffectsSchema extends TestSchema {
+  readonly count: (consumer: string, messageId: string) => Promise<number>;
+  readonly write: (tx: pg.ClientBase, consumer: string, messageId: string) => Promise<void>;
+}
+
+export async function createEffectsSchema(prefix: string, poolSize = 10): Promise<EffectsSchema> {
+  const db = await createTestSchema(prefix, poolSize);
+  const table = `"${db.schema}".effects`;
+  await db.pool.query(`CREATE TABLE ${table} (consumer text NOT NULL, message_id text NOT NULL)`);
+  return {
+    ...db,
+    count: async (consumer, messageId) => {
+      const result = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE consumer = $1 AND message_id = $2`, [
+        consumer,
+        messageId,
+      ]);
+      return result.rows[0]?.n ?? 0;
+    },
+    write: async (tx, consumer, messageId) => {
+      await tx.query(`INSERT INTO ${table} (consumer, message_id) VALUES ($1, $2)`, [consumer, messageId]);
+    },
+  };
+}
+
+/** A Meter whose counters add into `totals` (name → sum); the other instruments are not used by the inbox. */
+export function countingMeter(totals: Map<string, number>): Meter {
+  const createCounter = (name: string): Counter => ({
+    add(value: number) {
+      totals.set(name, (totals.get(name) ?? 0) + value);
+    },
+  });
+  return { createCounter } as unknown as Meter;
+}
