@@ -1,13 +1,30 @@
 /**
  * The runtime SQL of the PostgreSQL store, one statement per operation, built once per schema. Each
- * statement's `$1…$n` are documented where it is defined. Times are milliseconds since the epoch taken
- * from the store's injected clock and passed in, so a fake clock drives every TTL.
+ * statement's `$1…$n` are documented where it is defined. Times are milliseconds since the epoch of the
+ * database server's clock, read inside each statement ({@link SERVER_NOW_MS}), so every process sharing
+ * the store decides leases and retention by one clock, whatever its own clock says. A `now` parameter
+ * passed as a number replaces the server's clock (tests on a fake clock); passed as `null` it is ignored.
  *
  * @module
  */
 import { createHash } from 'node:crypto';
 import { escapeIdentifier, escapeLiteral } from 'pg';
 import type { SchemaNames } from './schema.js';
+
+/**
+ * The server's "now" in milliseconds since the epoch. `clock_timestamp()`, not `now()`: `now()` is the
+ * start of the transaction, which in transactional mode began before the handler ran, so a lease
+ * renewed by `checkpoint` would end early by the handler's run time and a completion would be stamped
+ * (and expire) as of the transaction's start; inside the claim function it would also lag behind a
+ * concurrent claimer's commit. Each statement reads it once (as an argument, or in an uncorrelated
+ * sub-select, which PostgreSQL evaluates once), so one statement's decisions share one instant.
+ */
+export const SERVER_NOW_MS = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
+
+/** `now` for a statement: the parameter `$n` when the store was given a clock, else the server's. */
+function nowOf(parameter: string): string {
+  return `COALESCE(${parameter}::bigint, ${SERVER_NOW_MS})`;
+}
 
 /** The columns a record is read from, in the order `rows.ts` expects. */
 const RECORD_COLUMNS =
@@ -27,8 +44,8 @@ export interface Statement {
 /** The statements for one schema. */
 export interface Statements {
   /**
-   * `$1` scope, `$2` key, `$3` fingerprint (encoded), `$4` new lease token (encoded), `$5` now (ms),
-   * `$6` lease (ms), `$7` retention (ms). One row: `acquired`, `takeover`, then the record's columns
+   * `$1` scope, `$2` key, `$3` fingerprint (encoded), `$4` new lease token (encoded), `$5` now (ms, or
+   * `null` for the server's clock), `$6` lease (ms), `$7` retention (ms). One row: `acquired`, `takeover`, then the record's columns
    * (the new lease when acquired, the standing record otherwise).
    */
   readonly claim: Statement;
@@ -43,7 +60,8 @@ export interface Statements {
    */
   claimApart(args: ClaimArgs, prepare: boolean): string;
   /**
-   * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` now (ms), `$5` retention (ms), `$6` status,
+   * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` now (ms, or `null` for the server's clock),
+   * `$5` retention (ms), `$6` status,
    * `$7` headers (JSON text), `$8` body, `$9` notification topic. One row when completed (fenced: only the
    * current holder of an in-progress record), none otherwise. Notifies (at COMMIT when in a transaction)
    * only when a waiter has set the record's `waiters` flag (migration 0006).
@@ -63,19 +81,19 @@ export interface Statements {
   /** `$1` scope, `$2` key. The record's columns, or no row. */
   readonly get: Statement;
   /**
-   * `$1` now (ms), `$2` limit. Deletes up to `$2` expired records not under a live lease, skipping rows
+   * `$1` now (ms, or `null` for the server's clock), `$2` limit. Deletes up to `$2` expired records not under a live lease, skipping rows
    * another transaction holds, so it never waits on a lock; the row count is how many it deleted.
    */
   readonly reap: Statement;
   /**
-   * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` recovery point, `$5` the renewed lease's end
-   * (ms). Fenced like `complete`: sets the recovery point and the lease end, and stretches the retention
-   * to cover the lease (never shortens it), only on the caller's in-progress record; the row count is 1
-   * when it did, 0 otherwise.
+   * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` recovery point, `$5` now (ms, or `null` for
+   * the server's clock), `$6` the renewed lease (ms). Fenced like `complete`: sets the recovery point and
+   * the lease end (now + lease), and stretches the retention to cover the lease (never shortens it), only
+   * on the caller's in-progress record; one row (`lease_expires_at`) when it did, none otherwise.
    */
   readonly checkpoint: Statement;
   /**
-   * `$1` now (ms), `$2` limit. Up to `$2` in-progress records with a recovery point whose lease ended by
+   * `$1` now (ms, or `null` for the server's clock), `$2` limit. Up to `$2` in-progress records with a recovery point whose lease ended by
    * `$1` and whose retention has not, oldest lease end first, read through the partial index
    * `records_abandoned_idx` (migration 0004). Columns: scope, key, then the record's.
    */
@@ -92,7 +110,8 @@ export interface ClaimArgs {
   readonly key: string;
   readonly fingerprint: Buffer;
   readonly leaseToken: Buffer;
-  readonly now: number;
+  /** Milliseconds since the epoch, or `null` for the server's clock. */
+  readonly now: number | null;
   readonly leaseMs: number;
   readonly retentionMs: number;
 }
@@ -118,22 +137,26 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
   const statement = (text: string): Statement => Object.freeze({ name: prepared ? preparedName('retrysafe_', text) : undefined, text });
   // The reaper's and the completer's statements run rarely: planned afresh each time, for the data as it is.
   const unnamed = (text: string): Statement => Object.freeze({ name: undefined, text });
-  const claimText = claimCall('$1, $2, $3, $4, $5, $6, $7');
+  const claimText = claimCall(`$1, $2, $3, $4, ${nowOf('$5')}, $6, $7`);
   // Its own name: `pg` tracks the names it prepared itself and would refuse to Parse one prepared by SQL.
   const claimApartName = preparedName('retrysafe_tx_', claimText);
   return Object.freeze({
     claim: statement(claimText),
     claimApart(args: ClaimArgs, prepare: boolean): string {
-      const literals = [
+      const values = [
         escapeLiteral(args.scope),
         escapeLiteral(args.key),
         byteaLiteral(args.fingerprint),
         byteaLiteral(args.leaseToken),
-        `${integer(args.now)}::bigint`,
+        args.now === null ? 'NULL::bigint' : `${integer(args.now)}::bigint`,
         `${integer(args.leaseMs)}::bigint`,
         `${integer(args.retentionMs)}::bigint`,
-      ].join(', ');
-      if (!prepared) return `SELECT ${s}.require_empty_transaction(); COMMIT; ${claimCall(literals)}; COMMIT; ${BEGIN}`;
+      ];
+      if (!prepared) {
+        const literals = values.map((value, i) => (i === 4 ? nowOf(value) : value)).join(', ');
+        return `SELECT ${s}.require_empty_transaction(); COMMIT; ${claimCall(literals)}; COMMIT; ${BEGIN}`;
+      }
+      const literals = values.join(', ');
       const preparation = prepare
         ? `PREPARE ${claimApartName} (text, text, bytea, bytea, bigint, bigint, bigint) AS ${claimText}; `
         : '';
@@ -141,7 +164,8 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
     },
     complete: statement(`WITH done AS (
       UPDATE ${s}.records
-      SET completed_at = $4::bigint, expires_at = $4::bigint + $5::bigint, status = $6, headers = $7::json, body = $8
+      SET completed_at = clock.ms, expires_at = clock.ms + $5::bigint, status = $6, headers = $7::json, body = $8
+      FROM (SELECT ${nowOf('$4')} AS ms) AS clock
       WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
       RETURNING waiters)
       SELECT CASE WHEN waiters THEN pg_notify(${channel}, $9) END FROM done`),
@@ -156,19 +180,23 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
     // The batch is a CTE, evaluated once: an `IN (SELECT … LIMIT … SKIP LOCKED)` subquery may be rescanned
     // by the plan (a nested-loop semi join), each rescan skipping the rows this statement already deleted
     // and locking the next ones, so one call deleted far more than `limit`.
-    reap: unnamed(`WITH doomed AS (
+    reap: unnamed(`WITH clock AS (SELECT ${nowOf('$1')} AS ms), doomed AS (
         SELECT scope, key FROM ${s}.records
-        WHERE expires_at <= $1::bigint AND (completed_at IS NOT NULL OR lease_expires_at <= $1::bigint)
+        WHERE expires_at <= (SELECT ms FROM clock)
+          AND (completed_at IS NOT NULL OR lease_expires_at <= (SELECT ms FROM clock))
         ORDER BY expires_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED)
       DELETE FROM ${s}.records r USING doomed WHERE r.scope = doomed.scope AND r.key = doomed.key`),
     checkpoint: statement(`UPDATE ${s}.records
-      SET recovery_point = $4, lease_expires_at = $5::bigint, expires_at = GREATEST(expires_at, $5::bigint)
-      WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL`),
-    listAbandoned: unnamed(`SELECT scope, key, ${RECORD_COLUMNS} FROM ${s}.records
-      WHERE completed_at IS NULL AND recovery_point IS NOT NULL AND lease_expires_at <= $1::bigint
-        AND expires_at > $1::bigint
+      SET recovery_point = $4, lease_expires_at = clock.ms + $6::bigint, expires_at = GREATEST(expires_at, clock.ms + $6::bigint)
+      FROM (SELECT ${nowOf('$5')} AS ms) AS clock
+      WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
+      RETURNING lease_expires_at`),
+    listAbandoned: unnamed(`WITH clock AS (SELECT ${nowOf('$1')} AS ms)
+      SELECT scope, key, ${RECORD_COLUMNS} FROM ${s}.records
+      WHERE completed_at IS NULL AND recovery_point IS NOT NULL AND lease_expires_at <= (SELECT ms FROM clock)
+        AND expires_at > (SELECT ms FROM clock)
       ORDER BY lease_expires_at
       LIMIT $2`),
     listen: `LISTEN ${escapeIdentifier(names.channel)}`,

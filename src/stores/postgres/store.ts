@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { systemClock, type Clock } from '../../core/clock.js';
+import type { Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId } from '../../core/options.js';
 import { TransactionAbortedError } from '../../core/errors.js';
 import { describe } from '../../core/duration.js';
@@ -32,7 +32,13 @@ export interface PostgresStoreOptions {
    * 48 characters; always quoted. @defaultValue 'retrysafe'
    */
   readonly schema?: string;
-  /** Time source; its `now()` (milliseconds) is passed into every query. @defaultValue the system clock */
+  /**
+   * Replaces the database server's clock with this one (milliseconds since the epoch, passed into every
+   * statement). For tests on a fake clock, or a single process: with it, leases and retention depend on
+   * this process's clock again, and a process whose clock runs ahead takes over live leases of others.
+   * @defaultValue none: "now" is the server's `clock_timestamp()`, read inside each statement, so
+   * processes sharing the store need no clock sync
+   */
   readonly clock?: Clock;
   /** Fencing-token generator. @defaultValue `crypto.randomUUID` */
   readonly generateId?: () => string;
@@ -99,6 +105,9 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
  *   to the new holder (migration 0004).
  * - `listAbandoned(limit)` is one SELECT bounded by `limit`, served by a partial index of in-progress rows
  *   that have a recovery point, oldest lease end first.
+ * - Time: every lease, retention and takeover decision (claim, complete, checkpoint, reap, listAbandoned)
+ *   reads the server's `clock_timestamp()` inside the statement (see `SERVER_NOW_MS` in `statements.ts`),
+ *   so processes sharing the database need no clock sync; records carry the server's milliseconds.
  *
  * Transactional mode (`transaction`), following Brandur Leach's "Implementing Stripe-like Idempotency Keys
  * in Postgres": the claim is committed on its own, before the business transaction, so a concurrent
@@ -156,7 +165,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
     throw new TypeError(`retrysafe: option "connectionString" must be a non-empty string, got ${describe(connectionString)}`);
   }
-  const clock = requireClock(options.clock ?? systemClock);
+  const clock = options.clock === undefined ? undefined : requireClock(options.clock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
   const prepared = options.preparedStatements ?? true;
   if (typeof prepared !== 'boolean') {
@@ -201,7 +210,7 @@ class PgStore implements PostgresStore {
     readonly pool: pg.Pool,
     private readonly ownsPool: boolean,
     names: SchemaNames,
-    readonly clock: Clock,
+    private readonly clock: Clock | undefined,
     private readonly generateId: () => string,
     private readonly prepared: boolean,
   ) {
@@ -244,7 +253,7 @@ class PgStore implements PostgresStore {
       claim.scope,
       claim.key,
       encodeToken(claim.leaseToken),
-      this.clock.now(),
+      this.now(),
       retentionMs,
       response.status,
       JSON.stringify(response.headers),
@@ -282,7 +291,7 @@ class PgStore implements PostgresStore {
     if (!Number.isSafeInteger(limit) || limit <= 0) {
       throw new TypeError(`retrysafe: reap(limit) needs a positive integer, got ${describe(limit)}`);
     }
-    const result = await run(this.pool, this.sql.reap, [this.clock.now(), limit]);
+    const result = await run(this.pool, this.sql.reap, [this.now(), limit]);
     return result.rowCount ?? 0;
   }
 
@@ -294,22 +303,23 @@ class PgStore implements PostgresStore {
     if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
       throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${describe(leaseMs)}`);
     }
-    const leaseExpiresAt = this.clock.now() + leaseMs;
-    const result = await run(db, this.sql.checkpoint, [
+    const result = await run<{ lease_expires_at: string }>(db, this.sql.checkpoint, [
       claim.scope,
       claim.key,
       encodeToken(claim.leaseToken),
       recoveryPoint,
-      leaseExpiresAt,
+      this.now(),
+      leaseMs,
     ]);
-    return result.rowCount === 1 ? { ...claim, leaseExpiresAt, recoveryPoint } : undefined;
+    const row = result.rows[0];
+    return row === undefined ? undefined : { ...claim, leaseExpiresAt: Number(row.lease_expires_at), recoveryPoint };
   }
 
   async listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
     if (!Number.isSafeInteger(limit) || limit <= 0) {
       throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${describe(limit)}`);
     }
-    const result = await run<KeyedRecordRow>(this.pool, this.sql.listAbandoned, [this.clock.now(), limit]);
+    const result = await run<KeyedRecordRow>(this.pool, this.sql.listAbandoned, [this.now(), limit]);
     return result.rows.map(toKeyedRecord);
   }
 
@@ -358,13 +368,18 @@ class PgStore implements PostgresStore {
     if (this.ownsPool) await this.pool.end();
   }
 
+  /** The injected clock's time, or `null`: the statement then reads the server's clock. */
+  private now(): number | null {
+    return this.clock === undefined ? null : this.clock.now();
+  }
+
   private claimArgs(input: ClaimInput): ClaimArgs {
     return {
       scope: input.scope,
       key: input.key,
       fingerprint: encodeToken(input.fingerprint),
       leaseToken: encodeToken(this.generateId()),
-      now: this.clock.now(),
+      now: this.now(),
       leaseMs: input.leaseMs,
       retentionMs: input.retentionMs,
     };

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { systemClock, type Clock } from '../../core/clock.js';
+import type { Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId } from '../../core/options.js';
 import { describe } from '../../core/duration.js';
 import type { IdempotencyStore } from '../../core/store.js';
@@ -25,9 +25,11 @@ export interface RedisStoreOptions {
    */
   readonly prefix?: string;
   /**
-   * Time source; its `now()` (ms since the epoch) is passed to every script and decides leases and
-   * retention. Processes sharing a store should have clocks in sync to well within a lease.
-   * @defaultValue the system clock
+   * Replaces Redis's clock with this one (milliseconds since the epoch, passed to every script). For
+   * tests on a fake clock, or a single process: with it, leases and retention depend on this process's
+   * clock again, and a process whose clock runs ahead takes over live leases of others.
+   * @defaultValue none: "now" is Redis's `TIME`, read inside each script, so processes sharing the store
+   * need no clock sync
    */
   readonly clock?: Clock;
   /** Fencing-token generator. @defaultValue `crypto.randomUUID` */
@@ -89,7 +91,7 @@ export function createRedisStore(
   if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
     throw new TypeError(`retrysafe: option "prefix" must be a non-empty string without "{" or "}", got ${describe(prefix)}`);
   }
-  const clock = requireClock(options.clock ?? systemClock);
+  const clock = options.clock === undefined ? undefined : requireClock(options.clock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
   if (options.subscriber !== undefined && !isRedisClient(options.subscriber)) {
     throw new TypeError(

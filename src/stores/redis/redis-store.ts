@@ -17,7 +17,7 @@ import { CLAIM_LUA } from './scripts/claim.lua.js';
 import { COMPLETE_LUA } from './scripts/complete.lua.js';
 import { REAP_LUA } from './scripts/reap.lua.js';
 import { RELEASE_LUA } from './scripts/release.lua.js';
-import { REDIS_TTL_GRACE_MS, safetyTtlMs } from './ttl.js';
+import { REDIS_TTL_GRACE_MS } from './ttl.js';
 
 const CLAIM = new LuaScript(CLAIM_LUA);
 const COMPLETE = new LuaScript(COMPLETE_LUA);
@@ -32,7 +32,8 @@ const SCAN_COUNT = 250;
 export interface RedisStoreConfig {
   readonly client: Redis;
   readonly prefix: string;
-  readonly clock: Clock;
+  /** Replaces Redis's `TIME` in every decision when set (tests on a fake clock). */
+  readonly clock: Clock | undefined;
   readonly generateId: () => string;
   readonly subscriber: Redis | undefined;
 }
@@ -50,36 +51,24 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async claim(input: ClaimInput): Promise<ClaimResult> {
-    const now = this.config.clock.now();
     const leaseToken = this.config.generateId();
-    const leaseExpiresAt = now + input.leaseMs;
-    const expiresAt = now + input.retentionMs;
     const reply = (await CLAIM.run(
       this.config.client,
       [this.key(input.scope, input.key)],
-      [
-        now,
-        input.fingerprint,
-        leaseToken,
-        leaseExpiresAt,
-        expiresAt,
-        input.scope,
-        input.key,
-        safetyTtlMs(now, Math.max(leaseExpiresAt, expiresAt)),
-      ],
-    )) as [number, number | Buffer, Buffer?];
+      [this.now(), input.fingerprint, leaseToken, input.leaseMs, input.retentionMs, input.scope, input.key, REDIS_TTL_GRACE_MS],
+    )) as [number, number | Buffer, Buffer?, Buffer?];
     if (reply[0] === 0) {
       const record = decodeRecord(unpackValues(reply[1] as Buffer));
       if (!record) throw new Error('retrysafe: the Redis claim script refused without returning the record');
       return { acquired: false, record };
     }
-    const recoveryPoint = reply[2]?.toString('utf8');
+    const recoveryPoint = reply[3]?.toString('utf8');
     const claim: Claim = {
       scope: input.scope,
       key: input.key,
       fingerprint: input.fingerprint,
       leaseToken,
-      leaseExpiresAt,
+      leaseExpiresAt: Number(reply[2]?.toString('latin1')) + input.leaseMs,
       takeover: reply[1] === 1,
       ...(recoveryPoint !== undefined && { recoveryPoint }),
     };
@@ -87,13 +76,11 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-    const now = this.config.clock.now();
-    const expiresAt = now + retentionMs;
     const body = Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength);
     const reply = await COMPLETE.run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
-      [claim.leaseToken, now, expiresAt, safetyTtlMs(now, expiresAt), response.status, JSON.stringify(response.headers), body],
+      [claim.leaseToken, this.now(), retentionMs, REDIS_TTL_GRACE_MS, response.status, JSON.stringify(response.headers), body],
     );
     return reply === 1;
   }
@@ -106,6 +93,11 @@ export class RedisStore implements IdempotencyStore {
     return decodeRecord((await this.config.client.callBuffer('HMGET', [this.key(scope, key), ...RECORD_FIELDS])) as RecordValues);
   }
 
+  /** The injected clock's time, or `''`: the script then reads Redis's `TIME`. */
+  private now(): number | '' {
+    return this.config.clock === undefined ? '' : this.config.clock.now();
+  }
+
   /**
    * Walks the prefix's keys with SCAN and runs the reap script on each (the script re-checks expiry
    * atomically, so a record claimed again meanwhile survives), until `limit` records are deleted or the walk
@@ -113,7 +105,7 @@ export class RedisStore implements IdempotencyStore {
    * case; the keys' own TTLs do the bulk of the cleanup.
    */
   async reap(limit: number): Promise<number> {
-    const now = this.config.clock.now();
+    const now = this.now();
     const pattern = recordPattern(this.config.prefix);
     let deleted = 0;
     let cursor = '0';
@@ -136,14 +128,12 @@ export class RedisStore implements IdempotencyStore {
     if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
       throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${String(leaseMs)}`);
     }
-    const now = this.config.clock.now();
-    const leaseExpiresAt = now + leaseMs;
     const reply = await CHECKPOINT.run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
-      [claim.leaseToken, recoveryPoint, now, leaseExpiresAt, REDIS_TTL_GRACE_MS],
+      [claim.leaseToken, recoveryPoint, this.now(), leaseMs, REDIS_TTL_GRACE_MS],
     );
-    return reply === 1 ? { ...claim, leaseExpiresAt, recoveryPoint } : undefined;
+    return Buffer.isBuffer(reply) ? { ...claim, leaseExpiresAt: Number(reply.toString('latin1')), recoveryPoint } : undefined;
   }
 
   /**
@@ -164,8 +154,8 @@ export class RedisStore implements IdempotencyStore {
     if (!Number.isSafeInteger(limit) || limit <= 0) {
       throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`);
     }
-    const now = this.config.clock.now();
     const { client } = this.config;
+    const now = this.config.clock?.now() ?? (await serverTime(client));
     const pattern = recordPattern(this.config.prefix);
     // Redis key → lease end; SCAN may return a key twice, the map keeps it once.
     let oldest = new Map<string, number>();
@@ -229,4 +219,10 @@ export class RedisStore implements IdempotencyStore {
   private key(scope: string, key: string): string {
     return recordKey(this.config.prefix, scope, key);
   }
+}
+
+/** Redis's clock (`TIME`) in milliseconds since the epoch. */
+async function serverTime(client: Redis): Promise<number> {
+  const [seconds, micros] = await client.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 }

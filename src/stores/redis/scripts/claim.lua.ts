@@ -4,21 +4,24 @@
  * @module
  */
 import { luaIndex, RECORD_FIELDS } from '../fields.js';
+import { nowLua } from './now.lua.js';
 
 /**
  * Lua source of the claim.
  *
  * KEYS[1] — the record's hash key.
- * ARGV[1] — now, milliseconds since the epoch (the store's injected clock; expiry decisions follow it).
+ * ARGV[1] — now in ms since the epoch (the store's injected clock), or empty for Redis's `TIME` (see
+ *   `now.lua.ts`); expiry decisions follow it.
  * ARGV[2] — the claimant's fingerprint.
  * ARGV[3] — the new fencing token.
- * ARGV[4] — the new lease's end, ms since the epoch.
- * ARGV[5] — the record's retention end, ms since the epoch.
+ * ARGV[4] — the lease, in ms.
+ * ARGV[5] — the retention, in ms.
  * ARGV[6] — the scope, ARGV[7] — the key (stored so `get` and `reap` read them back verbatim).
- * ARGV[8] — the hash key's real Redis TTL in milliseconds (a safety net; see `ttl.ts`).
+ * ARGV[8] — how long the hash key's real Redis TTL outlives its last deadline, in ms (see `ttl.ts`).
  *
- * Returns `{1, takeover, rp}` when the caller won the lease: `takeover` is 1 when an expired lease of the
- * same fingerprint was taken over, else 0, and `rp` is the recovery point the previous holder reached (only
+ * Returns `{1, takeover, now, rp}` when the caller won the lease: `takeover` is 1 when an expired lease of
+ * the same fingerprint was taken over, else 0; `now` is the time the script decided by (integer text), from
+ * which the caller derives the lease's end; and `rp` is the recovery point the previous holder reached (only
  * on a takeover of a record that has one; absent otherwise). Returns `{0, packed}` when the caller lost:
  * the standing record's fields, in the order of `RECORD_FIELDS`, packed into one bulk string, each as
  * `<byte length>:<bytes>` or `-` when absent (see `unpackValues` in `fields.ts`). One bulk string keeps the
@@ -45,7 +48,8 @@ local function pack(values)
   end
   return table.concat(parts)
 end
-local now = tonumber(ARGV[1])
+${nowLua(1)}
+local lease_end, expires_at = fmt(now + tonumber(ARGV[4])), fmt(now + tonumber(ARGV[5]))
 local values = redis.call('HMGET', KEYS[1], ${RECORD_FIELDS.map((field) => `'${field}'`).join(', ')})
 local state, fp, lease, expires = values[${luaIndex('state')}], values[${luaIndex('fp')}], values[${luaIndex('lease')}], values[${luaIndex('expires')}]
 local takeover = 0
@@ -61,12 +65,12 @@ if state then
   end
 end
 if takeover == 1 then
-  redis.call('HSET', KEYS[1], 'token', ARGV[3], 'lease', ARGV[4], 'expires', ARGV[5])
+  redis.call('HSET', KEYS[1], 'token', ARGV[3], 'lease', lease_end, 'expires', expires_at)
 else
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 'scope', ARGV[6], 'key', ARGV[7], 'fp', ARGV[2], 'state', 'in_progress',
-    'token', ARGV[3], 'lease', ARGV[4], 'created', ARGV[1], 'expires', ARGV[5])
+    'token', ARGV[3], 'lease', lease_end, 'created', fmt(now), 'expires', expires_at)
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[8])
-return {1, takeover, point}
+redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[4]), tonumber(ARGV[5])) + tonumber(ARGV[8]))
+return {1, takeover, fmt(now), point}
 `;

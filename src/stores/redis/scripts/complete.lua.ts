@@ -3,15 +3,17 @@
  *
  * @module
  */
+import { nowLua } from './now.lua.js';
 
 /**
  * Lua source of `complete`.
  *
  * KEYS[1] — the record's hash key; also the pub/sub channel `waitFor` listens on.
  * ARGV[1] — the caller's fencing token.
- * ARGV[2] — now (the completion time), ms since the epoch.
- * ARGV[3] — the completed record's retention end, ms since the epoch.
- * ARGV[4] — the hash key's real Redis TTL in milliseconds.
+ * ARGV[2] — now (the completion time) in ms since the epoch from the store's injected clock, or empty for
+ *   Redis's `TIME` (see `now.lua.ts`).
+ * ARGV[3] — the completed record's retention, in ms from now.
+ * ARGV[4] — how long the hash key's real Redis TTL outlives the retention, in ms (see `ttl.ts`).
  * ARGV[5] — response status; ARGV[6] — response headers as a JSON object; ARGV[7] — body bytes.
  *
  * Returns 1 when saved (and publishes `completed` on KEYS[1]); 0, changing nothing, when the record is
@@ -20,9 +22,10 @@
 export const COMPLETE_LUA = `
 local held = redis.call('HMGET', KEYS[1], 'state', 'token')
 if held[1] ~= 'in_progress' or held[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'state', 'completed', 'completed', ARGV[2], 'expires', ARGV[3],
+${nowLua(2)}
+redis.call('HSET', KEYS[1], 'state', 'completed', 'completed', fmt(now), 'expires', fmt(now + tonumber(ARGV[3])),
   'status', ARGV[5], 'headers', ARGV[6], 'body', ARGV[7])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) + tonumber(ARGV[4]))
 redis.call('PUBLISH', KEYS[1], 'completed')
 return 1
 `;

@@ -1,0 +1,142 @@
+/**
+ * One clock per shared store: PostgreSQL and Redis decide leases and retention by the server's clock, so
+ * a process whose own clock is an hour off neither takes over a live lease (the handler would run twice)
+ * nor keeps a dead one alive. The process clock is skewed by faking `Date.now`, which the system clock
+ * (and so every receiver and store left on its default) reads.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../../src/core/clock.js';
+import { RequestInProgressError } from '../../src/core/errors.js';
+import type { StoredResponse } from '../../src/core/record.js';
+import { createReceiver, type OperationId } from '../../src/core/receiver.js';
+import type { IdempotencyStore } from '../../src/stores/store.js';
+import { createPostgresStore } from '../../src/stores/postgres/index.js';
+import { createRedisStore } from '../../src/stores/redis/index.js';
+import { REDIS_URL, redisAvailable, uniqueName } from '../support/services.js';
+import { createTestSchema, postgresAvailable, type TestSchema } from './fixtures/postgres-schema.js';
+
+const HOUR_MS = 3_600_000;
+const LEASE_MS = 30_000;
+const FP = 'c'.repeat(64);
+const OK: StoredResponse = { status: 200, headers: {}, body: new TextEncoder().encode('ok') };
+const realNow = Date.now.bind(Date);
+
+/** Skews what `Date.now()` returns in this process by `offsetMs`; the servers keep their own time. */
+function skewProcessClock(offsetMs: number): void {
+  vi.spyOn(Date, 'now').mockImplementation(() => realNow() + offsetMs);
+}
+
+/** A store on its default clock, and one whose clock is pinned (to plant records at a chosen server-relative time). */
+interface Backend {
+  readonly store: (clock?: ManualClock) => IdempotencyStore;
+}
+
+function suite(name: string, available: boolean, setup: () => Promise<{ readonly backend: Backend; readonly teardown: () => Promise<void> }>): void {
+  describe.runIf(available)(`${name}: one clock per store`, () => {
+    let backend: Backend;
+    let teardown: () => Promise<void>;
+    const opened: IdempotencyStore[] = [];
+    const open = (clock?: ManualClock): IdempotencyStore => {
+      const store = backend.store(clock);
+      opened.push(store);
+      return store;
+    };
+
+    beforeAll(async () => {
+      ({ backend, teardown } = await setup());
+    });
+    afterEach(async () => {
+      vi.restoreAllMocks();
+      await Promise.all(opened.splice(0).map((store) => store.close()));
+    });
+    afterAll(async () => {
+      await teardown();
+    });
+
+    for (const offset of [HOUR_MS, -HOUR_MS]) {
+      it(`does not take over a live lease from a process whose clock is ${offset > 0 ? 'an hour ahead' : 'an hour behind'}`, async () => {
+        const id: OperationId = { scope: 'skew', key: `live-${offset}`, fingerprint: FP };
+        const first = createReceiver({ store: open(), leaseMs: LEASE_MS });
+        let release!: () => void;
+        const holding = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        let runs = 0;
+        let started!: () => void;
+        const running = new Promise<void>((resolve) => {
+          started = resolve;
+        });
+        const original = first.execute(id, async () => {
+          runs += 1;
+          started();
+          await holding;
+          return OK;
+        });
+        await running;
+
+        skewProcessClock(offset);
+        const second = createReceiver({ store: open(), leaseMs: LEASE_MS });
+        await expect(
+          second.execute(id, () => {
+            runs += 1;
+            return Promise.resolve(OK);
+          }),
+        ).rejects.toBeInstanceOf(RequestInProgressError);
+
+        // The record's times are the server's milliseconds, not the skewed process's.
+        const record = await open().get(id.scope, id.key);
+        expect(record?.state).toBe('in_progress');
+        expect(Math.abs((record?.leaseExpiresAt ?? 0) - (realNow() + LEASE_MS))).toBeLessThan(5_000);
+
+        release();
+        await expect(original).resolves.toMatchObject({ saved: true });
+        expect(runs).toBe(1);
+      });
+    }
+
+    it('takes over a lease the server sees as expired, from a process whose clock is an hour behind', async () => {
+      const id: OperationId = { scope: 'skew', key: 'expired', fingerprint: FP };
+      // A crashed holder whose lease ended a minute ago by the server's (and this host's real) clock.
+      const planted = await open(new ManualClock(realNow() - 60_000 - LEASE_MS)).claim({ ...id, leaseMs: LEASE_MS, retentionMs: HOUR_MS });
+      expect(planted.acquired).toBe(true);
+
+      skewProcessClock(-HOUR_MS);
+      let runs = 0;
+      const retry = createReceiver({ store: open(), leaseMs: LEASE_MS });
+      const execution = await retry.execute(id, ({ claim }) => {
+        runs += 1;
+        expect(claim.takeover).toBe(true);
+        // The new lease is measured from the server's now, not from the skewed process clock.
+        expect(Math.abs(claim.leaseExpiresAt - (realNow() + LEASE_MS))).toBeLessThan(5_000);
+        return Promise.resolve(OK);
+      });
+      expect(execution.saved).toBe(true);
+      expect(runs).toBe(1);
+      const record = await open().get(id.scope, id.key);
+      expect(record?.state).toBe('completed');
+      expect(Math.abs((record?.completedAt ?? 0) - realNow())).toBeLessThan(5_000);
+    });
+  });
+}
+
+suite('PostgreSQL', await postgresAvailable(), async () => {
+  const db: TestSchema = await createTestSchema('rs_pgclock');
+  return {
+    backend: { store: (clock) => createPostgresStore({ pool: db.pool, schema: db.schema, ...(clock && { clock }) }) },
+    teardown: () => db.drop(),
+  };
+});
+
+suite('Redis', await redisAvailable(), () => {
+  const client = new Redis(REDIS_URL);
+  const prefix = uniqueName('rs_redisclock');
+  return Promise.resolve({
+    backend: { store: (clock) => createRedisStore({ client, prefix, ...(clock && { clock }) }) },
+    teardown: async () => {
+      const keys = await client.keys(`${prefix}:*`);
+      if (keys.length > 0) await client.del(...keys);
+      client.disconnect();
+    },
+  });
+});
