@@ -21,6 +21,7 @@ export {
   LeaseLostError,
   RecoveryPointUnresumableError,
   RequestInProgressError,
+  ResponseNotKeptError,
   StoreClosedError,
   StoreMisuseError,
   StoreUnavailableError,

@@ -17,7 +17,9 @@ export type HttpErrorCode =
   | 'idempotency-key-reused'
   | 'idempotency-request-in-progress'
   | 'idempotency-store-unavailable'
-  | 'idempotency-lease-lost';
+  | 'idempotency-lease-lost'
+  | 'idempotency-request-too-large'
+  | 'idempotency-response-not-kept';
 
 /**
  * Stable machine-readable codes of {@link IdempotencyError}, across every module. Each module's own code
@@ -110,6 +112,28 @@ export class RequestInProgressError extends IdempotencyError {
     super(
       'idempotency-request-in-progress',
       'A request with this Idempotency-Key is still being processed; retry later.',
+    );
+  }
+}
+
+/**
+ * The request ran once and its response was saved without its body, because the body was larger than
+ * the middleware keeps (`maxResponseBytes`); a retry gets this instead of running the handler again.
+ * HTTP: 410, with the original status as the problem's `originalStatus` member.
+ */
+export class ResponseNotKeptError extends IdempotencyError {
+  override readonly name = 'ResponseNotKeptError';
+  /**
+   * @param originalStatus - the status the first request was answered with
+   * @param bytes - the length of the body that was not kept
+   */
+  constructor(
+    readonly originalStatus: number,
+    readonly bytes: number,
+  ) {
+    super(
+      'idempotency-response-not-kept',
+      `The request with this Idempotency-Key was processed (status ${originalStatus}), but its response (${bytes} bytes) was too large to keep for replay; it will not run again with this key.`,
     );
   }
 }

@@ -35,6 +35,8 @@ const STATUS: Readonly<Record<HttpErrorCode, readonly [number, string]>> = {
   'idempotency-request-in-progress': [409, 'Request in progress'],
   'idempotency-lease-lost': [409, 'Idempotency lease lost'],
   'idempotency-store-unavailable': [503, 'Idempotency store unavailable'],
+  'idempotency-request-too-large': [413, 'Request body too large'],
+  'idempotency-response-not-kept': [410, 'Response not kept'],
 };
 
 /**
@@ -51,7 +53,8 @@ export function isHttpErrorCode(code: IdempotencyErrorCode): code is HttpErrorCo
 /**
  * Maps an {@link IdempotencyError} to its HTTP answer:
  * 400 missing/invalid key, 422 key reused (IETF draft section 2.7), 409 in progress or lease lost (with
- * `Retry-After` in seconds), 503 store unavailable (also with `Retry-After`). Any other code (one for which
+ * `Retry-After` in seconds), 413 request body over `maxBodyBytes`, 410 response not kept (over
+ * `maxResponseBytes`), 503 store unavailable (also with `Retry-After`). Any other code (one for which
  * {@link isHttpErrorCode} is false, e.g. an inbox or session error) is a server-side failure: 500.
  *
  * @param typeBase - prefix of the `type` URI @defaultValue {@link DEFAULT_PROBLEM_TYPE_BASE}

@@ -11,7 +11,7 @@
  * @module
  */
 import { describe } from '../core/duration.js';
-import { IdempotencyError, IdempotencyKeyMissingError } from '../core/errors.js';
+import { IdempotencyError, IdempotencyKeyMissingError, ResponseNotKeptError } from '../core/errors.js';
 import { fingerprint } from '../core/fingerprint.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../core/problem.js';
@@ -39,8 +39,14 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = Object.freeze([
   'link',
 ]);
 
+/**
+ * Saved in place of a body longer than {@link IdempotencyOptions.maxResponseBytes}: its value is the
+ * body's length in bytes. Never sent: a replay of such a record is answered with a 410 problem.
+ */
+export const NOT_KEPT_HEADER = 'retrysafe-response-not-kept';
+
 /** Headers that are never saved for replay, whatever the allow-list says. */
-const NEVER_REPLAYED = new Set(['set-cookie']);
+const NEVER_REPLAYED = new Set(['set-cookie', NOT_KEPT_HEADER]);
 
 /**
  * Options of every HTTP adapter (`retrysafe/express`, `retrysafe/fastify`, `retrysafe/hono`).
@@ -77,10 +83,21 @@ export interface IdempotencyOptions<Req, Tx> {
   readonly retryAfterSeconds?: number;
   /**
    * Longest request body the middleware reads itself for the fingerprint, in bytes. A longer body (by
-   * its Content-Length, or as it streams in) is refused with 413 through the framework's error handler
-   * before anything is claimed. @defaultValue 1_048_576 (Fastify's default `bodyLimit`)
+   * its Content-Length, or as it streams in) is answered with a 413 problem `idempotency-request-too-large`
+   * before anything is claimed: the store is not touched and the handler does not run. A body a parser
+   * mounted before the middleware already read is that parser's to limit. @defaultValue 1_048_576
+   * (1 MiB, Fastify's default `bodyLimit`)
    */
   readonly maxBodyBytes?: number;
+  /**
+   * Longest response body saved for replay, in bytes; a streamed response counts once it has ended. The
+   * first client always gets the whole response. A longer one is saved as its status and allow-listed
+   * headers without the body, and every retry with the key is answered with a 410 problem
+   * `idempotency-response-not-kept` (members `originalStatus`, plus the saved `Location` header): the
+   * handler never runs again for the key, since its effect happened once already (IETF draft
+   * section 2.6). @defaultValue 1_048_576 (1 MiB)
+   */
+  readonly maxResponseBytes?: number;
 }
 
 /** What a handler behind the middleware is given (`req.idempotency`, `request.idempotency`, `c.get('idempotency')`). */
@@ -137,7 +154,7 @@ export interface OutgoingResponse {
  * - `pass`: the middleware does not apply (method, optional route without a key); run the handler untouched.
  * - `handler`: the handler ran; send its captured response (all of its headers, Set-Cookie included).
  * - `replay`: send a saved response; its headers include `idempotent-replayed: true`.
- * - `problem`: send an `application/problem+json` answer (400, 409, 422 or 503).
+ * - `problem`: send an `application/problem+json` answer (400, 409, 410, 413, 422 or 503).
  */
 export type ExchangeOutcome =
   | { readonly kind: 'pass' }
@@ -148,6 +165,8 @@ export type ExchangeOutcome =
 export interface Exchange<Req, Tx> {
   /** The resolved {@link IdempotencyOptions.maxBodyBytes}. */
   readonly maxBodyBytes: number;
+  /** The resolved {@link IdempotencyOptions.maxResponseBytes}. */
+  readonly maxResponseBytes: number;
   /** `true` when `method` is one the middleware acts on. */
   applies(method: string): boolean;
   /**
@@ -155,10 +174,13 @@ export interface Exchange<Req, Tx> {
    * 1. a method not in `methods` → `pass`;
    * 2. no Idempotency-Key → 400 problem `idempotency-key-missing` when required, else `pass`;
    * 3. a malformed key → 400 `idempotency-key-invalid`;
-   * 4. `receiver.execute` over (scope, key, fingerprint of method, route, query and body): `run` is
+   * 4. a body over `maxBodyBytes` (`body` throws a {@link BodyTooLargeError}) → 413
+   *    `idempotency-request-too-large`, before any claim;
+   * 5. `receiver.execute` over (scope, key, fingerprint of method, route, query and body): `run` is
    *    called at most once, and its response is saved per the receiver's `shouldPersist` (or released when
    *    `failed`); a saved response replays; a reused key → 422, in flight → 409 + `Retry-After`, store
-   *    down → 503 (the handler does not run), lease lost → 409.
+   *    down → 503 (the handler does not run), lease lost → 409; a response body over `maxResponseBytes`
+   *    is sent whole but saved without its body, and replays as 410 `idempotency-response-not-kept`.
    *
    * @param run - runs the framework handler with the context and resolves its captured response
    * @throws whatever `scope`, `route`, `body` or `run` throw (not a failed handler: see `failed`)
@@ -180,6 +202,7 @@ interface ResolvedOptions<Req, Tx> {
   readonly problemTypeBase: string;
   readonly retryAfterSeconds: number;
   readonly maxBodyBytes: number;
+  readonly maxResponseBytes: number;
 }
 
 /** Carries a failed handler's response through the receiver, which releases the key on a throw. */
@@ -199,8 +222,8 @@ const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
  *
  * @throws TypeError naming the option and value: `receiver` without `execute`, `required` not a boolean,
  *   `methods` not a non-empty array of method names, `scope`/`route` not functions, `replayHeaders` not an
- *   array of header names or listing `set-cookie`, `problemTypeBase` not a string, `retryAfterSeconds` or
- *   `maxBodyBytes` not a non-negative integer
+ *   array of header names or listing `set-cookie`, `problemTypeBase` not a string, `retryAfterSeconds`,
+ *   `maxBodyBytes` or `maxResponseBytes` not a non-negative integer
  * @example
  * ```ts
  * const exchange = createExchange({ receiver, scope: (req: Request) => req.headers.get('x-tenant') ?? '' });
@@ -256,9 +279,14 @@ function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): Resolved
   if (typeof maxBodyBytes !== 'number' || !Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 0) {
     throw new TypeError(`retrysafe: option "maxBodyBytes" must be a non-negative integer number of bytes, got ${describe(maxBodyBytes)}`);
   }
+  const maxResponseBytes = options.maxResponseBytes ?? 1_048_576;
+  if (typeof maxResponseBytes !== 'number' || !Number.isSafeInteger(maxResponseBytes) || maxResponseBytes < 0) {
+    throw new TypeError(`retrysafe: option "maxResponseBytes" must be a non-negative integer number of bytes, got ${describe(maxResponseBytes)}`);
+  }
   return Object.freeze({
     receiver: options.receiver,
     maxBodyBytes,
+    maxResponseBytes,
     required,
     methods: new Set(methods.map((m) => m.toUpperCase())),
     scope,
@@ -275,9 +303,11 @@ function isStringArray(value: unknown, pattern: RegExp): value is readonly strin
 
 class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
   readonly maxBodyBytes: number;
+  readonly maxResponseBytes: number;
 
   constructor(private readonly options: ResolvedOptions<Req, Tx>) {
     this.maxBodyBytes = options.maxBodyBytes;
+    this.maxResponseBytes = options.maxResponseBytes;
   }
 
   applies(method: string): boolean {
@@ -308,8 +338,14 @@ class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
       throw new TypeError(`retrysafe: the "scope" option must return a string, got ${describe(scope)}`);
     }
     const route = this.options.route ? this.options.route(request.request) : request.route;
-    const read = request.body();
-    const body = typeof read === 'string' || read instanceof Uint8Array ? read : await read;
+    let body: Uint8Array | string;
+    try {
+      const read = request.body();
+      body = typeof read === 'string' || read instanceof Uint8Array ? read : await read;
+    } catch (error) {
+      if (error instanceof BodyTooLargeError) return this.problemOutcome(error);
+      throw error;
+    }
     const id = { scope, key, fingerprint: fingerprint({ method: request.method, route, query: request.query, body }) };
     let captured: CapturedResponse | undefined;
     try {
@@ -320,6 +356,8 @@ class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
       });
       if (execution.replayed) {
         const saved = execution.response;
+        const notKept = saved.headers[NOT_KEPT_HEADER];
+        if (notKept !== undefined) return this.notKeptOutcome(saved, Number(notKept));
         return { kind: 'replay', response: { status: saved.status, headers: { ...saved.headers, ...REPLAYED }, body: saved.body } };
       }
       // The receiver hands back what the work returned; the handler's full response (cookies too) is sent.
@@ -340,7 +378,25 @@ class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
     };
   }
 
-  /** Keeps only allow-listed headers, so cookies and per-request headers are never replayed. */
+  /** The 410 answer to a retry whose first response was saved without its body. */
+  private notKeptOutcome(saved: StoredResponse, bytes: number): ExchangeOutcome {
+    const error = new ResponseNotKeptError(saved.status, bytes);
+    const problem = problemFor(error, this.options.problemTypeBase, this.options.retryAfterSeconds);
+    const location = saved.headers['location'];
+    return {
+      kind: 'problem',
+      response: {
+        status: problem.status,
+        headers: { ...problem.headers, ...REPLAYED, ...(location !== undefined && { location }) },
+        body: encoder.encode(JSON.stringify({ ...problem.body, originalStatus: saved.status })),
+      },
+    };
+  }
+
+  /**
+   * Keeps only allow-listed headers, so cookies and per-request headers are never replayed; a body over
+   * `maxResponseBytes` is replaced by {@link NOT_KEPT_HEADER}.
+   */
   private toStored(response: CapturedResponse): StoredResponse {
     const headers: Record<string, string> = {};
     for (const name in response.headers) {
@@ -348,7 +404,9 @@ class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
       const value = response.headers[name];
       if (value !== undefined && this.options.replayHeaders.has(lower)) headers[lower] = value;
     }
-    return { status: response.status, headers, body: response.body };
+    if (response.body.byteLength <= this.options.maxResponseBytes) return { status: response.status, headers, body: response.body };
+    headers[NOT_KEPT_HEADER] = String(response.body.byteLength);
+    return { status: response.status, headers, body: new Uint8Array(0) };
   }
 }
 
@@ -371,16 +429,20 @@ function sortKeys(value: unknown): unknown {
   return out;
 }
 
-/** Thrown by {@link readBody} when a body exceeds its limit; each adapter turns it into its framework's 413. */
-export class BodyTooLargeError extends Error {
+/**
+ * Thrown by {@link readBody} when a body exceeds its limit (code `idempotency-request-too-large`); the
+ * exchange answers it with a 413 problem before any claim.
+ */
+export class BodyTooLargeError extends IdempotencyError {
   override readonly name = 'BodyTooLargeError';
-  /** HTTP status for error handlers that read `status` (Express) or `statusCode` (Fastify). */
+  /** HTTP status for error handlers that read `status` (Express) or `statusCode` (Fastify), should one reach them. */
   readonly status = 413;
   readonly statusCode = 413;
   /** Lets Express's and http-errors' handlers show the message. */
   readonly expose = true;
+  /** @param limit - the limit in bytes */
   constructor(readonly limit: number) {
-    super(`The request body is larger than ${limit} bytes.`);
+    super('idempotency-request-too-large', `The request body is larger than ${limit} bytes.`);
   }
 }
 

@@ -14,8 +14,8 @@
  * 3. otherwise the body stream is read here: the bytes are kept as `req.rawBody`, and `req.body` is set to
  *    the parsed JSON (`application/json`, `*+json`), the text (`text/*`) or the Buffer (any other type),
  *    and marked parsed so a later `express.json()` skips it instead of waiting on a drained stream.
- *    Invalid JSON goes to `next(error)` with `status: 400`, and a body over `maxBodyBytes` with
- *    `status: 413`, as `express.json()` would do. Mount
+ *    Invalid JSON goes to `next(error)` with `status: 400`, as `express.json()` would do; a body over
+ *    `maxBodyBytes` is answered with a 413 problem `idempotency-request-too-large` before any claim. Mount
  *    `express.urlencoded()` before this middleware for form posts.
  *
  * Errors: an exception in the handler (thrown, or passed to `next(err)`) reaches the app's error handler
@@ -57,8 +57,8 @@ declare global {
  * transactional mode it writes its rows through `req.idempotency.tx`.
  *
  * Statuses the middleware itself answers, as `application/problem+json` (RFC 9457): 400 missing or
- * invalid key, 422 key reused with another request, 409 request in progress (with `Retry-After`), 503
- * store unavailable. A replay carries `Idempotent-Replayed: true`.
+ * invalid key, 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress
+ * (with `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`.
  *
  * @throws TypeError at creation, naming the option, when an option is invalid (see `createExchange`)
  * @example

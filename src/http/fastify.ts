@@ -3,8 +3,8 @@
  * the instance it is registered on. Behaviour per DESIGN.md section 4; see {@link Exchange.handle}.
  *
  * Hooks: `preParsing` keeps the raw body bytes for the fingerprint (only on requests that carry a key,
- * on methods the plugin acts on; a body over `maxBodyBytes` fails with status 413 through Fastify's
- * error handler); `preHandler` claims the key and either answers (replay, problem) or
+ * on methods the plugin acts on; a body over `maxBodyBytes` is answered there with a 413 problem, before
+ * any claim, and the request goes no further); `preHandler` claims the key and either answers (replay, problem) or
  * lets the handler run; `onError` marks a handler that threw; `onSend` captures the serialized response,
  * holds it until the receiver has saved it (in transactional mode: until COMMIT), then lets it go. A
  * streamed payload is buffered to be saved, so it is sent once it has ended.
@@ -16,6 +16,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { fastifyPlugin } from 'fastify-plugin';
 import {
+  BodyTooLargeError,
   canonicalBody,
   createExchange,
   IDEMPOTENCY_KEY_HEADER,
@@ -71,6 +72,8 @@ class Call implements ExchangeRequest<FastifyRequest> {
   readonly headers: this = this;
   /** The raw body bytes kept by `preParsing`. */
   rawBody: Buffer | undefined;
+  /** Set by `preParsing` when the body was over the limit; `body()` throws it, so the exchange answers 413. */
+  tooLarge: BodyTooLargeError | undefined;
   /** Hands the captured response to the receiver; set while the handler runs under a claim. */
   deliver: ((response: CapturedResponse) => void) | undefined;
   /** The exchange's answer, settled once the response is saved (or released). */
@@ -95,6 +98,7 @@ class Call implements ExchangeRequest<FastifyRequest> {
   }
 
   body(): Uint8Array | string {
+    if (this.tooLarge) throw this.tooLarge;
     return this.rawBody ?? canonicalBody(this.request.body);
   }
 }
@@ -108,8 +112,8 @@ type Carrier = Record<symbol, Call | null | undefined>;
  * Handlers read `request.idempotency` (`{ key, scope, claim, tx }`).
  *
  * Statuses the plugin itself answers, as `application/problem+json` (RFC 9457): 400 missing or invalid
- * key, 422 key reused with another request, 409 request in progress (with `Retry-After`), 503 store
- * unavailable. A replay carries `Idempotent-Replayed: true`. An exception in the handler goes through
+ * key, 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress (with
+ * `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`. An exception in the handler goes through
  * Fastify's error handler as usual; its response is sent and the key released whatever `shouldPersist` says.
  *
  * @throws TypeError at registration, naming the option, when an option is invalid (see `createExchange`)
@@ -149,7 +153,7 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
     request.routeOptions.config.idempotency?.enabled !== false && exchange.applies(request.method);
 
   // Callback-style hooks: an async hook costs Fastify a promise per request and a microtask per hop.
-  app.addHook('preParsing', (request, _reply, payload, done) => {
+  app.addHook('preParsing', (request, reply, payload, done) => {
     if (!applies(request) || request.headers[IDEMPOTENCY_KEY_HEADER] === undefined) {
       done(null, payload);
       return;
@@ -161,7 +165,23 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
         (request as unknown as Carrier)[slot] = call;
         done(null, replayable(call.rawBody));
       },
-      (error: unknown) => done(toError(error)),
+      (error: unknown) => {
+        if (!(error instanceof BodyTooLargeError)) {
+          done(toError(error));
+          return;
+        }
+        // Answered here, before Fastify parses a body it never got whole: the exchange checks the key,
+        // then answers 413 from `body()` without claiming. A reply sent from a hook ends the request.
+        const call = new Call(request);
+        call.tooLarge = error;
+        exchange.handle(call, () => Promise.reject(error)).then(
+          (answer) => {
+            if (answer.kind === 'replay' || answer.kind === 'problem') send(reply, answer.response);
+            else done(error);
+          },
+          (failure: unknown) => done(toError(failure)),
+        );
+      },
     );
   });
 

@@ -4,16 +4,14 @@
  * handlers through `hono/vercel`. Behaviour per DESIGN.md section 4; see {@link Exchange.handle}.
  *
  * The body for the fingerprint is read from a clone of the request (at most `maxBodyBytes`; a longer one
- * is refused with an `HTTPException` 413 for `app.onError`), so the handler can still call
+ * is answered with a 413 problem before any claim), so the handler can still call
  * `c.req.json()`. The handler's response is buffered until the receiver has saved it (in transactional
  * mode: until COMMIT); a streamed response is therefore sent only once it has ended.
  *
  * @module
  */
 import type { Context, MiddlewareHandler, Next } from 'hono';
-import { HTTPException } from 'hono/http-exception';
 import {
-  BodyTooLargeError,
   createExchange,
   readBody,
   type CapturedResponse,
@@ -39,8 +37,8 @@ declare module 'hono' {
  * in transactional mode it writes its rows through `tx`.
  *
  * Statuses the middleware itself answers, as `application/problem+json` (RFC 9457): 400 missing or
- * invalid key, 422 key reused with another request, 409 request in progress (with `Retry-After`), 503
- * store unavailable. A replay carries `Idempotent-Replayed: true`. An exception in the handler goes to
+ * invalid key, 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress
+ * (with `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`. An exception in the handler goes to
  * `app.onError` as usual; its response is sent and the key is released whatever `shouldPersist` says.
  *
  * @throws TypeError at creation, naming the option, when an option is invalid (see `createExchange`)
@@ -110,20 +108,15 @@ export function idempotency<Tx = undefined>(options: IdempotencyOptions<Context,
  * Reads the body for the fingerprint from a clone of the request, so the handler can still read the
  * original; a body another middleware already read comes from Hono's cache.
  *
- * @throws HTTPException 413 when the body is longer than `limit` bytes
+ * @throws BodyTooLargeError when the body is longer than `limit` bytes (the exchange answers 413)
  */
 async function fingerprintBody(c: Context, limit: number): Promise<Uint8Array> {
   if (c.req.raw.bodyUsed) return new Uint8Array(await c.req.arrayBuffer());
   const stream = c.req.raw.clone().body;
   if (stream === null) return new Uint8Array();
-  try {
-    // Cancelling one branch of a tee settles only once the other is cancelled too, so stopping early
-    // must not cancel this one: the handler may still read the original.
-    return await readBody(stream.values({ preventCancel: true }), limit, c.req.header('content-length'));
-  } catch (error) {
-    if (error instanceof BodyTooLargeError) throw new HTTPException(413, { message: error.message, cause: error });
-    throw error;
-  }
+  // Cancelling one branch of a tee settles only once the other is cancelled too, so stopping early
+  // must not cancel this one: the handler may still read the original.
+  return readBody(stream.values({ preventCancel: true }), limit, c.req.header('content-length'));
 }
 
 /**

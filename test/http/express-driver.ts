@@ -26,7 +26,10 @@ export function expressDriver(name: string, factory: ExpressFactory): Driver {
         handler({ method: req.method, path: req.path, idempotency: req.idempotency }).then((reply) => {
           res.status(reply.status);
           for (const [name, value] of headerEntries(reply)) res.setHeader(name, value);
-          if (reply.body === undefined) res.end();
+          if (reply.chunks) {
+            for (const chunk of reply.chunks) res.write(Buffer.from(chunk));
+            res.end();
+          } else if (reply.body === undefined) res.end();
           else res.send(typeof reply.body === 'string' ? reply.body : Buffer.from(reply.body));
         }, next);
       });

@@ -207,6 +207,10 @@ describe('express adapter', () => {
     ['replayHeaders', { replayHeaders: ['Content-Type'] }],
     ['problemTypeBase', { problemTypeBase: 3 }],
     ['retryAfterSeconds', { retryAfterSeconds: 1.5 }],
+    ['maxBodyBytes', { maxBodyBytes: -1 }],
+    ['maxResponseBytes', { maxResponseBytes: 1.5 }],
+    ['maxResponseBytes', { maxResponseBytes: '1mb' }],
+    ['replayHeaders', { replayHeaders: ['retrysafe-response-not-kept'] }],
   ])('refuses a bad option %s at creation with a TypeError naming it', (name, bad) => {
     const receiver = createReceiver({ store: createMemoryStore() });
     expect(() => idempotency({ receiver, ...bad } as never)).toThrow(new RegExp(`option "${name}"`));

@@ -1,4 +1,5 @@
 /** Fastify driver for the shared HTTP scenarios, with `app.inject()` as the client. */
+import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { idempotency } from '../../src/http/fastify.js';
 import { headerEntries, type Driver, type TestClient, type TestResponse } from '../support/http.js';
@@ -19,6 +20,7 @@ export const fastifyDriver: Driver = {
       });
       reply.code(reply_.status);
       for (const [name, value] of headerEntries(reply_)) reply.header(name, value);
+      if (reply_.chunks) return reply.send(Readable.from(reply_.chunks.map((chunk) => Buffer.from(chunk))));
       return reply.send(reply_.body === undefined ? undefined : typeof reply_.body === 'string' ? reply_.body : Buffer.from(reply_.body));
     });
     return injectClient(app);

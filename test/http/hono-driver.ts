@@ -16,6 +16,17 @@ export const honoDriver: Driver = {
       for (const [name, value] of headerEntries(reply)) {
         for (const one of [value].flat()) headers.append(name, one);
       }
+      if (reply.chunks) {
+        const chunks = [...reply.chunks];
+        const stream = new ReadableStream<Uint8Array>({
+          pull(controller) {
+            const next = chunks.shift();
+            if (next === undefined) controller.close();
+            else controller.enqueue(next);
+          },
+        });
+        return new Response(stream, { status: reply.status, headers });
+      }
       return new Response(reply.body ?? null, { status: reply.status, headers });
     });
     app.onError((error, c) => (error instanceof HTTPException ? error.getResponse() : c.json({ error: error.message }, 500)));

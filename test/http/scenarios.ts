@@ -96,6 +96,14 @@ export function httpScenarios(driver: Driver, stores: ScenarioStore = memoryScen
       ...('body' in extra && { body: extra.body }),
     });
 
+    /** A problem answered to a retry: the replay header says it stands for the first request's outcome. */
+    function expectProblemReplay(res: TestResponse, status: number, code: string): void {
+      expect(res.status).toBe(status);
+      expect(res.header('content-type')).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(res.body.toString('utf8'))).toMatchObject({ type: `${BASE}${code}`, status, code });
+      expect(res.header('idempotent-replayed')).toBe('true');
+    }
+
     function expectProblem(res: TestResponse, status: number, code: string): void {
       expect(res.status).toBe(status);
       expect(res.header('content-type')).toMatch(/^application\/problem\+json/);
@@ -407,11 +415,58 @@ export function httpScenarios(driver: Driver, stores: ScenarioStore = memoryScen
     it('refuses a body over maxBodyBytes with 413 before claiming', async () => {
       const { client, store, calls } = await start(created, {}, { maxBodyBytes: 14 });
       const tooLarge = await client.request(post('big', { body: '{"amount":1000}' }));
-      expect(tooLarge.status).toBe(413);
+      expectProblem(tooLarge, 413, 'idempotency-request-too-large');
+      expect(await store.get('', 'big')).toBeUndefined();
       expect(calls).toHaveLength(0);
       expect(store.claims).toBe(0);
       expect((await client.request(post('big', { body: '{"amount":100}' }))).status).toBe(201);
     });
+
+    for (const streamed of [false, true]) {
+      const how = streamed ? 'a streamed response' : 'a response';
+      it(`sends ${how} over maxResponseBytes whole, keeps it without its body, and answers retries 410 idempotency-response-not-kept`, async () => {
+        const bytes = Uint8Array.from({ length: 4_000 }, (_, i) => i % 251);
+        const { client, store, calls } = await start(
+          () => ({
+            status: 201,
+            headers: { 'content-type': 'application/octet-stream', location: '/exports/1' },
+            ...(streamed ? { chunks: [bytes.subarray(0, 1_000), bytes.subarray(1_000, 2_500), bytes.subarray(2_500)] } : { body: bytes }),
+          }),
+          {},
+          { maxResponseBytes: 3_999 },
+        );
+        const first = await client.request(post('export'));
+        expect(first.status).toBe(201);
+        expect(first.body.equals(Buffer.from(bytes))).toBe(true);
+
+        const retries = await Promise.all([client.request(post('export')), client.request(post('export'))]);
+        for (const retry of retries) {
+          expectProblemReplay(retry, 410, 'idempotency-response-not-kept');
+          expect(JSON.parse(retry.body.toString('utf8'))).toMatchObject({ originalStatus: 201 });
+          expect(retry.header('location')).toBe('/exports/1');
+        }
+        // The handler ran once; the record is completed, holding the status but not the body.
+        expect(calls).toHaveLength(1);
+        const record = await store.get('', 'export');
+        expect(record).toMatchObject({ state: 'completed', response: { status: 201 } });
+        expect(record?.response?.body.byteLength).toBe(0);
+      });
+
+      it(`replays ${how} of exactly maxResponseBytes byte for byte`, async () => {
+        const bytes = Uint8Array.from({ length: 4_000 }, (_, i) => (i * 13) % 256);
+        const { client, calls } = await start(
+          () => ({ status: 200, headers: { 'content-type': 'application/octet-stream' }, ...(streamed ? { chunks: [bytes.subarray(0, 1_500), bytes.subarray(1_500)] } : { body: bytes }) }),
+          {},
+          { maxResponseBytes: 4_000 },
+        );
+        await client.request(post('fits'));
+        const retry = await client.request(post('fits'));
+        expect(retry.status).toBe(200);
+        expect(retry.header('idempotent-replayed')).toBe('true');
+        expect(retry.body.equals(Buffer.from(bytes))).toBe(true);
+        expect(calls).toHaveLength(1);
+      });
+    }
 
     it('replays only the configured replayHeaders', async () => {
       const { client } = await start(created, {}, { replayHeaders: ['x-request-id'] });

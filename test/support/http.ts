@@ -17,6 +17,8 @@ export interface HandlerReply {
   readonly status: number;
   readonly headers?: Readonly<Record<string, string | readonly string[]>>;
   readonly body?: string | Uint8Array;
+  /** Sent instead of `body` as a streamed response, chunk by chunk, with the framework's streaming API. */
+  readonly chunks?: readonly Uint8Array[];
 }
 
 /** A handler; a rejection is an exception in the framework handler. */
