@@ -50,14 +50,21 @@ export interface ReceiverOptions {
   readonly inFlight?: InFlightPolicy;
   /** Longest wait of a duplicate in `wait` mode before it is answered as in progress. @defaultValue 10_000 */
   readonly waitTimeoutMs?: number;
-  /** Poll interval of `wait` mode on a store without `waitFor`. @defaultValue 25 */
+  /**
+   * Poll interval of `wait` mode on a store without `waitFor`; also how long a waiting duplicate sleeps
+   * before it claims again when the store calls a lease live that this receiver's clock calls over (the
+   * store decides by another clock). @defaultValue 25
+   */
   readonly pollIntervalMs?: number;
   /**
    * Decides whether a response is saved for replay (`true`) or the key is released so a retry runs again
    * (`false`). @defaultValue saves every status below 500 (Stripe v2; IETF draft section 2.6); 5xx are released
    */
   readonly shouldPersist?: (response: StoredResponse) => boolean;
-  /** Time source. @defaultValue the system clock */
+  /**
+   * Time source of `wait` mode's pacing (when to look again at a holder's lease). It never decides a
+   * takeover: the store does, by its own clock. @defaultValue the system clock
+   */
   readonly clock?: Clock;
 }
 
@@ -221,9 +228,11 @@ class Engine<Tx> implements Receiver<Tx> {
       const attempt = this.transactional ? await this.attemptInTransaction(id, work) : await this.attempt(id, work);
       if ('done' in attempt) return attempt.done;
       if (this.options.inFlight === 'reject' || budget <= 0) throw new RequestInProgressError(attempt.inFlight);
-      // Wake no later than the holder's lease expiry, when a takeover becomes possible.
+      // Wake no later than the holder's lease expiry, when a takeover becomes possible. A lease the store
+      // called live but this clock calls over means the clocks differ (PostgreSQL and Redis decide by the
+      // server's): look again after a poll interval rather than spinning on claims.
       const untilLeaseEnds = attempt.inFlight.leaseExpiresAt - this.options.clock.now();
-      const slice = Math.min(budget, Math.max(1, untilLeaseEnds));
+      const slice = Math.min(budget, untilLeaseEnds > 0 ? untilLeaseEnds : this.options.pollIntervalMs);
       budget -= slice;
       await this.waitForChange(id, slice);
       // Completed, released or taken over: claim again and let the store decide.

@@ -9,6 +9,10 @@
  * holds it until the receiver has saved it (in transactional mode: until COMMIT), then lets it go. A
  * streamed payload is buffered to be saved, so it is sent once it has ended.
  *
+ * Fastify's own `bodyLimit` still applies after `preParsing`, answered by Fastify's error handler: keep
+ * `maxBodyBytes` at or below it (both default to 1 MiB) so an oversized request with a key always gets the
+ * 413 problem.
+ *
  * @module
  */
 import type { OutgoingHttpHeader } from 'node:http';

@@ -18,6 +18,7 @@ const instances: readonly Error[] = [
   new coreErrors.IdempotencyKeyInvalidError('it is empty'),
   new coreErrors.IdempotencyKeyReusedError(record),
   new coreErrors.RequestInProgressError(record),
+  new coreErrors.ResponseNotKeptError(201, 5_000),
   new coreErrors.StoreUnavailableError(cause),
   new coreErrors.LeaseLostError('s', 'k'),
   new coreErrors.RecoveryPointUnresumableError('s', 'k', 'plan', 'cannot resume'),

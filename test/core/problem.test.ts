@@ -5,9 +5,11 @@ import {
   IdempotencyKeyReusedError,
   LeaseLostError,
   RequestInProgressError,
+  ResponseNotKeptError,
   StoreUnavailableError,
   type IdempotencyError,
 } from '../../src/core/errors.js';
+import { BodyTooLargeError } from '../../src/http/exchange.js';
 import { SessionExpiredError } from '../../src/sessions/errors.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../../src/core/problem.js';
 import { IN_PROGRESS_RECORD } from './fixtures/record.js';
@@ -21,6 +23,8 @@ const cases: readonly [IdempotencyError, number, string, boolean][] = [
   [new RequestInProgressError(record), 409, 'idempotency-request-in-progress', true],
   [new LeaseLostError('s', 'k'), 409, 'idempotency-lease-lost', true],
   [new StoreUnavailableError(new Error('down')), 503, 'idempotency-store-unavailable', true],
+  [new BodyTooLargeError(1_024), 413, 'idempotency-request-too-large', false],
+  [new ResponseNotKeptError(201, 5_000), 410, 'idempotency-response-not-kept', false],
 ];
 
 describe('problemFor', () => {

@@ -95,6 +95,50 @@ function suite(name: string, available: boolean, setup: () => Promise<{ readonly
       });
     }
 
+    it('lets a wait-mode duplicate on a clock an hour ahead wait for the original without spinning on claims', async () => {
+      const id: OperationId = { scope: 'skew', key: 'wait', fingerprint: FP };
+      const first = createReceiver({ store: open(), leaseMs: LEASE_MS });
+      let release!: () => void;
+      const holding = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let started!: () => void;
+      const running = new Promise<void>((resolve) => {
+        started = resolve;
+      });
+      let runs = 0;
+      const original = first.execute(id, async () => {
+        runs += 1;
+        started();
+        await holding;
+        return OK;
+      });
+      await running;
+
+      skewProcessClock(HOUR_MS);
+      const store = open();
+      let claims = 0;
+      const counted: IdempotencyStore = Object.assign(Object.create(store) as IdempotencyStore, {
+        claim: (input: Parameters<IdempotencyStore['claim']>[0]) => {
+          claims += 1;
+          return store.claim(input);
+        },
+      });
+      const duplicate = createReceiver({ store: counted, leaseMs: LEASE_MS, inFlight: 'wait', waitTimeoutMs: 5_000, pollIntervalMs: 100 });
+      const waiting = duplicate.execute(id, () => {
+        runs += 1;
+        return Promise.resolve(OK);
+      });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      release();
+      await original;
+      const answer = await waiting;
+      expect(answer.replayed).toBe(true);
+      expect(runs).toBe(1);
+      // One claim a poll interval at most (the waits end early on the completion): not one a millisecond.
+      expect(claims).toBeLessThanOrEqual(8);
+    });
+
     it('takes over a lease the server sees as expired, from a process whose clock is an hour behind', async () => {
       const id: OperationId = { scope: 'skew', key: 'expired', fingerprint: FP };
       // A crashed holder whose lease ended a minute ago by the server's (and this host's real) clock.
