@@ -172,6 +172,49 @@ suite('PostgreSQL', await postgresAvailable(), async () => {
   };
 });
 
+describe.runIf(await postgresAvailable())('PostgreSQL: one clock per store, in transactions', () => {
+  let db: TestSchema;
+  beforeAll(async () => {
+    db = await createTestSchema('rs_pgclocktx');
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  for (const preparedStatements of [true, false]) {
+    it(`decides a claim made through a transaction's view by the server's clock (preparedStatements: ${String(preparedStatements)})`, async () => {
+      const store = createPostgresStore({ pool: db.pool, schema: db.schema, preparedStatements });
+      try {
+        const input = { scope: 'skew-tx', key: `view-${String(preparedStatements)}`, fingerprint: FP, leaseMs: LEASE_MS, retentionMs: HOUR_MS };
+        const held = await store.transaction((_tx, view) => view.claim(input));
+        expect(held.acquired).toBe(true);
+        for (const offset of [HOUR_MS, -HOUR_MS]) {
+          skewProcessClock(offset);
+          const again = await store.transaction((_tx, view) => view.claim(input));
+          expect(again.acquired).toBe(false);
+          vi.restoreAllMocks();
+        }
+        // A transactional receiver claims on the pool first: no takeover from a clock an hour ahead either.
+        skewProcessClock(HOUR_MS);
+        const receiver = createReceiver({ store, transactional: true, leaseMs: LEASE_MS });
+        let runs = 0;
+        await expect(
+          receiver.execute(input, () => {
+            runs += 1;
+            return Promise.resolve(OK);
+          }),
+        ).rejects.toBeInstanceOf(RequestInProgressError);
+        expect(runs).toBe(0);
+      } finally {
+        await store.close();
+      }
+    });
+  }
+});
+
 suite('Redis', await redisAvailable(), () => {
   const client = new Redis(REDIS_URL);
   const prefix = uniqueName('rs_redisclock');
