@@ -10,11 +10,11 @@ import { ManualClock } from '../../src/core/clock.js';
 import { RequestInProgressError } from '../../src/core/errors.js';
 import type { StoredResponse } from '../../src/core/record.js';
 import { createReceiver, type OperationId } from '../../src/core/receiver.js';
-import type { IdempotencyStore } from '../../src/stores/store.js';
+import type { IdempotencyStore } from '../../src/core/store.js';
 import { createPostgresStore } from '../../src/stores/postgres/index.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
 import { REDIS_URL, redisAvailable, uniqueName } from '../support/services.js';
-import { createTestSchema, postgresAvailable, type TestSchema } from './fixtures/postgres-schema.js';
+import { createTestSchema, postgresAvailable, type TestSchema } from '../support/postgres-schema.js';
 
 const HOUR_MS = 3_600_000;
 const LEASE_MS = 30_000;
