@@ -112,6 +112,31 @@ export interface IdempotencyContext<Tx> {
   readonly tx: Tx;
 }
 
+/**
+ * The receiver each context was made under, so {@link contextOf} can hand a context back typed with that
+ * receiver's transaction handle only when it really came from that receiver.
+ */
+const issuers = new WeakMap<object, object>();
+
+/**
+ * The request's idempotency context, typed with `receiver`'s transaction handle: what the adapters'
+ * `idempotencyOf` returns. The framework's request property is global (one type for every route), so it
+ * can only say `IdempotencyContext<unknown>`; this checks at run time that the context was made under
+ * `receiver`, which makes the narrowing to `Tx` sound.
+ *
+ * @returns the context, or `undefined` when the middleware let the request pass without a key (an optional
+ *   key that was absent, a method it does not act on, a route it is not mounted on)
+ * @throws TypeError when the context was made under another receiver (another idempotency middleware
+ *   handled the request)
+ */
+export function contextOf<Tx>(context: IdempotencyContext<unknown> | undefined, receiver: Receiver<Tx>): IdempotencyContext<Tx> | undefined {
+  if (context === undefined) return undefined;
+  if (issuers.get(context) !== receiver) {
+    throw new TypeError("retrysafe: this request's idempotency context was made under another receiver than the one passed to idempotencyOf");
+  }
+  return context as IdempotencyContext<Tx>;
+}
+
 /** A request as the exchange sees it. */
 export interface ExchangeRequest<Req> {
   /** The framework's own request, handed to the `scope` and `route` options. */
@@ -350,7 +375,9 @@ class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
     let captured: CapturedResponse | undefined;
     try {
       const execution = await this.options.receiver.execute(id, async ({ claim, tx }) => {
-        captured = await run({ key, scope, claim, tx });
+        const context: IdempotencyContext<Tx> = { key, scope, claim, tx };
+        issuers.set(context, this.options.receiver);
+        captured = await run(context);
         if (captured.failed === true) throw new HandlerFailed(captured);
         return this.toStored(captured);
       });

@@ -27,8 +27,10 @@
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeader, OutgoingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Receiver } from '../core/receiver.js';
 import {
   canonicalBody,
+  contextOf,
   createExchange,
   readBody,
   type CapturedResponse,
@@ -52,9 +54,36 @@ declare global {
 }
 
 /**
+ * The idempotency context of a request handled by the middleware of `receiver`, typed with that receiver's
+ * transaction handle: `idempotencyOf(req, receiver)?.tx` is the better-sqlite3 `Database` of a transactional
+ * SQLite receiver, the `pg` `PoolClient` of a transactional PostgreSQL one, `undefined` in plain mode. Use it
+ * instead of `req.idempotency`, whose type (a global augmentation, the same for every route) can only say
+ * `IdempotencyContext<unknown>`.
+ *
+ * @returns the context, or `undefined` when the middleware let the request pass without a key (an optional
+ *   key that was absent, a method it does not act on)
+ * @throws TypeError when the request went through the middleware of another receiver
+ * @example
+ * ```ts
+ * const receiver = createReceiver({ store: createSqliteStore({ path: 'payments.db' }), transactional: true });
+ * app.post('/payments', idempotency({ receiver }), (req, res) => {
+ *   const tx = idempotencyOf(req, receiver)?.tx; // Database | undefined
+ *   res.status(201).json(tx?.prepare('INSERT INTO charges (amount) VALUES (?) RETURNING id').get(req.body.amount));
+ * });
+ * ```
+ */
+export function idempotencyOf<Tx>(
+  req: { readonly idempotency?: IdempotencyContext<unknown> | undefined },
+  receiver: Receiver<Tx>,
+): IdempotencyContext<Tx> | undefined {
+  return contextOf(req.idempotency, receiver);
+}
+
+/**
  * Creates the Express middleware. Mount it on the routes that take an Idempotency-Key (or app-wide: other
- * methods pass through). The handler reads `req.idempotency` (`{ key, scope, claim, tx }`); in
- * transactional mode it writes its rows through `req.idempotency.tx`.
+ * methods pass through). The handler reads `req.idempotency` (`{ key, scope, claim, tx }`), or
+ * {@link idempotencyOf} for a `tx` typed by the receiver's store; in transactional mode it writes its rows
+ * through that `tx`.
  *
  * Statuses the middleware itself answers, as `application/problem+json` (RFC 9457): 400 missing or
  * invalid key, 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress

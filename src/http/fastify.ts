@@ -19,9 +19,11 @@ import type { OutgoingHttpHeader } from 'node:http';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { fastifyPlugin } from 'fastify-plugin';
+import type { Receiver } from '../core/receiver.js';
 import {
   BodyTooLargeError,
   canonicalBody,
+  contextOf,
   createExchange,
   IDEMPOTENCY_KEY_HEADER,
   readBody,
@@ -59,10 +61,35 @@ declare module 'fastify' {
 }
 
 /**
- * Options of the Fastify plugin. The receiver may be transactional; the handler then casts
- * `request.idempotency.tx` to its transaction type.
+ * Options of the Fastify plugin. The receiver may be transactional; the handler then reads its `tx`, typed
+ * by the receiver's store, with {@link idempotencyOf}.
  */
 export type FastifyIdempotencyOptions = IdempotencyOptions<FastifyRequest, unknown>;
+
+/**
+ * The idempotency context of a request handled by the plugin registered with `receiver`, typed with that
+ * receiver's transaction handle: `idempotencyOf(request, receiver)?.tx` is the `pg` `PoolClient` of a
+ * transactional PostgreSQL receiver, the better-sqlite3 `Database` of a transactional SQLite one,
+ * `undefined` in plain mode. Use it instead of `request.idempotency`, whose type (a request decoration,
+ * the same for every route) can only say `IdempotencyContext<unknown>`.
+ *
+ * @returns the context, or `undefined` when the plugin let the request pass without a key (an optional key
+ *   that was absent, a method it does not act on, a route with `enabled: false`)
+ * @throws TypeError when the request went through a plugin registered with another receiver
+ * @example
+ * ```ts
+ * const receiver = createReceiver({ store: createPostgresStore({ pool }), transactional: true });
+ * await app.register(idempotency, { receiver });
+ * app.post('/payments', async (request, reply) => {
+ *   const tx = idempotencyOf(request, receiver)?.tx; // pg.PoolClient | undefined
+ *   await tx?.query('INSERT INTO payments (amount) VALUES ($1)', [100]);
+ *   return reply.code(201).send({ ok: true });
+ * });
+ * ```
+ */
+export function idempotencyOf<Tx>(request: FastifyRequest, receiver: Receiver<Tx>): IdempotencyContext<Tx> | undefined {
+  return contextOf(request.idempotency, receiver);
+}
 
 /**
  * What one request under the plugin carries between its hooks; it is also the request the exchange sees
@@ -113,7 +140,8 @@ type Carrier = Record<symbol, Call | null | undefined>;
 /**
  * The plugin. Register it once; routes opt out or relax the key with
  * `{ config: { idempotency: { enabled: false } } }` or `{ config: { idempotency: { required: false } } }`.
- * Handlers read `request.idempotency` (`{ key, scope, claim, tx }`).
+ * Handlers read `request.idempotency` (`{ key, scope, claim, tx }`), or {@link idempotencyOf} for a `tx`
+ * typed by the receiver's store.
  *
  * Statuses the plugin itself answers, as `application/problem+json` (RFC 9457): 400 missing or invalid
  * key, 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress (with

@@ -11,7 +11,9 @@
  * @module
  */
 import type { Context, MiddlewareHandler, Next } from 'hono';
+import type { Receiver } from '../core/receiver.js';
 import {
+  contextOf,
   createExchange,
   readBody,
   type CapturedResponse,
@@ -33,8 +35,43 @@ declare module 'hono' {
 }
 
 /**
- * Creates the Hono middleware. The handler reads `c.get('idempotency')` (`{ key, scope, claim, tx }`);
- * in transactional mode it writes its rows through `tx`.
+ * The Hono environment the middleware sets: its `idempotency` variable typed with the receiver's
+ * transaction handle. Handlers chained after the middleware in one route call get it, as does an app
+ * created with `new Hono<IdempotencyEnv<Tx>>()`.
+ */
+export interface IdempotencyEnv<Tx> {
+  Variables: {
+    /** Set while the handler runs under a claimed key; `undefined` on requests the middleware passes through. */
+    idempotency: IdempotencyContext<Tx> | undefined;
+  };
+}
+
+/**
+ * The idempotency context of a request handled by the middleware of `receiver`, typed with that receiver's
+ * transaction handle (`tx` is the `pg` `PoolClient` of a transactional PostgreSQL receiver, the
+ * better-sqlite3 `Database` of a transactional SQLite one, `undefined` in plain mode). For handlers whose
+ * `c` does not carry {@link IdempotencyEnv}, e.g. routes declared apart from `app.use(idempotency(…))`.
+ *
+ * @returns the context, or `undefined` when the middleware let the request pass without a key
+ * @throws TypeError when the request went through the middleware of another receiver
+ * @example
+ * ```ts
+ * app.use('/payments/*', idempotency({ receiver }));
+ * app.post('/payments', async (c) => {
+ *   const tx = idempotencyOf(c, receiver)?.tx; // pg.PoolClient | undefined
+ *   await tx?.query('INSERT INTO payments (amount) VALUES ($1)', [100]);
+ *   return c.json({ ok: true }, 201);
+ * });
+ * ```
+ */
+export function idempotencyOf<Tx>(c: Context, receiver: Receiver<Tx>): IdempotencyContext<Tx> | undefined {
+  return contextOf(c.get('idempotency'), receiver);
+}
+
+/**
+ * Creates the Hono middleware. The handler reads `c.get('idempotency')` (`{ key, scope, claim, tx }`),
+ * typed by the receiver's store in handlers chained after the middleware (see {@link IdempotencyEnv}), or
+ * {@link idempotencyOf} elsewhere; in transactional mode it writes its rows through `tx`.
  *
  * Statuses the middleware itself answers, as `application/problem+json` (RFC 9457): 400 missing or
  * invalid key, 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress
@@ -54,9 +91,9 @@ declare module 'hono' {
  * app.post('/payments', async (c) => c.json({ id: crypto.randomUUID(), key: c.get('idempotency')?.key }, 201));
  * ```
  */
-export function idempotency<Tx = undefined>(options: IdempotencyOptions<Context, Tx>): MiddlewareHandler {
+export function idempotency<Tx = undefined>(options: IdempotencyOptions<Context, Tx>): MiddlewareHandler<IdempotencyEnv<Tx>> {
   const exchange = createExchange(options);
-  return async function idempotencyMiddleware(c: Context, next: Next): Promise<Response | undefined> {
+  return async function idempotencyMiddleware(c: Context<IdempotencyEnv<Tx>>, next: Next): Promise<Response | undefined> {
     if (!exchange.applies(c.req.method)) {
       await next();
       return undefined;
