@@ -11,7 +11,7 @@ import { createMemoryStore } from '../../src/stores/memory.js';
 import { createReceiver, type ExecutionContext, type Receiver } from '../../src/core/receiver.js';
 import { createPostgresStore } from '../../src/stores/postgres/index.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
-import type { IdempotencyStore, TransactionalStore } from '../../src/stores/store.js';
+import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.js';
 
 const FP = 'd'.repeat(64);
 

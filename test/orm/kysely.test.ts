@@ -11,7 +11,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe } from 'vitest';
 import { createPostgresStore, poolOf } from '../../src/stores/postgres/index.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
-import { createTestSchema, postgresAvailable, type TestSchema } from '../stores/fixtures/postgres-schema.js';
+import { createTestSchema, postgresAvailable, type TestSchema } from '../support/postgres-schema.js';
 import { ormScenarios } from './suite.js';
 
 interface Tables {
