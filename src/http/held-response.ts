@@ -1,0 +1,124 @@
+/**
+ * Holding a Node `ServerResponse` back until the receiver has saved it: the Express middleware and the
+ * NestJS interceptor (on Express and on Fastify, whose replies end in the same Node response) capture
+ * what the handler writes — whether through `writeHead`, `write` or `end` — then send it, or something
+ * else in its place, once the idempotency record is settled.
+ *
+ * @module
+ */
+import type { OutgoingHttpHeader, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { CapturedResponse, OutgoingResponse } from './exchange.js';
+
+type Callback = (error?: Error | null) => void;
+
+/** The real `writeHead`/`write`/`end`/`flushHeaders` of a response whose output is being held. */
+const heldWriters = new WeakMap<ServerResponse, Writer>();
+type Writer = {
+  writeHead: (...args: unknown[]) => unknown;
+  write: (...args: unknown[]) => unknown;
+  end: (...args: unknown[]) => unknown;
+  flushHeaders: () => void;
+};
+
+/**
+ * Holds back what is written to `res` from now on and resolves it once `end()` is called: `writeHead`,
+ * `write` and `end` are replaced on this response object (writes after `end` are dropped, as Node drops
+ * them) until {@link sendHeld} or {@link sendFresh} restores them to send a response.
+ */
+export function holdResponse(res: ServerResponse): Promise<CapturedResponse> {
+  return new Promise((resolve) => {
+    const writer = res as unknown as Writer;
+    const original = { writeHead: writer.writeHead, write: writer.write, end: writer.end, flushHeaders: writer.flushHeaders };
+    heldWriters.set(res, original);
+    const chunks: Buffer[] = [];
+    let ended = false;
+    const collect = (chunk: unknown, encoding: unknown): void => {
+      if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
+      if (typeof chunk === 'string') chunks.push(Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8'));
+      else if (chunk instanceof Uint8Array) chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    };
+    const callbackOf = (args: unknown[]): Callback | undefined => {
+      const last = args[args.length - 1];
+      return typeof last === 'function' ? (last as Callback) : undefined;
+    };
+    writer.writeHead = (status: unknown, ...rest: unknown[]) => {
+      // A late second reply (Fastify re-sends when a route's promise settles before the response has ended) must not alter the captured one.
+      if (ended) return res;
+      res.statusCode = Number(status);
+      if (typeof rest[0] === 'string') res.statusMessage = rest.shift() as string;
+      applyHeaders(res, rest[0]);
+      return res;
+    };
+    writer.flushHeaders = () => undefined;
+    writer.write = (chunk: unknown, ...rest: unknown[]) => {
+      if (!ended) collect(chunk, rest[0]);
+      const callback = callbackOf(rest);
+      if (callback) process.nextTick(callback);
+      return true;
+    };
+    writer.end = (chunk?: unknown, ...rest: unknown[]) => {
+      if (ended) return res;
+      ended = true;
+      collect(chunk, rest[0]);
+      const callback = typeof chunk === 'function' ? (chunk as Callback) : callbackOf(rest);
+      if (callback) res.once('finish', callback);
+      resolve({ status: res.statusCode, headers: snapshotHeaders(res.getHeaders()), body: Buffer.concat(chunks) });
+      return res;
+    };
+  });
+}
+
+/** `writeHead`'s headers argument: an object, or a flat `[name, value, name, value, …]` array. */
+function applyHeaders(res: ServerResponse, headers: unknown): void {
+  if (Array.isArray(headers)) {
+    for (let i = 0; i + 1 < headers.length; i += 2) res.setHeader(String(headers[i]), headers[i + 1] as OutgoingHttpHeader);
+  } else if (typeof headers === 'object' && headers !== null) {
+    for (const [name, value] of Object.entries(headers as OutgoingHttpHeaders)) {
+      if (value !== undefined) res.setHeader(name, value);
+    }
+  }
+}
+
+function snapshotHeaders(headers: OutgoingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  return out;
+}
+
+/** Sends the handler's held response: its status and headers are still set on `res`. */
+export function sendHeld(res: ServerResponse, response: CapturedResponse): void {
+  res.statusCode = response.status;
+  finish(res, response.body);
+}
+
+/**
+ * Sends a replay or a problem. Headers set by earlier middleware stay; when the handler did run (its
+ * result was fenced off), its headers go, so nothing of an unsaved response leaks into the problem.
+ */
+export function sendFresh(res: ServerResponse, response: OutgoingResponse): void {
+  if (heldWriters.has(res)) for (const name of res.getHeaderNames()) res.removeHeader(name);
+  res.statusCode = response.status;
+  for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+  finish(res, response.body);
+}
+
+function finish(res: ServerResponse, body: Uint8Array): void {
+  const writers = heldWriters.get(res);
+  if (writers) {
+    heldWriters.delete(res);
+    Object.assign(res, writers);
+  }
+  // The body is sent in one piece, so its length is known; a handler's own Content-Length or
+  // Transfer-Encoding described its own chunks and may not match what was collected.
+  res.removeHeader('transfer-encoding');
+  if (res.statusCode === 204 || res.statusCode === 304 || res.statusCode < 200) {
+    res.removeHeader('content-length');
+    res.end();
+    return;
+  }
+  res.setHeader('content-length', body.byteLength);
+  res.end(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+}
