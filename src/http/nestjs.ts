@@ -1,0 +1,349 @@
+/**
+ * Idempotency-Key support for NestJS 10 and 11, on the Express and the Fastify platform: a module that
+ * installs a global interceptor, a route decorator for per-route settings, and a parameter decorator
+ * that hands the handler its idempotency context (and, in transactional mode, the transaction).
+ * Behaviour per the HTTP contract of the other adapters; see {@link Exchange.handle}.
+ *
+ * Why an interceptor that holds the Node response: an interceptor knows the route (so `@Idempotent()`
+ * applies) and sees a handler fail before the exception filters answer, and the bytes Nest finally
+ * writes — the serialized result, a `StreamableFile`, an exception filter's answer, or what a handler
+ * wrote through `@Res()` — all end in the platform's Node `ServerResponse` (Express's `res`, Fastify's
+ * `reply.raw`). Holding that response back is what makes the saved response, and so the replay, byte
+ * for byte what the first client got, and sends it only once saved (in transactional mode: after COMMIT).
+ *
+ * The body for the fingerprint, in order: `req.rawBody` — kept by Nest on both platforms when the app
+ * is created with `{ rawBody: true }` — as is; a body stream no parser read (Express: a content type
+ * other than JSON or a form), read here, kept as `req.rawBody` and handed on as `req.body` (text for
+ * `text/*`, else a Buffer); otherwise the parsed `req.body` as canonical JSON (object keys sorted). A body
+ * longer than `maxBodyBytes` is answered 413 (`PayloadTooLargeException`) before anything is claimed.
+ *
+ * Peers: `@nestjs/common` and `@nestjs/core` 10 or 11, and what Nest itself needs, `reflect-metadata`
+ * (imported once by the application) and `rxjs` 7.
+ *
+ * @module
+ */
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import {
+  createParamDecorator,
+  PayloadTooLargeException,
+  SetMetadata,
+  type CallHandler,
+  type CustomDecorator,
+  type DynamicModule,
+  type ExecutionContext,
+  type ModuleMetadata,
+  type NestInterceptor,
+  type Provider,
+} from '@nestjs/common';
+import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/common/constants.js';
+import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
+import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
+import { Observable, tap, type Subscription } from 'rxjs';
+import { describe } from '../core/duration.js';
+import {
+  BodyTooLargeError,
+  canonicalBody,
+  createExchange,
+  readBody,
+  type CapturedResponse,
+  type Exchange,
+  type IdempotencyContext,
+  type IdempotencyOptions,
+  type OutgoingResponse,
+} from './exchange.js';
+import { holdResponse, sendFresh, sendHeld } from './held-response.js';
+
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+
+/**
+ * What the options' `scope` and `route` functions are given: the platform's request — Express's
+ * `Request` on `@nestjs/platform-express`, Fastify's `FastifyRequest` on `@nestjs/platform-fastify`
+ * (both fit this shape; annotate the parameter with your platform's type to read more of it, e.g. the
+ * `user` a guard set).
+ */
+export interface NestRequest {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: IncomingHttpHeaders;
+}
+
+/** Per-route settings, given to {@link Idempotent} on a route handler or a controller. */
+export interface IdempotentRouteOptions {
+  /** Overrides the module's `required` on this route (or every route of this controller). */
+  readonly required?: boolean;
+  /** `false` turns idempotency off on this route: its requests pass through untouched. @defaultValue true */
+  readonly enabled?: boolean;
+}
+
+/**
+ * The options of {@link IdempotencyModule.forRootAsync}: a factory of the module's options, with the
+ * providers it is given.
+ */
+export interface IdempotencyModuleAsyncOptions<Req extends NestRequest = NestRequest, Tx = unknown> {
+  /** Modules whose providers the factory needs. */
+  readonly imports?: ModuleMetadata['imports'];
+  /** Providers handed to `useFactory`, in order. */
+  readonly inject?: NonNullable<Extract<Provider, { useFactory: unknown }>['inject']>;
+  /** Builds the options (see {@link IdempotencyModule.forRoot}); a bad option fails the application's start. */
+  readonly useFactory: (...args: never[]) => IdempotencyOptions<Req, Tx> | Promise<IdempotencyOptions<Req, Tx>>;
+}
+
+/** The request as the interceptor reads it: what Express's and Fastify's requests have in common, and what Nest adds. */
+interface PlatformRequest extends NestRequest {
+  /** Express: the URL before routers rewrote `url`. */
+  readonly originalUrl?: string;
+  /** Fastify: the Node request under the Fastify one. */
+  readonly raw?: IncomingMessage;
+  body?: unknown;
+  rawBody?: Buffer;
+  idempotency?: IdempotencyContext<unknown>;
+}
+
+/** Nest's metadata key for {@link Idempotent}. */
+const ROUTE_OPTIONS = 'retrysafe:idempotent';
+
+/** Injection token of the module's exchange. */
+const EXCHANGE = Symbol('retrysafe.idempotency.exchange');
+
+/**
+ * Per-route Idempotency-Key settings, on a route handler or on a controller (the handler's win).
+ *
+ * @throws TypeError naming the option when `required` or `enabled` is not a boolean
+ * @example
+ * ```ts
+ * @Controller('search')
+ * export class SearchController {
+ *   @Post() @Idempotent({ enabled: false }) search() { … }          // never keyed
+ *   @Post('saved') @Idempotent({ required: false }) save() { … }   // keyed when the client sends a key
+ * }
+ * ```
+ */
+export function Idempotent(options: IdempotentRouteOptions = {}): CustomDecorator<string> {
+  for (const name of ['required', 'enabled'] as const) {
+    const value: unknown = options[name];
+    if (value !== undefined && typeof value !== 'boolean') {
+      throw new TypeError(`retrysafe: @Idempotent() option "${name}" must be a boolean, got ${describe(value)}`);
+    }
+  }
+  return SetMetadata(ROUTE_OPTIONS, Object.freeze({ ...options }));
+}
+
+/**
+ * Parameter decorator: the request's {@link IdempotencyContext} (`{ key, scope, claim, tx }`), or
+ * `undefined` on a request the interceptor passed through (a method it does not act on, an optional
+ * route without a key, a route with `@Idempotent({ enabled: false })`). In transactional mode (a
+ * receiver over a transactional PostgreSQL or SQLite store) `tx` is the transaction the claim and the
+ * saved response commit in: write the business rows through it.
+ *
+ * @example
+ * ```ts
+ * @Post('payments')
+ * pay(@Body() body: { amount: number }, @Idempotency() idempotency: IdempotencyContext<PoolClient> | undefined) {
+ *   await idempotency?.tx.query('INSERT INTO payments (key, amount) VALUES ($1, $2)', [idempotency.key, body.amount]);
+ * }
+ * ```
+ */
+export const Idempotency: () => ParameterDecorator = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): IdempotencyContext<unknown> | undefined =>
+    context.switchToHttp().getRequest<PlatformRequest>().idempotency,
+);
+
+/**
+ * The module. Import it once, in the application's root module: its interceptor then applies to every
+ * route, acting on the methods in `methods` (POST and PATCH by default); `@Idempotent()` changes it per
+ * route.
+ *
+ * Statuses it answers itself, as `application/problem+json` (RFC 9457): 400 missing or invalid key,
+ * 422 key reused with another request, 409 request in progress (with `Retry-After`), 503 store
+ * unavailable; 413 (through the exception filters) for a body over `maxBodyBytes`. A replay carries
+ * `Idempotent-Replayed: true` and the saved status, allow-listed headers and body bytes. An exception
+ * in the handler (an `HttpException` too) goes through the exception filters as usual; their response
+ * is sent, the key is released whatever `shouldPersist` says, and in transactional mode the transaction
+ * rolls back. A 4xx the handler returns (e.g. through `@HttpCode()` or `@Res({ passthrough: true })`) is
+ * saved and replayed.
+ */
+export class IdempotencyModule {
+  /**
+   * The module with options known up front.
+   *
+   * @throws TypeError naming the option when an option is invalid (see `createExchange`)
+   * @example
+   * ```ts
+   * import { Module } from '@nestjs/common';
+   * import { createMemoryStore, createReceiver } from 'retrysafe';
+   * import { IdempotencyModule } from 'retrysafe/nestjs';
+   *
+   * @Module({
+   *   imports: [IdempotencyModule.forRoot({
+   *     receiver: createReceiver({ store: createMemoryStore() }),
+   *     scope: (req) => String(req.headers['x-account-id'] ?? ''),
+   *   })],
+   *   controllers: [PaymentsController],
+   * })
+   * export class AppModule {}
+   * // main.ts: const app = await NestFactory.create(AppModule, { rawBody: true });
+   * ```
+   */
+  static forRoot<Req extends NestRequest = NestRequest, Tx = unknown>(options: IdempotencyOptions<Req, Tx>): DynamicModule {
+    const exchange = createExchange(options) as unknown as Exchange<NestRequest, unknown>;
+    return { module: IdempotencyModule, providers: [{ provide: EXCHANGE, useValue: exchange }, INTERCEPTOR] };
+  }
+
+  /**
+   * The module with options built by a factory from other providers (a configuration service, a
+   * database pool).
+   *
+   * @throws TypeError naming the option, when the application starts, if an option is invalid
+   * @example
+   * ```ts
+   * IdempotencyModule.forRootAsync({
+   *   imports: [DatabaseModule],
+   *   inject: [PG_POOL],
+   *   useFactory: (pool: Pool) => ({
+   *     receiver: createReceiver({ store: createPostgresStore({ pool }), transactional: true }),
+   *   }),
+   * })
+   * ```
+   */
+  static forRootAsync<Req extends NestRequest = NestRequest, Tx = unknown>(options: IdempotencyModuleAsyncOptions<Req, Tx>): DynamicModule {
+    const factory = options.useFactory as (...args: unknown[]) => IdempotencyOptions<Req, Tx> | Promise<IdempotencyOptions<Req, Tx>>;
+    return {
+      module: IdempotencyModule,
+      imports: options.imports ?? [],
+      providers: [
+        {
+          provide: EXCHANGE,
+          useFactory: async (...args: unknown[]) => createExchange(await factory(...args)),
+          inject: options.inject ?? [],
+        },
+        INTERCEPTOR,
+      ],
+    };
+  }
+}
+
+/** Runs every HTTP request through the module's exchange, holding the Node response until it is saved. */
+class IdempotencyInterceptor implements NestInterceptor {
+  constructor(
+    private readonly exchange: Exchange<NestRequest, unknown>,
+    private readonly reflector: Reflector,
+  ) {}
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (context.getType() !== 'http') return next.handle();
+    const settings = this.reflector.getAllAndOverride<IdempotentRouteOptions | undefined>(ROUTE_OPTIONS, [context.getHandler(), context.getClass()]);
+    const http = context.switchToHttp();
+    const req = http.getRequest<PlatformRequest>();
+    if (settings?.enabled === false || !this.exchange.applies(req.method)) return next.handle();
+    const reply = http.getResponse<ServerResponse | { readonly raw: ServerResponse }>();
+    const res = 'raw' in reply ? reply.raw : reply;
+    const exchange = this.exchange;
+    const url = req.originalUrl ?? req.url;
+    const queryAt = url.indexOf('?');
+
+    return new Observable<unknown>((subscriber) => {
+      let inner: Subscription | undefined;
+      let ran = false;
+      let failed = false;
+      const run = (idempotency: IdempotencyContext<unknown>): Promise<CapturedResponse> => {
+        ran = true;
+        const held = holdResponse(res);
+        req.idempotency = idempotency;
+        // The error is seen here before the exception filters turn it into a response.
+        inner = next.handle().pipe(tap({ error: () => void (failed = true) })).subscribe(subscriber);
+        return held.then((response) => (failed ? { ...response, failed } : response));
+      };
+      exchange
+        .handle(
+          {
+            request: req,
+            method: req.method,
+            route: queryAt === -1 ? url : url.slice(0, queryAt),
+            query: queryAt === -1 ? '' : url.slice(queryAt + 1),
+            headers: { get: (name) => joinHeader(req.headers, name) },
+            body: () => fingerprintBody(req, exchange.maxBodyBytes),
+            required: settings?.required,
+          },
+          run,
+        )
+        .then(
+          (outcome) => {
+            if (outcome.kind === 'pass') inner = next.handle().subscribe(subscriber);
+            else if (outcome.kind === 'handler') sendHeld(res, outcome.response);
+            else if (ran) sendFresh(res, outcome.response);
+            else answerInstead(context, res, outcome.response, subscriber);
+          },
+          (error: unknown) => subscriber.error(error instanceof BodyTooLargeError ? new PayloadTooLargeException(error.message) : error),
+        );
+      return () => inner?.unsubscribe();
+    });
+  }
+}
+
+/**
+ * Sends a replay or a problem for a handler that did not run. Nest still sends the interceptor's result
+ * (unless the route answers through `@Res()` itself), so that is held and the saved response goes in its
+ * place: written first, ours would meet Nest's writes on a response already sent.
+ */
+function answerInstead(context: ExecutionContext, res: ServerResponse, response: OutgoingResponse, subscriber: { next(value: unknown): void; complete(): void }): void {
+  if (respondsItself(context)) {
+    sendFresh(res, response);
+  } else {
+    void holdResponse(res).then(() => sendFresh(res, response));
+  }
+  subscriber.next(undefined);
+  subscriber.complete();
+}
+
+/** Whether Nest leaves the response to the handler: a `@Res()` or `@Next()` parameter without `passthrough`. */
+function respondsItself(context: ExecutionContext): boolean {
+  const controller = context.getClass();
+  const method = context.getHandler().name;
+  const params = (Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, method) ?? {}) as Record<string, unknown>;
+  const handled = Object.keys(params).some((key) => {
+    const type = Number(key.split(':')[0]);
+    return type === Number(RouteParamtypes.RESPONSE) || type === Number(RouteParamtypes.NEXT);
+  });
+  return handled && Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, controller, method) !== true;
+}
+
+const INTERCEPTOR: Provider = {
+  provide: APP_INTERCEPTOR,
+  useFactory: (exchange: Exchange<NestRequest, unknown>, reflector: Reflector) => new IdempotencyInterceptor(exchange, reflector),
+  inject: [EXCHANGE, Reflector],
+};
+
+function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** Body-parser's flag for "already parsed". */
+type ParsedFlag = { _body?: boolean };
+
+async function fingerprintBody(req: PlatformRequest, limit: number): Promise<Uint8Array | string> {
+  const contentLength = req.headers['content-length'];
+  if (contentLength !== undefined && Number(contentLength) > limit) throw new BodyTooLargeError(limit);
+  const node = req.raw ?? (req as unknown as IncomingMessage);
+  let body: Uint8Array | string;
+  if (req.rawBody instanceof Uint8Array) {
+    body = req.rawBody;
+  } else if ((node as ParsedFlag)._body !== true && !node.readableEnded && hasBody(node)) {
+    const bytes = await readBody(node, limit);
+    const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    req.rawBody = raw;
+    (node as ParsedFlag)._body = true;
+    req.body = (req.headers['content-type'] ?? '').toLowerCase().startsWith('text/') ? raw.toString('utf8') : raw;
+    return raw;
+  } else {
+    body = canonicalBody(req.body);
+  }
+  // A parser read the body already, under its own limit; the fingerprint keeps to this one.
+  if ((typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength) > limit) throw new BodyTooLargeError(limit);
+  return body;
+}
+
+/** As the `type-is` package decides: a body is announced by Transfer-Encoding or Content-Length. */
+function hasBody(req: IncomingMessage): boolean {
+  return req.headers['transfer-encoding'] !== undefined || req.headers['content-length'] !== undefined;
+}
