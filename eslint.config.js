@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', '.bench-build/**', 'node_modules/**', 'coverage/**'] },
+  { ignores: ['dist/**', '.bench-build/**', 'node_modules/**', 'coverage/**', 'examples/*/dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
