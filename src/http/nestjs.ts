@@ -60,6 +60,12 @@ export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type 
  * `Request` on `@nestjs/platform-express`, Fastify's `FastifyRequest` on `@nestjs/platform-fastify`
  * (both fit this shape; annotate the parameter with your platform's type to read more of it, e.g. the
  * `user` a guard set).
+ *
+ * @example
+ * ```ts
+ * IdempotencyModule.forRoot({ receiver, scope: (req: NestRequest) => String(req.headers['x-account-id'] ?? '') });
+ * IdempotencyModule.forRoot({ receiver, scope: (req: express.Request & { user: { id: string } }) => req.user.id });
+ * ```
  */
 export interface NestRequest {
   readonly method: string;
@@ -67,7 +73,15 @@ export interface NestRequest {
   readonly headers: IncomingHttpHeaders;
 }
 
-/** Per-route settings, given to {@link Idempotent} on a route handler or a controller. */
+/**
+ * Per-route settings, given to {@link Idempotent} on a route handler or a controller.
+ *
+ * @example
+ * ```ts
+ * const optionalKey: IdempotentRouteOptions = { required: false };
+ * @Post('drafts') @Idempotent(optionalKey) saveDraft() { … }
+ * ```
+ */
 export interface IdempotentRouteOptions {
   /** Overrides the module's `required` on this route (or every route of this controller). */
   readonly required?: boolean;
@@ -78,6 +92,16 @@ export interface IdempotentRouteOptions {
 /**
  * The options of {@link IdempotencyModule.forRootAsync}: a factory of the module's options, with the
  * providers it is given.
+ *
+ * @example
+ * ```ts
+ * const options: IdempotencyModuleAsyncOptions = {
+ *   imports: [ConfigModule],
+ *   inject: [ConfigService],
+ *   useFactory: (config: ConfigService) => ({ receiver, required: config.get('IDEMPOTENCY_REQUIRED') === 'true' }),
+ * };
+ * IdempotencyModule.forRootAsync(options);
+ * ```
  */
 export interface IdempotencyModuleAsyncOptions<Req extends NestRequest = NestRequest, Tx = unknown> {
   /** Modules whose providers the factory needs. */
@@ -161,6 +185,12 @@ export const Idempotency: () => ParameterDecorator = createParamDecorator(
  * is sent, the key is released whatever `shouldPersist` says, and in transactional mode the transaction
  * rolls back. A 4xx the handler returns (e.g. through `@HttpCode()` or `@Res({ passthrough: true })`) is
  * saved and replayed.
+ *
+ * @example
+ * ```ts
+ * @Module({ imports: [IdempotencyModule.forRoot({ receiver })], controllers: [PaymentsController] })
+ * export class AppModule {}
+ * ```
  */
 export class IdempotencyModule {
   /**
