@@ -31,6 +31,7 @@ import {
   type CustomDecorator,
   type DynamicModule,
   type ExecutionContext,
+  type FactoryProvider,
   type ModuleMetadata,
   type NestInterceptor,
   type Provider,
@@ -107,7 +108,7 @@ export interface IdempotencyModuleAsyncOptions<Req extends NestRequest = NestReq
   /** Modules whose providers the factory needs. */
   readonly imports?: ModuleMetadata['imports'];
   /** Providers handed to `useFactory`, in order. */
-  readonly inject?: NonNullable<Extract<Provider, { useFactory: unknown }>['inject']>;
+  readonly inject?: FactoryProvider['inject'];
   /** Builds the options (see {@link IdempotencyModule.forRoot}); a bad option fails the application's start. */
   readonly useFactory: (...args: never[]) => IdempotencyOptions<Req, Tx> | Promise<IdempotencyOptions<Req, Tx>>;
 }
