@@ -17,7 +17,7 @@ import { Idempotency, Idempotent, IdempotencyModule, type IdempotencyContext } f
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { controller, listen, nestDriver, respond, startNest, type PlatformResponse, type Platform } from './nestjs-driver.js';
 import { BINARY, httpScenarios, transactionalScenarios } from './scenarios.js';
-import { gate, type TestClient, type TestRequest } from './support.js';
+import { gate, type TestClient, type TestRequest } from '../support/http.js';
 
 const platforms = ['express', 'fastify'] as const satisfies readonly Platform[];
 
