@@ -15,7 +15,8 @@
  * is created with `{ rawBody: true }` — as is; a body stream no parser read (Express: a content type
  * other than JSON or a form), read here, kept as `req.rawBody` and handed on as `req.body` (text for
  * `text/*`, else a Buffer); otherwise the parsed `req.body` as canonical JSON (object keys sorted). A body
- * longer than `maxBodyBytes` is answered 413 (`PayloadTooLargeException`) before anything is claimed.
+ * longer than `maxBodyBytes` — read here or by a parser — is answered with a 413 problem before anything
+ * is claimed.
  *
  * Peers: `@nestjs/common` and `@nestjs/core` 10 or 11, and what Nest itself needs, `reflect-metadata`
  * (imported once by the application) and `rxjs` 7.
@@ -25,7 +26,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import {
   createParamDecorator,
-  PayloadTooLargeException,
   SetMetadata,
   type CallHandler,
   type CustomDecorator,
@@ -179,8 +179,8 @@ export const Idempotency: () => ParameterDecorator = createParamDecorator(
  * route.
  *
  * Statuses it answers itself, as `application/problem+json` (RFC 9457): 400 missing or invalid key,
- * 422 key reused with another request, 409 request in progress (with `Retry-After`), 503 store
- * unavailable; 413 (through the exception filters) for a body over `maxBodyBytes`. A replay carries
+ * 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress (with
+ * `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries
  * `Idempotent-Replayed: true` and the saved status, allow-listed headers and body bytes. An exception
  * in the handler (an `HttpException` too) goes through the exception filters as usual; their response
  * is sent, the key is released whatever `shouldPersist` says, and in transactional mode the transaction
@@ -304,7 +304,7 @@ class IdempotencyInterceptor implements NestInterceptor {
             else if (ran) sendFresh(res, outcome.response);
             else answerInstead(context, res, outcome.response, subscriber);
           },
-          (error: unknown) => subscriber.error(error instanceof BodyTooLargeError ? new PayloadTooLargeException(error.message) : error),
+          (error: unknown) => subscriber.error(error),
         );
       return () => inner?.unsubscribe();
     });

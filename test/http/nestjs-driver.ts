@@ -6,6 +6,7 @@
 import 'reflect-metadata';
 import type { AddressInfo } from 'node:net';
 import type { Server, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import { All, Controller, Module, Req, Res, StreamableFile, type INestApplication, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
@@ -29,6 +30,7 @@ export function respond(res: PlatformResponse, reply: HandlerReply): unknown {
     res.statusCode = reply.status;
     for (const [name, value] of headerEntries(reply)) res.setHeader(name, value);
   }
+  if (reply.chunks) return new StreamableFile(Readable.from(reply.chunks.map((chunk) => Buffer.from(chunk))));
   if (reply.body === undefined) return undefined;
   // A Buffer would be sent as JSON by Nest; a StreamableFile keeps the bytes.
   return typeof reply.body === 'string' ? reply.body : new StreamableFile(Buffer.from(reply.body));
