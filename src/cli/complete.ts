@@ -79,7 +79,7 @@ export function register(program: Command): void {
     .option('--retention <duration>', 'how long a completed record is kept for replay, as your service keeps it', durationFlag('--retention'), 86_400_000)
     .addHelpText('after', '\nExit codes: 0 listed or all re-driven, 1 a re-drive failed or the store cannot list, 2 usage error.')
     .action(async (flags: CompleteFlags) => {
-      const opened = await flags.store.open();
+      const opened = await flags.store.open('existing');
       try {
         if (flags.plans === undefined) await list(opened, flags.limit);
         else await redrive(opened, await loadPlans(flags.plans), flags);

@@ -249,7 +249,9 @@ async function call(config: ResolvedOptions, input: string | URL | Request, init
 /** Buffers the request once and settles its key, so every attempt sends the same bytes and key. */
 async function prepare(config: ResolvedOptions, input: string | URL | Request, init: RetryingRequestInit | undefined): Promise<Prepared> {
   const { idempotencyKey, ...rest } = init ?? {};
-  const request = await toRequest(input, rest);
+  // `signal: null` keeps the buffering Request off the caller's signal: a Request listens on the signal it
+  // is given until it is garbage-collected, and a long-lived signal would pile up one listener per call.
+  const request = await toRequest(input, { ...rest, signal: null });
   const headers = new Headers(request.headers);
   const method = request.method.toUpperCase();
   let key: string | undefined;
@@ -317,13 +319,20 @@ async function send(config: ResolvedOptions, prepared: Prepared, timeoutMs: numb
   const timer = setTimeout(() => {
     timeout.abort(new DOMException(`The attempt took longer than ${timeoutMs} ms.`, 'TimeoutError'));
   }, timeoutMs);
-  const signal = prepared.signal ? AbortSignal.any([prepared.signal, timeout.signal]) : timeout.signal;
+  // One listener on the caller's signal per attempt, removed when the attempt ends: the caller's signal
+  // may outlive thousands of calls, so nothing may stay attached to it (AbortSignal.any would hold a
+  // dependant until garbage collection).
+  const caller = prepared.signal;
+  const forward = (): void => timeout.abort(caller?.reason);
+  if (caller?.aborted === true) forward();
+  else caller?.addEventListener('abort', forward, { once: true });
   try {
-    return { response: await config.fetch(prepared.url, { ...prepared.init, signal }) };
+    return { response: await config.fetch(prepared.url, { ...prepared.init, signal: timeout.signal }) };
   } catch (error) {
-    return { error: timeout.signal.aborted ? timeout.signal.reason : error };
+    return { error: timeout.signal.aborted && caller?.aborted !== true ? timeout.signal.reason : error };
   } finally {
     clearTimeout(timer);
+    caller?.removeEventListener('abort', forward);
   }
 }
 

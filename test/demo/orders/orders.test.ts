@@ -1,9 +1,9 @@
 import amqplib from 'amqplib';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import type { OrdersReport } from '../../src/cli/demo/orders/report.js';
-import { AMQP_URL, POSTGRES_URL, postgresAvailable, serviceAvailable } from '../support/services.js';
-import { runCli } from './run-cli.js';
+import type { OrdersReport } from '../../../src/demo/orders/report.js';
+import { AMQP_URL, POSTGRES_URL, postgresAvailable, serviceAvailable } from '../../support/services.js';
+import { runCli } from '../../support/run-cli.js';
 
 const postgres = await postgresAvailable();
 const rabbit = await serviceAvailable('RabbitMQ', async () => {

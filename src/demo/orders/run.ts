@@ -10,18 +10,19 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
-import { createOutbox } from '../../../messaging/outbox/outbox.js';
-import { createPostgresStore } from '../../../stores/postgres/store.js';
-import { createDemoClient } from '../client.js';
-import { planFaults, MIN_PAYMENTS } from '../plan.js';
-import { ATTEMPT_TIMEOUT_MS, SLOW_HANDLER_MS } from '../run.js';
+import { createOutbox } from '../../messaging/outbox/index.js';
+import { createPostgresStore } from '../../stores/postgres/index.js';
+import { SLOW_HANDLER_MS } from '../harness/chaos.js';
+import { ATTEMPT_TIMEOUT_MS, createDemoClient } from '../harness/client.js';
+import { planFaults, MIN_PAYMENTS } from '../harness/plan.js';
+import { drive } from '../harness/traffic.js';
+import { DemoInterruptedError } from '../harness/interrupted.js';
+import { ServiceUnavailableError } from '../harness/unavailable.js';
 import { createOrdersApp } from './api.js';
 import { declareRunBroker, type RunBroker } from './broker.js';
 import { countLedger, createOrdersSchema, dropOrdersSchema, progress } from './database.js';
 import type { WorkerConfig, WorkerCounter, WorkerCrash } from './protocol.js';
 import { buildOrdersReport, type OrdersReport } from './report.js';
-import { placeOrders } from './traffic.js';
-import { maskUrl, ServiceUnavailableError } from './unavailable.js';
 import { WorkerSupervisor } from './workers.js';
 
 /** The PostgreSQL the scenario uses unless told otherwise (the development machine's). */
@@ -45,6 +46,8 @@ export interface OrdersOptions {
   readonly unsafe?: boolean;
   /** Longest wait for the pipeline to drain after the last order, in milliseconds. @defaultValue 45_000 */
   readonly drainTimeoutMs?: number;
+  /** Stops the run (Ctrl-C): what it created is removed and it rejects with {@link DemoInterruptedError}. */
+  readonly signal?: AbortSignal;
 }
 
 /** The idempotency lease of the order API, in milliseconds. */
@@ -59,6 +62,7 @@ const POLL_MS = 150;
  * @throws TypeError naming the option when an option is invalid
  * @throws {@link ServiceUnavailableError} when PostgreSQL or RabbitMQ does not answer
  * @throws Error when a worker process fails in a way the scenario did not cause
+ * @throws {@link DemoInterruptedError} when `signal` aborts, once the run's schema, exchange and queue are removed
  * @example
  * ```ts
  * const report = await runOrders({ orders: 100 });
@@ -87,15 +91,16 @@ export async function runOrders(options: OrdersOptions = {}): Promise<OrdersRepo
   pool.on('error', () => undefined);
   try {
     await pool.query('SELECT 1').catch((error: unknown) => {
-      throw new ServiceUnavailableError('PostgreSQL', maskUrl(store), error);
+      throw new ServiceUnavailableError('PostgreSQL', store, error);
     });
     const broker = await declareRunBroker(amqp, runId).catch((error: unknown) => {
-      throw new ServiceUnavailableError('RabbitMQ', maskUrl(amqp), error);
+      throw new ServiceUnavailableError('RabbitMQ', amqp, error);
     });
     const schema = `retrysafe_orders_${runId}`;
     try {
       await createOrdersSchema(pool, schema);
-      return await runPipeline({ pool, broker, schema, store, amqp, plan, concurrency, seed, unsafe, drainTimeoutMs, started });
+      const interrupted = new DemoInterruptedError([`schema ${schema}`, `exchange ${broker.exchange}`, `queue ${broker.queue}`]);
+      return await runPipeline({ pool, broker, schema, store, amqp, plan, concurrency, seed, unsafe, drainTimeoutMs, started, signal: options.signal, interrupted });
     } finally {
       await dropOrdersSchema(pool, schema);
       await broker.dispose();
@@ -117,6 +122,8 @@ interface PipelineInput {
   readonly unsafe: boolean;
   readonly drainTimeoutMs: number;
   readonly started: number;
+  readonly signal: AbortSignal | undefined;
+  readonly interrupted: DemoInterruptedError;
 }
 
 async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
@@ -126,6 +133,9 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
   const crashes: Record<WorkerCrash, number> = { 'relay-after-confirm': 0, 'consumer-after-commit': 0, 'consumer-mid-handler': 0 };
   const http = { lostReplies: 0, clientTimeouts: 0 };
   const failure = new AbortController();
+  const onInterrupt = (): void => failure.abort(input.interrupted);
+  if (input.signal?.aborted === true) throw input.interrupted;
+  input.signal?.addEventListener('abort', onInterrupt, { once: true });
   const client = createDemoClient({ attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, deadlineMs: 30_000, maxAttempts: 100 });
 
   const base: WorkerConfig = { store: input.store, amqp: input.amqp, schema, exchange: broker.exchange, queue: broker.queue, crash: undefined, duplicateEvery: 0, unsafe };
@@ -168,7 +178,8 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     await Promise.all([relay.start(), consumer.start()]);
-    const gaveUp = await placeOrders({ plan, concurrency: input.concurrency, origin, fetch: client.fetch, signal: failure.signal });
+    const calls = await drive({ plan, concurrency: input.concurrency, origin, path: '/orders', fetch: client.fetch, signal: failure.signal });
+    const gaveUp = new Set(calls.filter((call) => call.status !== 201).map((call) => call.key));
     await drain(pool, schema, broker, input.drainTimeoutMs, failure.signal);
     await relay.stop();
     await consumer.stop();
@@ -180,7 +191,7 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
         keys: plan.map((order) => order.key),
         httpAttempts: client.counters.attempts,
         replays: client.counters.replays,
-        httpGaveUp: gaveUp.length,
+        httpGaveUp: gaveUp.size,
         eventsPublished: counts.publishes,
         deliveries: counts.deliveries,
         duplicatesSkipped: counts['duplicates-skipped'],
@@ -199,6 +210,7 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
       ledger,
     );
   } finally {
+    input.signal?.removeEventListener('abort', onInterrupt);
     await relay.stop();
     await consumer.stop();
     await new Promise<void>((resolve) => {

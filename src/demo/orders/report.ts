@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { formatRows, type ReportRow } from '../harness/table.js';
 import type { LedgerCounts } from './database.js';
 
 /** Faults that took effect, per hop. */
@@ -110,7 +111,7 @@ export function buildOrdersReport(observed: OrdersObservations, ledger: LedgerCo
 /** The report as text for a terminal. */
 export function formatOrdersReport(report: OrdersReport): string {
   const f = report.faults;
-  const rows: [string, string | number][] = [
+  const rows: ReportRow[] = [
     ['orders placed (logical)', report.ordersPlaced],
     ['HTTP attempts', report.httpAttempts],
     ['replayed answers', report.replays],
@@ -125,22 +126,20 @@ export function formatOrdersReport(report: OrdersReport): string {
     ['double effects (must be 0)', report.doubles],
     ['lost (must be 0)', report.lost],
   ];
-  const hops: [string, string][] = [
+  const hops: ReportRow[] = [
     ['HTTP', `${f.lostReplies} lost replies, ${f.clientTimeouts} client timeouts, ${f.duplicateBursts} duplicate bursts`],
     ['relay', `${f.relayKilledAfterConfirm} SIGKILL after confirm, before marking sent`],
     ['broker', `${f.brokerDuplicates} duplicate deliveries (same message id)`],
     ['consumer', `${f.consumerKilledAfterCommit} SIGKILL after commit before ack, ${f.consumerKilledMidHandler} SIGKILL mid-handler`],
   ];
-  const width = Math.max(...rows.map(([label]) => label.length));
   const lines = [
     `retrysafe demo --scenario orders${report.unsafe ? ' --unsafe (consumer WITHOUT the inbox)' : ''} (seed ${report.seed}, ${report.durationMs} ms)`,
     'HTTP order API (Express + retrysafe, PostgreSQL transactional) → outbox → relay → RabbitMQ → inbox consumer',
     '',
-    ...rows.map(([label, value]) => `  ${label.padEnd(width)}  ${value}`),
+    ...formatRows(rows),
     '',
     'faults injected:',
-    ...hops.map(([hop, text]) => `  ${hop.padEnd(8)}  ${text}`),
-    `  restarts  ${report.restarts} worker restarts`,
+    ...formatRows([...hops, ['restarts', `${report.restarts} worker restarts`]]),
     '',
     report.passed
       ? `PASS: ${report.ordersPlaced} orders, each written once and charged exactly once.`

@@ -10,9 +10,9 @@ import { createServer } from 'node:http';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Express } from 'express';
-import { createReceiver } from '../../core/receiver.js';
+import { createReceiver } from '../../index.js';
 import { idempotency } from '../../http/express.js';
-import { parseStoreUrl, type OpenedStore } from '../store-url.js';
+import { parseStoreUrl, type OpenedStore } from '../../cli/store-url.js';
 import { createPaymentsApp, type PaymentsAppOptions } from './app.js';
 import type { ChargeReader } from './ledger.js';
 import { PostgresChargeLedger } from './postgres-ledger.js';
@@ -55,7 +55,7 @@ async function wire(opened: OpenedStore, config: ServerConfig, common: Common): 
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as ServerConfig;
-const opened = await parseStoreUrl(config.store).open();
+const opened = await parseStoreUrl(config.store).open('create');
 const { app, ledger } = await wire(opened, config, {
   slowMs: config.slowMs,
   onFault: ({ key, fault }) => send({ type: 'fault', key, fault }),
@@ -95,3 +95,5 @@ process.on('message', (message: unknown) => {
 });
 // The parent is gone (or done with us): nothing else will ever talk to this server.
 process.on('disconnect', () => process.exit(0));
+// Ctrl-C reaches the whole process group: the parent asks for the shutdown, which drops this run's schema.
+process.on('SIGINT', () => undefined);

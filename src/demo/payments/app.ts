@@ -11,10 +11,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import express, { type Express, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import { systemClock, type Clock } from '../../core/clock.js';
-import { IdempotencyKeyInvalidError } from '../../core/errors.js';
-import { parseIdempotencyKey } from '../../core/key.js';
-import { chaos, faultOf, type InjectedFault } from './chaos.js';
+import { IdempotencyKeyInvalidError, parseIdempotencyKey, systemClock, type Clock } from '../../index.js';
+import { chaos, faultOf, type InjectedFault } from '../harness/chaos.js';
 import type { Charge, ChargeLedger } from './ledger.js';
 
 /** Prefix of the problem `type` URIs this API answers with. */

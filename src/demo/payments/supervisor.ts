@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Charge } from './ledger.js';
-import type { ServerFault } from './plan.js';
+import type { ServerFault } from '../harness/plan.js';
 import { isServerMessage, type ParentMessage, type ServerConfig, type ServerMessage } from './protocol.js';
 
 /** Options of {@link ServerSupervisor}. Durations are in milliseconds. */

@@ -5,10 +5,7 @@
  * @module
  */
 import type { Charge } from './ledger.js';
-import type { ServerFault } from './plan.js';
-
-/** The request header that tells the server which fault to inject into this attempt. */
-export const FAULT_HEADER = 'x-retrysafe-demo-fault';
+import type { ServerFault } from '../harness/plan.js';
 
 /** The server's configuration, passed as one JSON argument. */
 export interface ServerConfig {

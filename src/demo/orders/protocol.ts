@@ -74,7 +74,8 @@ export function awaitKill(): Promise<never> {
 }
 
 /**
- * Runs `stop` when the parent asks for a shutdown, then exits; exits at once when the parent is gone.
+ * Runs `stop` when the parent asks for a shutdown, then exits; exits at once when the parent is gone;
+ * ignores SIGINT, which the parent handles.
  */
 export function onShutdown(stop: () => Promise<void>): void {
   process.on('message', (message: unknown) => {
@@ -88,4 +89,6 @@ export function onShutdown(stop: () => Promise<void>): void {
     );
   });
   process.on('disconnect', () => process.exit(0));
+  // Ctrl-C reaches the whole process group; the parent stops the workers in order and cleans up after them.
+  process.on('SIGINT', () => undefined);
 }

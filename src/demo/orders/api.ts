@@ -12,11 +12,11 @@
 import { randomUUID } from 'node:crypto';
 import express, { type Express, type Request, type Response } from 'express';
 import type pg from 'pg';
-import { createReceiver } from '../../../core/receiver.js';
-import { idempotency } from '../../../http/express.js';
-import type { Outbox } from '../../../messaging/outbox/outbox.js';
-import type { PostgresStore } from '../../../stores/postgres/store.js';
-import { chaos, faultOf, type InjectedFault } from '../chaos.js';
+import { idempotency } from '../../http/express.js';
+import { createReceiver } from '../../index.js';
+import type { Outbox } from '../../messaging/outbox/index.js';
+import type { PostgresStore } from '../../stores/postgres/index.js';
+import { chaos, faultOf, type InjectedFault } from '../harness/chaos.js';
 import { ORDER_PLACED } from './broker.js';
 
 /** The event's payload. */

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { CallResult } from '../../../src/cli/demo/driver.js';
-import type { Charge } from '../../../src/cli/demo/ledger.js';
-import type { PlannedPayment } from '../../../src/cli/demo/plan.js';
-import { buildReport, formatReport, type ReportInput } from '../../../src/cli/demo/report.js';
+import type { CallResult } from '../../../src/demo/harness/traffic.js';
+import type { Charge } from '../../../src/demo/payments/ledger.js';
+import type { PlannedPayment } from '../../../src/demo/harness/plan.js';
+import { buildReport, formatReport, type ReportInput } from '../../../src/demo/payments/report.js';
 
 const payment = (key: string, copies = 1): PlannedPayment => ({
   index: 0,

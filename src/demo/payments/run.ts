@@ -8,10 +8,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseStoreUrl } from '../store-url.js';
-import { createDemoClient } from './client.js';
-import { drive } from './driver.js';
-import { planFaults, type CrashFault, type ServerFault } from './plan.js';
+import { parseStoreUrl } from '../../cli/store-url.js';
+import { SLOW_HANDLER_MS } from '../harness/chaos.js';
+import { ATTEMPT_TIMEOUT_MS, createDemoClient } from '../harness/client.js';
+import { planFaults, type CrashFault, type ServerFault } from '../harness/plan.js';
+import { DemoInterruptedError } from '../harness/interrupted.js';
+import { drive } from '../harness/traffic.js';
 import { buildReport, type DemoReport } from './report.js';
 import { ServerSupervisor } from './supervisor.js';
 
@@ -31,12 +33,13 @@ export interface DemoOptions {
   readonly store?: string;
   /** Serve without the idempotency middleware, to show what the same traffic does without retrysafe. @defaultValue false */
   readonly unsafe?: boolean;
+  /**
+   * Stops the run (Ctrl-C): the server is stopped, the run's PostgreSQL schema and temporary directory are
+   * removed, and the run rejects with {@link DemoInterruptedError}.
+   */
+  readonly signal?: AbortSignal;
 }
 
-/** Per-attempt client timeout, in milliseconds; a `slow` handler outlasts it. */
-export const ATTEMPT_TIMEOUT_MS = 400;
-/** How long a `slow` handler takes, in milliseconds. */
-export const SLOW_HANDLER_MS = 700;
 /**
  * The idempotency lease, in milliseconds. Short, so a payment whose server was killed mid-handler on
  * PostgreSQL (the claim commits apart, its lease outlives the process) is retried within seconds, and long
@@ -55,6 +58,7 @@ const PLAIN_STORE_SKIP =
  * @throws TypeError naming the option when an option is invalid
  * @throws {@link StoreUrlError} when `store` is not a valid `--store` value
  * @throws Error when the payments server cannot start or dies in a way the demo did not cause
+ * @throws {@link DemoInterruptedError} when `signal` aborts, once the run's schema and directory are removed
  * @example
  * ```ts
  * const report = await runDemo({ payments: 240, seed: 42 });
@@ -71,6 +75,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
   const seed = options.seed ?? randomBytes(4).readUInt32BE(0);
   const unsafe = options.unsafe ?? false;
   const directory = await mkdtemp(join(tmpdir(), 'retrysafe-demo-'));
+  const created = [`temporary directory ${directory}`];
   try {
     const store = options.store ?? `sqlite:${join(directory, 'payments.db')}`;
     const target = parseStoreUrl(store);
@@ -84,7 +89,11 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     const runId = randomBytes(4).toString('hex');
     const keyPrefix = `pay-${runId}`;
     const plan = planFaults({ seed, payments, keyPrefix, crashes });
+    if (target.scheme === 'postgres' || target.scheme === 'postgresql') created.unshift(`schema retrysafe_demo_${runId}`);
     const failure = new AbortController();
+    const interrupted = new DemoInterruptedError(created);
+    const onInterrupt = (): void => failure.abort(interrupted);
+    options.signal?.addEventListener('abort', onInterrupt, { once: true });
     const client = createDemoClient({ attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, deadlineMs: 30_000, maxAttempts: 100 });
     const faults: Record<ServerFault, number> = { 'lost-reply': 0, slow: 0, 'crash-mid-handler': 0, 'crash-after-commit': 0 };
     const server = new ServerSupervisor({
@@ -97,8 +106,10 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
       onFailure: (error) => failure.abort(error),
     });
     try {
+      if (options.signal?.aborted === true) throw interrupted;
       await server.start();
-      const calls = await drive({ plan, concurrency, origin: server.origin, fetch: client.fetch, signal: failure.signal });
+      failure.signal.throwIfAborted();
+      const calls = await drive({ plan, concurrency, origin: server.origin, path: '/payments', fetch: client.fetch, signal: failure.signal });
       const charges = await server.charges(keyPrefix);
       return buildReport({
         seed,
@@ -115,6 +126,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
         durationMs: performance.now() - started,
       });
     } finally {
+      options.signal?.removeEventListener('abort', onInterrupt);
+      // The server drops the run's PostgreSQL schema as it shuts down.
       await server.stop();
       await client.close();
     }

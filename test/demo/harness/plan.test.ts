@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MIN_PAYMENTS, planFaults, type CrashFault, type Fault } from '../../../src/cli/demo/plan.js';
+import { MIN_PAYMENTS, planFaults, type CrashFault, type Fault } from '../../../src/demo/harness/plan.js';
 
 const BOTH: readonly CrashFault[] = ['crash-mid-handler', 'crash-after-commit'];
 const count = (plan: ReturnType<typeof planFaults>, fault: Fault): number => plan.filter((p) => p.fault === fault).length;

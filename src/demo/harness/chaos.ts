@@ -6,10 +6,14 @@
  * @module
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { IdempotencyKeyInvalidError } from '../../core/errors.js';
-import { parseIdempotencyKey } from '../../core/key.js';
+import { IdempotencyKeyInvalidError, parseIdempotencyKey } from '../../index.js';
 import type { ServerFault } from './plan.js';
-import { FAULT_HEADER } from './protocol.js';
+
+/** The request header that tells the server which fault to inject into this attempt. */
+export const FAULT_HEADER = 'x-retrysafe-demo-fault';
+
+/** How long a `slow` handler takes, in milliseconds: longer than the client's per-attempt timeout. */
+export const SLOW_HANDLER_MS = 700;
 
 const SERVER_FAULTS: ReadonlySet<string> = new Set<ServerFault>(['lost-reply', 'slow', 'crash-mid-handler', 'crash-after-commit']);
 

@@ -6,9 +6,12 @@
  * @module
  */
 import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from 'undici';
-import { parseIdempotencyKey } from '../../core/key.js';
+import { parseIdempotencyKey } from '../../index.js';
 import { createRetryingFetch, type AttemptRecord, type RetryingFetch } from '../../client/fetch.js';
-import { FAULT_HEADER } from './protocol.js';
+import { FAULT_HEADER } from './chaos.js';
+
+/** Per-attempt client timeout, in milliseconds; a `slow` handler outlasts it. */
+export const ATTEMPT_TIMEOUT_MS = 400;
 
 /** What the client saw, over every attempt of every call. */
 export interface TrafficCounters {

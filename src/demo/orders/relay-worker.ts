@@ -9,10 +9,8 @@
  * @module
  */
 import pg from 'pg';
-import { createAmqpPublisher } from '../../../messaging/transports/amqp.js';
-import { createOutbox } from '../../../messaging/outbox/outbox.js';
-import type { OutboxPublisher } from '../../../messaging/outbox/publisher.js';
-import { createRelay } from '../../../messaging/outbox/relay.js';
+import { createOutbox, createRelay, type OutboxPublisher } from '../../messaging/outbox/index.js';
+import { createAmqpPublisher } from '../../messaging/transports/amqp.js';
 import { awaitKill, onShutdown, tellParent, type WorkerConfig } from './protocol.js';
 
 /** The relay's lease, in milliseconds: how long a killed relay's claimed rows wait before a new relay takes them. */

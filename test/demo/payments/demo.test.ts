@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { DemoReport } from '../../src/cli/demo/report.js';
-import { POSTGRES_URL, REDIS_URL, postgresAvailable, redisAvailable } from '../support/services.js';
-import { runCli } from './run-cli.js';
+import type { DemoReport } from '../../../src/demo/payments/report.js';
+import { POSTGRES_URL, REDIS_URL, postgresAvailable, redisAvailable } from '../../support/services.js';
+import { runCli } from '../../support/run-cli.js';
 
 const postgres = await postgresAvailable();
 const redis = await redisAvailable();

@@ -9,10 +9,8 @@
  */
 import amqplib from 'amqplib';
 import pg from 'pg';
-import { startAmqpConsumer } from '../../../messaging/transports/amqp.js';
-import { createInbox } from '../../../messaging/inbox/inbox.js';
-import { createPostgresInboxStore } from '../../../messaging/inbox/postgres.js';
-import { inboxProcessor, type BrokerMessage, type MessageProcessor } from '../../../messaging/inbox/processor.js';
+import { createInbox, createPostgresInboxStore, inboxProcessor, type BrokerMessage, type MessageProcessor } from '../../messaging/inbox/index.js';
+import { startAmqpConsumer } from '../../messaging/transports/amqp.js';
 import type { OrderPlaced } from './api.js';
 import { awaitKill, onShutdown, tellParent, type WorkerConfig } from './protocol.js';
 

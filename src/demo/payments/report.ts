@@ -5,10 +5,12 @@
  *
  * @module
  */
-import type { CallResult } from './driver.js';
+import type { CallResult } from '../harness/traffic.js';
+import { redactUrl } from '../../cli/failure.js';
+import { formatRows, type ReportRow } from '../harness/table.js';
 import type { Charge } from './ledger.js';
-import type { PlannedPayment, ServerFault } from './plan.js';
-import type { TrafficCounters } from './client.js';
+import type { TrafficCounters } from '../harness/client.js';
+import type { PlannedPayment, ServerFault } from '../harness/plan.js';
 
 /** The report `retrysafe demo` prints (`--json` prints exactly this object). */
 export interface DemoReport {
@@ -140,10 +142,10 @@ export function formatReport(report: DemoReport): string {
     report.crashesSkipped === null
       ? counted
       : `${report.serverCrashes === 0 ? '0' : counted} (skipped: ${report.crashesSkipped})`;
-  const rows: (readonly [string, string | number])[] = [
+  const rows: ReportRow[] = [
     ['seed', report.seed],
-    ['store', report.store],
-    ['mode', report.mode === 'unsafe' ? 'UNSAFE (no idempotency middleware)' : 'retrysafe'],
+    ['store', redactUrl(report.store)],
+    ['mode', report.mode === 'unsafe' ? 'UNSAFE (no idempotency middleware)' : `retrysafe on ${storeKind(report.store)}`],
     ['logical payments', report.logicalPayments],
     ['concurrent duplicates', report.concurrentDuplicates],
     ['HTTP attempts', report.httpAttempts],
@@ -160,20 +162,27 @@ export function formatReport(report: DemoReport): string {
     ['responses identical per key', `${report.identicalKeys} / ${report.logicalPayments}`],
     ['duration', `${(report.durationMs / 1000).toFixed(1)} s`],
   ];
-  const width = Math.max(...rows.map(([label]) => label.length)) + 2;
-  const lines = rows.map(([label, value]) => `  ${label.padEnd(width)}${value}`);
   const verdict = report.passed
     ? 'PASS: every payment charged exactly once; every retry got the original answer'
     : `FAIL: ${report.doubleCharges} double charge(s), ${report.lostPayments} lost payment(s), ${report.logicalPayments - report.identicalKeys} key(s) with differing answers`;
   const problems = report.problems.map((problem) => `    ${problem}`);
   return [
     'retrysafe demo: a payments API under lost replies, timeouts, duplicate bursts and crashes',
-    ...lines,
-    `  ${'verdict'.padEnd(width)}${verdict}`,
+    ...formatRows([...rows, ['verdict', verdict]]),
     ...(problems.length > 0 ? ['  first problems:', ...problems] : []),
     `  (repeat the same faults with --seed ${report.seed})`,
     '',
   ].join('\n');
+}
+
+/** Which store, and how it keeps the charge and its record together, named from its `--store` value. */
+function storeKind(store: string): string {
+  const scheme = store.slice(0, store.indexOf(':')).toLowerCase();
+  if (store === 'sqlite::memory:') return 'SQLite in memory (transactional; records die with the server)';
+  if (scheme === 'sqlite') return 'SQLite (transactional: charge, claim and response commit together)';
+  if (scheme === 'postgres' || scheme === 'postgresql') return 'PostgreSQL (transactional: charge and response commit together)';
+  if (scheme === 'redis' || scheme === 'rediss') return 'Redis (plain: the charges commit apart, in SQLite)';
+  return 'memory (plain; records die with the server)';
 }
 
 function paymentId(body: string | undefined): string | undefined {
