@@ -25,7 +25,7 @@ import type { DeadLetter, InboxStore } from '../messaging/inbox/store.js';
 import { DEFAULT_SCHEMA } from '../stores/postgres/schema.js';
 import { CliFailure, EXIT_USAGE } from './failure.js';
 import { loadPeer } from './peer.js';
-import { durationFlag, integerFlag, schemaFlag, schemaOf, storeFlag } from './store-flag.js';
+import { durationFlag, durationOption, integerFlag, schemaFlag, schemaOf, storeFlag } from './store-flag.js';
 import { requirePostgresSchema, type StoreTarget } from './store-url.js';
 
 interface StoreFlags {
@@ -67,7 +67,7 @@ export function register(program: Command): void {
   withStore(inbox.command('cleanup'))
     .description('Delete processed marks older than the retention, in bounded batches.')
     .requiredOption('--retention <duration>', 'how long marks are kept, e.g. 7d (must exceed --retry-horizon)', durationFlag('--retention'))
-    .option('--retry-horizon <duration>', 'the longest redelivery delay of your brokers', durationFlag('--retry-horizon'), 86_400_000)
+    .addOption(durationOption('--retry-horizon <duration>', 'the longest redelivery delay of your brokers, e.g. 6h', '24h'))
     .option('--limit <n>', 'rows per batch', integerFlag('--limit', 1, 1_000_000), 1_000)
     .action(async (flags: StoreFlags & { retention: number; retryHorizon: number; limit: number }, command: Command) => {
       if (flags.retention <= flags.retryHorizon) {

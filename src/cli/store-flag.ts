@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
 import { schemaNames } from '../stores/postgres/schema.js';
 import { CliFailure } from './failure.js';
@@ -53,6 +53,19 @@ export function durationFlag(flag: string): (text: string) => number {
       throw new InvalidArgumentError(error instanceof Error ? error.message : String(error));
     }
   };
+}
+
+/**
+ * A duration option such as `--lease <duration>`, parsed by {@link durationFlag} into milliseconds; its
+ * default is written as the user would type it (`30s`, `24h`), so `--help` shows the unit the flag takes.
+ *
+ * @param flags - commander's flags text, e.g. `'--lease <duration>'`
+ * @param fallback - the default as a duration text, e.g. `'30s'`; omitted for a flag without default
+ */
+export function durationOption(flags: string, description: string, fallback?: string): Option {
+  const name = flags.split(' ', 1)[0] ?? flags;
+  const option = new Option(flags, description).argParser(durationFlag(name));
+  return fallback === undefined ? option : option.default(parseDuration(name, fallback), fallback);
 }
 
 /**
