@@ -110,8 +110,14 @@ export function register(program: Command): void {
 }
 
 async function paymentsAction(flags: DemoFlags, signal: AbortSignal): Promise<void> {
+  // The app is loaded here too, though it runs in the server process: a missing `express` is one line here.
   const [{ runDemo }, { formatReport }, { DemoInterruptedError }] = await loadPeer(() =>
-    Promise.all([import('../demo/payments/run.js'), import('../demo/payments/report.js'), import('../demo/harness/interrupted.js')]),
+    Promise.all([
+      import('../demo/payments/run.js'),
+      import('../demo/payments/report.js'),
+      import('../demo/harness/interrupted.js'),
+      import('../demo/payments/app.js'),
+    ]),
   );
   // The server runs in a child process; a store it cannot open is found here first, as one line.
   if (flags.store !== undefined) await probe(flags.store);
