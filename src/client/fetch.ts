@@ -16,6 +16,7 @@ import { describe, requireDurationMs } from '../core/duration.js';
 import { IdempotencyKeyInvalidError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { fullJitterDelay } from './backoff.js';
+import { followSignal } from './follow-signal.js';
 import { RetryExhaustedError, type AttemptRecord, type RetryExhaustedCode } from './outcome.js';
 import { parseRetryAfter } from './retry-after.js';
 import { sleep as timerSleep } from './sleep.js';
@@ -198,12 +199,25 @@ async function call(config: ResolvedOptions, input: string | URL | Request, init
   const start = config.clock.now();
   const prepared = await prepare(config, input, init);
   const { signal } = prepared;
+  // The caller's signal may outlive thousands of calls, many in flight at once: the call follows it through
+  // one listener shared by every call in flight on it (see follow-signal.ts), and its attempts and waits
+  // listen on the call's own signal.
+  const linked = new AbortController();
+  const unfollow = signal === undefined ? undefined : followSignal(signal, linked);
+  try {
+    return await attemptAll(config, prepared, start, signal === undefined ? undefined : linked.signal);
+  } finally {
+    unfollow?.();
+  }
+}
+
+async function attemptAll(config: ResolvedOptions, prepared: Prepared, start: number, signal: AbortSignal | undefined): Promise<Response> {
   const deadline = start + config.deadlineMs;
   const attempts: AttemptRecord[] = [];
   for (let attempt = 1; ; attempt++) {
     signal?.throwIfAborted();
     const remaining = deadline - config.clock.now();
-    const outcome = remaining > 0 ? await send(config, prepared, Math.min(config.attemptTimeoutMs, remaining)) : undefined;
+    const outcome = remaining > 0 ? await send(config, prepared, Math.min(config.attemptTimeoutMs, remaining), signal) : undefined;
     if (signal?.aborted) {
       if (outcome && 'response' in outcome) await discard(outcome.response);
       throw signal.reason;
@@ -314,25 +328,19 @@ function toSfString(key: string): string {
 }
 
 /** One attempt: resolves with the response (headers in), or with the error that stopped it. */
-async function send(config: ResolvedOptions, prepared: Prepared, timeoutMs: number): Promise<Outcome> {
+async function send(config: ResolvedOptions, prepared: Prepared, timeoutMs: number, signal: AbortSignal | undefined): Promise<Outcome> {
   const timeout = new AbortController();
   const timer = setTimeout(() => {
     timeout.abort(new DOMException(`The attempt took longer than ${timeoutMs} ms.`, 'TimeoutError'));
   }, timeoutMs);
-  // One listener on the caller's signal per attempt, removed when the attempt ends: the caller's signal
-  // may outlive thousands of calls, so nothing may stay attached to it (AbortSignal.any would hold a
-  // dependant until garbage collection).
-  const caller = prepared.signal;
-  const forward = (): void => timeout.abort(caller?.reason);
-  if (caller?.aborted === true) forward();
-  else caller?.addEventListener('abort', forward, { once: true });
+  const unfollow = signal === undefined ? undefined : followSignal(signal, timeout);
   try {
     return { response: await config.fetch(prepared.url, { ...prepared.init, signal: timeout.signal }) };
   } catch (error) {
-    return { error: timeout.signal.aborted && caller?.aborted !== true ? timeout.signal.reason : error };
+    return { error: timeout.signal.aborted && signal?.aborted !== true ? timeout.signal.reason : error };
   } finally {
     clearTimeout(timer);
-    caller?.removeEventListener('abort', forward);
+    unfollow?.();
   }
 }
 

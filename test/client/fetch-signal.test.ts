@@ -39,6 +39,30 @@ describe('createRetryingFetch and the caller\'s long-lived AbortSignal', () => {
     expect(getEventListeners(run.signal, 'abort')).toHaveLength(0);
   });
 
+  it('many calls in flight on one signal share one listener, and no MaxListenersExceededWarning is emitted', async () => {
+    const run = new AbortController();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): void => {
+      warnings.push(warning);
+    };
+    process.on('warning', onWarning);
+    try {
+      const fetch = createRetryingFetch({ baseDelayMs: 20, maxDelayMs: 20, attemptTimeoutMs: 5_000 });
+      const calls = Array.from({ length: 30 }, (_, i) =>
+        fetch(`${origin}/many`, { method: 'POST', body: '{}', idempotencyKey: `m-${i}`, signal: run.signal }).then((response) => response.text()),
+      );
+      // While they are in flight (and while they wait out their backoff), the signal carries one listener.
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(getEventListeners(run.signal, 'abort').length).toBeLessThanOrEqual(1);
+      await Promise.all(calls);
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning')).toEqual([]);
+    expect(getEventListeners(run.signal, 'abort')).toHaveLength(0);
+  });
+
   it('still aborts an attempt in flight when the caller\'s signal aborts', async () => {
     const hang = createServer(() => undefined);
     await new Promise<void>((resolve) => hang.listen(0, '127.0.0.1', resolve));
