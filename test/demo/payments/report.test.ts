@@ -107,4 +107,16 @@ describe('formatReport', () => {
     const full = formatReport(buildReport({ ...ran, crashesSkipped: null }));
     expect(full).toContain('  server crashes / restarts    1 / 1\n');
   });
+
+  it.each([
+    ['sqlite:/tmp/run/payments.db', 'sqlite:/tmp/run/payments.db', 'retrysafe on SQLite (transactional'],
+    ['postgres://app:s3cret@db:5432/app', 'postgres://app:***@db:5432/app', 'retrysafe on PostgreSQL (transactional'],
+    ['redis://:s3cret@cache:6379', 'redis://:***@cache:6379', 'retrysafe on Redis (plain'],
+    ['memory:', 'memory:', 'retrysafe on memory (plain'],
+  ])('names the store it ran on (%s), its password redacted', (store, shown, mode) => {
+    const text = formatReport(buildReport({ ...input([payment('a')], [ok('a', 'p1')], [charge('p1', 'a')]), store }));
+    expect(text).toContain(`  store                        ${shown}\n`);
+    expect(text).toContain(`  mode                         ${mode}`);
+    expect(text).not.toContain('s3cret');
+  });
 });
