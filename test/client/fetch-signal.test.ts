@@ -9,11 +9,15 @@ let origin: string;
 let served = 0;
 
 beforeAll(async () => {
-  // Every second request gets a 503, so each call takes two attempts.
+  // The first attempt of each key gets a 503, so each call takes two attempts.
+  const seen = new Set<string>();
   server = createServer((req, res) => {
     req.resume().on('end', () => {
       served++;
-      res.writeHead(served % 2 === 1 ? 503 : 201, { 'content-type': 'text/plain' }).end('ok');
+      const key = `${req.url ?? ''} ${req.headers['idempotency-key'] ?? ''}`;
+      const first = !seen.has(key);
+      seen.add(key);
+      res.writeHead(first ? 503 : 201, { 'content-type': 'text/plain' }).end('ok');
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
