@@ -1,7 +1,7 @@
 /**
  * The `--store` flag: one URL names an idempotency store for every CLI command. Each scheme is one row of
  * {@link STORE_SCHEMES}. A new store plugs in with a row there, a member of {@link OpenedStore}, and a case
- * in the demo server's wiring (`demo/server.ts`), which the compiler then asks for. Open the driver with a
+ * in the demo server's wiring (`src/demo/payments/server.ts`), which the compiler then asks for. Open the driver with a
  * dynamic `import()` in `open`, so a command that never opens that store never loads its (optional) driver.
  *
  * | value | store |
