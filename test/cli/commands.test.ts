@@ -10,8 +10,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createInbox, createPostgresInboxStore } from '../../src/messaging/inbox/index.js';
 import { createOutbox, createRelay, PublishError } from '../../src/messaging/outbox/index.js';
-import { createTestSchema, type TestSchema } from '../stores/fixtures/postgres-schema.js';
-import { untilVisible } from '../messaging/fixtures/outbox-support.js';
+import { createTestSchema, type TestSchema } from '../support/postgres-schema.js';
+import { untilVisible } from '../support/outbox.js';
 import { runCli, type CliResult } from '../support/run-cli.js';
 import { POSTGRES_URL, postgresAvailable, uniqueName } from '../support/services.js';
 

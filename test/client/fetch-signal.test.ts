@@ -14,7 +14,7 @@ beforeAll(async () => {
   server = createServer((req, res) => {
     req.resume().on('end', () => {
       served++;
-      const key = `${req.url ?? ''} ${req.headers['idempotency-key'] ?? ''}`;
+      const key = `${req.url ?? ''} ${String(req.headers['idempotency-key'])}`;
       const first = !seen.has(key);
       seen.add(key);
       res.writeHead(first ? 503 : 201, { 'content-type': 'text/plain' }).end('ok');

@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createReceiver } from '../../src/core/receiver.js';
-import { createRedisStore } from '../../src/stores/redis/index.js';
-import { REDIS_URL, redisAvailable, uniqueName } from '../support/services.js';
+import { createReceiver } from '../../../src/core/receiver.js';
+import { createRedisStore } from '../../../src/stores/redis/index.js';
+import { REDIS_URL, redisAvailable, uniqueName } from '../../support/services.js';
 
 const available = await redisAvailable();
 const clients: Redis[] = [];
