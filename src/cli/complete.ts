@@ -22,7 +22,7 @@ import type { PhasePlan } from '../phases/plan.js';
 import { createPhaseRunner, storeName } from '../phases/runner.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { decodeRecoveryPoint } from '../phases/recovery-point.js';
-import { durationFlag, integerFlag, storeFlag } from './store-flag.js';
+import { durationOption, integerFlag, storeFlag } from './store-flag.js';
 import type { OpenedStore, StoreTarget } from './store-url.js';
 
 interface CompleteFlags {
@@ -75,11 +75,11 @@ export function register(program: Command): void {
     .requiredOption('--store <url>', 'idempotency store, e.g. sqlite:./idempotency.db', storeFlag)
     .option('--plans <module>', 'ES module exporting `plans` (an array of definePhases plans) to re-drive the records with')
     .option('--limit <n>', 'most records handled', integerFlag('--limit', 1, 1_000_000), 100)
-    .option('--lease <duration>', 'lease taken on each record while re-driving it, e.g. 30s', durationFlag('--lease'), 30_000)
-    .option('--retention <duration>', 'how long a completed record is kept for replay, as your service keeps it', durationFlag('--retention'), 86_400_000)
+    .addOption(durationOption('--lease <duration>', 'lease taken on each record while re-driving it, e.g. 30s', '30s'))
+    .addOption(durationOption('--retention <duration>', 'how long a completed record is kept for replay, as your service keeps it, e.g. 7d', '24h'))
     .addHelpText('after', '\nExit codes: 0 listed or all re-driven, 1 a re-drive failed or the store cannot list, 2 usage error.')
     .action(async (flags: CompleteFlags) => {
-      const opened = await flags.store.open();
+      const opened = await flags.store.open('existing');
       try {
         if (flags.plans === undefined) await list(opened, flags.limit);
         else await redrive(opened, await loadPlans(flags.plans), flags);

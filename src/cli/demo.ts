@@ -1,32 +1,45 @@
 /**
  * `retrysafe demo`: proves, on real HTTP traffic with real faults, that every retried payment is charged
- * exactly once. See `demo/run.ts` for the run and `demo/report.ts` for the verdict.
+ * exactly once (`--scenario payments`, see `demo/payments/run.ts`) and that every order is charged once
+ * across HTTP, an outbox, RabbitMQ and an inbox (`--scenario orders`, see `demo/orders/run.ts`). The demo
+ * and its drivers are loaded when the command runs.
  *
  * Exit codes: 0 when no payment was charged twice or lost and every key's answers were identical; 1
- * otherwise (or when the server could not run); 2 for a usage error.
+ * otherwise (or when the server could not run); 2 for a usage error or a store or broker that cannot be
+ * reached (one line naming it); 130 when interrupted (Ctrl-C), after removing what the run created.
  *
  * @module
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { MIN_PAYMENTS } from './demo/plan.js';
-import { formatReport } from './demo/report.js';
-import { formatOrdersReport } from './demo/orders/report.js';
-import { runOrders } from './demo/orders/run.js';
-import { ServiceUnavailableError } from './demo/orders/unavailable.js';
-import { runDemo } from './demo/run.js';
-import { parseStoreUrl, StoreUrlError } from './store-url.js';
+import { CliFailure, EXIT_USAGE, unreachable } from './failure.js';
+import { loadPeer } from './peer.js';
+import { integerFlag } from './store-flag.js';
+import { parseStoreUrl, StoreUrlError, type StoreTarget } from './store-url.js';
+
+/** Fewest logical payments (or orders) a run takes; the fault plan needs room for every kind of fault. */
+const MIN_OPERATIONS = 10;
+
+/** Exit code after Ctrl-C, as shells report a process ended by SIGINT. */
+const EXIT_INTERRUPTED = 130;
 
 interface DemoFlags {
   readonly payments: number;
   readonly concurrency: number;
   readonly seed?: number;
-  readonly store?: string;
+  readonly store?: StoreTarget;
   readonly json?: boolean;
   readonly unsafe?: boolean;
   readonly scenario: 'payments' | 'orders';
   readonly orders: number;
   readonly amqp?: string;
 }
+
+/** Flags that belong to one scenario only, and that scenario. */
+const SCENARIO_FLAGS: readonly (readonly [option: 'payments' | 'orders' | 'amqp', scenario: DemoFlags['scenario']])[] = [
+  ['payments', 'payments'],
+  ['orders', 'orders'],
+  ['amqp', 'orders'],
+];
 
 /** Adds the `demo` command to `program`. */
 export function register(program: Command): void {
@@ -37,18 +50,18 @@ export function register(program: Command): void {
         'retrying clients through lost replies, client timeouts, concurrent duplicates and server crashes; ' +
         'report double charges (must be 0) and lost payments (must be 0).',
     )
-    .option('--payments <n>', `logical payments (at least ${MIN_PAYMENTS})`, integer('--payments', MIN_PAYMENTS, 1_000_000), 240)
-    .option('--concurrency <n>', 'payments in flight at once', integer('--concurrency', 1, 256), 12)
-    .option('--seed <n>', 'seed of the fault plan (0..4294967295; printed, so a run can be repeated)', integer('--seed', 0, 0xffffffff))
+    .option('--payments <n>', `payments scenario: logical payments (at least ${MIN_OPERATIONS})`, integerFlag('--payments', MIN_OPERATIONS, 1_000_000), 240)
+    .option('--concurrency <n>', 'payments in flight at once', integerFlag('--concurrency', 1, 256), 12)
+    .option('--seed <n>', 'seed of the fault plan (0..4294967295; printed, so a run can be repeated)', integerFlag('--seed', 0, 0xffffffff))
     .option(
       '--store <url>',
       'idempotency store: sqlite:PATH, sqlite::memory:, memory:, postgres://… or redis://… (default: SQLite in a temp dir)',
-      storeUrl,
+      storeTarget,
     )
     .option('--json', 'print the report as JSON')
     .option('--unsafe', 'serve WITHOUT the idempotency middleware, to see what the same traffic does without retrysafe (exits 1)')
     .option('--scenario <name>', 'payments (HTTP only) or orders (HTTP → outbox → RabbitMQ → inbox; needs PostgreSQL and RabbitMQ)', scenario, 'payments')
-    .option('--orders <n>', `orders scenario: logical orders (at least ${MIN_PAYMENTS})`, integer('--orders', MIN_PAYMENTS, 100_000), 100)
+    .option('--orders <n>', `orders scenario: logical orders (at least ${MIN_OPERATIONS})`, integerFlag('--orders', MIN_OPERATIONS, 100_000), 100)
     .option('--amqp <url>', 'orders scenario: RabbitMQ URL (default amqp://guest:guest@127.0.0.1:5672)')
     .addHelpText(
       'after',
@@ -57,9 +70,9 @@ export function register(program: Command): void {
         'Stores:',
         '  sqlite:PATH        transactional: the charge row, the claim and the saved response commit together.',
         '  postgres://…       transactional: the charges go to a schema of this run (retrysafe_demo_<run>, dropped',
-        '                     afterwards) and are written through the request\'s transaction; the claim commits',
-        '                     apart, so in-flight duplicates get 409 at once. The records go to schema "retrysafe"',
-        '                     (or the one ?schema=NAME names; redis://…?prefix=NAME likewise picks the key prefix).',
+        '                     afterwards, also on Ctrl-C) and are written through the request\'s transaction; the',
+        '                     claim commits apart, so in-flight duplicates get 409 at once. The records go to schema',
+        '                     "retrysafe" (or the one ?schema=NAME names; redis://…?prefix=NAME likewise picks the key prefix).',
         '  redis://…          plain: the records in Redis, the charges in a SQLite file. Only the crash after the',
         '                     record is saved is injected, once the payments in flight have saved theirs: a crash',
         '                     between a charge and its record re-executes the payment once the lease expires',
@@ -74,48 +87,97 @@ export function register(program: Command): void {
         'postgres://… (default postgres://postgres@127.0.0.1:5432/test); a per-run schema, exchange and queue are',
         'created and removed. --unsafe runs the consumer WITHOUT the inbox. Exit 2 when a service is missing.',
         '',
-        'Exit codes: 0 passed, 1 a payment was charged twice or lost (or the run failed), 2 usage error.',
+        'Exit codes: 0 passed, 1 a payment was charged twice or lost (or the run failed), 2 usage error or a',
+        'store or broker that cannot be reached, 130 interrupted (Ctrl-C; what the run created is removed first).',
       ].join('\n'),
     )
-    .action(async (flags: DemoFlags) => {
-      if (flags.scenario === 'orders') {
-        await ordersAction(flags);
-        return;
+    .action(async (flags: DemoFlags, command: Command) => {
+      for (const [option, only] of SCENARIO_FLAGS) {
+        if (flags.scenario !== only && command.getOptionValueSource(option) === 'cli') {
+          throw new CliFailure(`--${option} applies to --scenario ${only} only, not to --scenario ${flags.scenario}`);
+        }
       }
-      const report = await runDemo({
-        payments: flags.payments,
-        concurrency: flags.concurrency,
-        unsafe: flags.unsafe === true,
-        ...(flags.seed !== undefined && { seed: flags.seed }),
-        ...(flags.store !== undefined && { store: flags.store }),
-      });
-      process.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
-      process.exitCode = report.passed ? 0 : 1;
+      const interrupt = new AbortController();
+      const onSigint = (): void => interrupt.abort();
+      process.once('SIGINT', onSigint);
+      try {
+        if (flags.scenario === 'orders') await ordersAction(flags, interrupt.signal);
+        else await paymentsAction(flags, interrupt.signal);
+      } finally {
+        process.off('SIGINT', onSigint);
+      }
     });
 }
 
-async function ordersAction(flags: DemoFlags): Promise<void> {
-  if (flags.store !== undefined && !/^postgres(ql)?:\/\//.test(flags.store)) {
-    process.stderr.write('retrysafe demo: --scenario orders needs --store postgres://…\n');
-    process.exitCode = 2;
-    return;
+async function paymentsAction(flags: DemoFlags, signal: AbortSignal): Promise<void> {
+  // The app is loaded here too, though it runs in the server process: a missing `express` is one line here.
+  const [{ runDemo }, { formatReport }, { DemoInterruptedError }] = await loadPeer(() =>
+    Promise.all([
+      import('../demo/payments/run.js'),
+      import('../demo/payments/report.js'),
+      import('../demo/harness/interrupted.js'),
+      import('../demo/payments/app.js'),
+    ]),
+  );
+  // The server runs in a child process; a store it cannot open is found here first, as one line.
+  if (flags.store !== undefined) await probe(flags.store);
+  try {
+    const report = await runDemo({
+      payments: flags.payments,
+      concurrency: flags.concurrency,
+      unsafe: flags.unsafe === true,
+      signal,
+      ...(flags.seed !== undefined && { seed: flags.seed }),
+      ...(flags.store !== undefined && { store: flags.store.url }),
+    });
+    process.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
+    process.exitCode = report.passed ? 0 : 1;
+  } catch (error) {
+    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, EXIT_INTERRUPTED);
+    throw error;
   }
+}
+
+async function ordersAction(flags: DemoFlags, signal: AbortSignal): Promise<void> {
+  if (flags.store !== undefined && flags.store.scheme !== 'postgres' && flags.store.scheme !== 'postgresql') {
+    throw new CliFailure('demo --scenario orders needs --store postgres://…');
+  }
+  const [{ runOrders }, { formatOrdersReport }, { ServiceUnavailableError }, { DemoInterruptedError }] = await loadPeer(() =>
+    Promise.all([
+      import('../demo/orders/run.js'),
+      import('../demo/orders/report.js'),
+      import('../demo/harness/unavailable.js'),
+      import('../demo/harness/interrupted.js'),
+    ]),
+  );
   try {
     const report = await runOrders({
       orders: flags.orders,
       concurrency: flags.concurrency,
       unsafe: flags.unsafe === true,
+      signal,
       ...(flags.seed !== undefined && { seed: flags.seed }),
-      ...(flags.store !== undefined && { store: flags.store }),
+      ...(flags.store !== undefined && { store: flags.store.driverUrl }),
       ...(flags.amqp !== undefined && { amqp: flags.amqp }),
     });
     process.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : formatOrdersReport(report));
     process.exitCode = report.passed ? 0 : 1;
   } catch (error) {
-    if (!(error instanceof ServiceUnavailableError)) throw error;
-    process.stderr.write(`retrysafe demo: ${error.message}\n`);
-    process.exitCode = 2;
+    if (error instanceof ServiceUnavailableError) throw new CliFailure(`demo: ${error.message}`, EXIT_USAGE);
+    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, EXIT_INTERRUPTED);
+    throw error;
   }
+}
+
+/**
+ * Opens and closes the store as the payments server will, so an unreachable server, a missing directory or
+ * a missing driver is one line here rather than a stack trace from the child.
+ */
+async function probe(target: StoreTarget): Promise<void> {
+  const opened = await target.open('create').catch((error: unknown) => {
+    throw error instanceof CliFailure ? error : unreachable(target.url, error);
+  });
+  await opened.store.close();
 }
 
 function scenario(text: string): 'payments' | 'orders' {
@@ -123,22 +185,11 @@ function scenario(text: string): 'payments' | 'orders' {
   return text;
 }
 
-function integer(flag: string, min: number, max: number): (text: string) => number {
-  return (text) => {
-    const value = Number(text);
-    if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
-      throw new InvalidArgumentError(`${flag} must be an integer from ${min} to ${max}.`);
-    }
-    return value;
-  };
-}
-
-function storeUrl(text: string): string {
+function storeTarget(text: string): StoreTarget {
   try {
-    parseStoreUrl(text);
+    return parseStoreUrl(text);
   } catch (error) {
     if (error instanceof StoreUrlError) throw new InvalidArgumentError(error.message);
     throw error;
   }
-  return text;
 }

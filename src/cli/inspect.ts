@@ -67,7 +67,7 @@ export function register(program: Command): void {
     .option('--scope <scope>', 'the scope (tenant/principal) the key lives in', '')
     .addHelpText('after', '\nExit codes: 0 printed, 1 no such record (or the store failed), 2 usage error.')
     .action(async (key: string, flags: InspectFlags) => {
-      const opened = await flags.store.open();
+      const opened = await flags.store.open('existing');
       try {
         const record = await opened.store.get(flags.scope, key);
         if (record === undefined) {

@@ -3,26 +3,31 @@
  * by `retrysafe migrate`).
  *
  * - `outbox status --store URL [--json]` prints the pending count, the oldest pending message's age, rows
- *   in flight, dead letters, sent rows awaiting cleanup, and the enqueue-to-sent latency (p50/p99) of the
- *   last 5 minutes.
+ *   in flight, rows the relay is retrying and the last error of the oldest of them, dead letters, sent
+ *   rows awaiting cleanup, and the enqueue-to-sent latency (p50/p99) of the last 5 minutes.
  * - `outbox dead-letters --store URL [--limit N] [--json]` lists dead letters, oldest first.
  * - `outbox requeue ID --store URL` makes a dead letter pending again, with its original id.
  * - `outbox cleanup --store URL --retention 7d [--limit N]` deletes sent rows older than the retention in
  *   batches of `--limit`, until caught up; never pending or dead-lettered rows.
  *
- * Exit codes: 0 done; 1 the database refused, or `requeue` found no such dead letter; 2 usage error.
+ * The schema is the `--store` URL's `?schema=`, else `--schema`. No command creates it: a missing schema
+ * (or an unreachable database) is one line and exit 2; run `retrysafe migrate` first.
+ *
+ * Exit codes: 0 done; 1 the database refused a statement, or `requeue` found no such dead letter; 2 usage
+ * error, database unreachable, schema missing, or `pg` not installed.
  *
  * @module
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import pg from 'pg';
-import { createOutbox, type Outbox, type OutboxDeadLetter, type OutboxStatus } from '../messaging/outbox/outbox.js';
+import type pg from 'pg';
+import type { Outbox, OutboxDeadLetter, OutboxStatus } from '../messaging/outbox/outbox.js';
 import { DEFAULT_SCHEMA } from '../stores/postgres/schema.js';
-import { durationFlag, integerFlag, schemaFlag } from './store-flag.js';
+import { loadPeer } from './peer.js';
+import { durationFlag, integerFlag, postgresStoreFlag, schemaFlag, schemaOf } from './store-flag.js';
+import { requirePostgresSchema, type StoreTarget } from './store-url.js';
 
 interface StoreFlags {
-  readonly store: string;
-  readonly schema: string;
+  readonly store: StoreTarget;
 }
 
 /** Adds the `outbox` command group to `program`. */
@@ -32,8 +37,8 @@ export function register(program: Command): void {
   withStore(outbox.command('status'))
     .description('Pending count, oldest pending age, dead letters and publish latency.')
     .option('--json', 'print one JSON object')
-    .action(async (flags: StoreFlags & { json?: boolean }) => {
-      await withOutbox(flags, async (box, pool) => {
+    .action(async (flags: StoreFlags & { json?: boolean }, command: Command) => {
+      await withOutbox(flags, command, async (box, pool) => {
         const status = await box.status(pool);
         process.stdout.write(flags.json === true ? `${JSON.stringify({ schema: box.schema, ...status })}\n` : formatStatus(box.schema, status));
       });
@@ -43,8 +48,8 @@ export function register(program: Command): void {
     .description('List dead-lettered messages, oldest first.')
     .option('--limit <n>', 'at most this many', integerFlag('--limit', 1, 1_000_000), 100)
     .option('--json', 'one JSON object per line (payload base64)')
-    .action(async (flags: StoreFlags & { limit: number; json?: boolean }) => {
-      await withOutbox(flags, async (box, pool) => {
+    .action(async (flags: StoreFlags & { limit: number; json?: boolean }, command: Command) => {
+      await withOutbox(flags, command, async (box, pool) => {
         const letters = await box.deadLetters(pool, flags.limit);
         process.stdout.write(letters.map((letter) => (flags.json === true ? deadLetterJson(letter) : deadLetterLine(letter))).join(''));
         if (letters.length === 0 && flags.json !== true) process.stdout.write('retrysafe: no dead letters\n');
@@ -53,8 +58,8 @@ export function register(program: Command): void {
 
   withStore(outbox.command('requeue').argument('<id>', 'the dead letter\'s message id (a UUID)', uuid))
     .description('Make a dead letter pending again; the relay publishes it with its original id.')
-    .action(async (id: string, flags: StoreFlags) => {
-      await withOutbox(flags, async (box, pool) => {
+    .action(async (id: string, flags: StoreFlags, command: Command) => {
+      await withOutbox(flags, command, async (box, pool) => {
         if (await box.requeue(pool, id)) {
           process.stdout.write(`retrysafe: ${id} requeued\n`);
         } else {
@@ -68,8 +73,8 @@ export function register(program: Command): void {
     .description('Delete sent rows older than the retention, in bounded batches (never unsent rows).')
     .requiredOption('--retention <duration>', 'how long sent rows are kept, e.g. 7d', durationFlag('--retention'))
     .option('--limit <n>', 'rows per batch', integerFlag('--limit', 1, 1_000_000), 1_000)
-    .action(async (flags: StoreFlags & { retention: number; limit: number }) => {
-      await withOutbox(flags, async (box, pool) => {
+    .action(async (flags: StoreFlags & { retention: number; limit: number }, command: Command) => {
+      await withOutbox(flags, command, async (box, pool) => {
         let total = 0;
         for (;;) {
           const deleted = await box.cleanup(pool, { retentionMs: flags.retention, batchSize: flags.limit, maxBatches: 100 });
@@ -83,15 +88,22 @@ export function register(program: Command): void {
 
 function withStore(command: Command): Command {
   return command
-    .requiredOption('--store <url>', 'PostgreSQL URL, e.g. postgres://user@127.0.0.1:5432/app', postgresUrl)
-    .option('--schema <name>', 'schema holding the outbox table (letters, digits, _)', schemaFlag, DEFAULT_SCHEMA)
-    .addHelpText('after', '\nExit codes: 0 done, 1 the database refused (or no such dead letter), 2 usage error.');
+    .requiredOption('--store <url>', 'PostgreSQL URL, e.g. postgres://user@127.0.0.1:5432/app[?schema=NAME]', postgresStoreFlag('the outbox lives on PostgreSQL'))
+    .option('--schema <name>', 'schema holding the outbox table (letters, digits, _), unless the URL names one', schemaFlag, DEFAULT_SCHEMA)
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 done, 1 the database refused (or no such dead letter), 2 usage error, database unreachable or schema missing.',
+    );
 }
 
-async function withOutbox(flags: StoreFlags, fn: (outbox: Outbox, pool: pg.Pool) => Promise<void>): Promise<void> {
-  const pool = new pg.Pool({ connectionString: flags.store, max: 1 });
+async function withOutbox(flags: StoreFlags, command: Command, fn: (outbox: Outbox, pool: pg.Pool) => Promise<void>): Promise<void> {
+  const schema = schemaOf(flags.store, command);
+  const [{ default: pg }, { createOutbox }] = await loadPeer(() => Promise.all([import('pg'), import('../messaging/outbox/outbox.js')]));
+  const pool = new pg.Pool({ connectionString: flags.store.driverUrl, max: 1 });
+  pool.on('error', () => undefined);
   try {
-    await fn(createOutbox({ schema: flags.schema }), pool);
+    await requirePostgresSchema(pool, schema, flags.store.url);
+    await fn(createOutbox({ schema }), pool);
   } finally {
     await pool.end();
   }
@@ -107,6 +119,7 @@ function formatStatus(schema: string, s: OutboxStatus): string {
     `  pending             ${s.pending}`,
     `  oldest pending age  ${milliseconds(s.oldestPendingAgeMs)}`,
     `  in flight           ${s.inFlight}`,
+    `  retrying            ${s.retrying}${s.oldestPendingError === undefined ? '' : ` (oldest's last error: ${s.oldestPendingError})`}`,
     `  dead letters        ${s.deadLetters}`,
     `  sent (retained)     ${s.sent}`,
     `  publish latency     ${latency}`,
@@ -125,19 +138,6 @@ function deadLetterLine(letter: OutboxDeadLetter): string {
 
 function deadLetterJson(letter: OutboxDeadLetter): string {
   return `${JSON.stringify({ ...letter, payload: Buffer.from(letter.payload).toString('base64') })}\n`;
-}
-
-function postgresUrl(text: string): string {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw new InvalidArgumentError(`--store must be a postgres:// or postgresql:// URL, got ${JSON.stringify(text)}.`);
-  }
-  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
-    throw new InvalidArgumentError(`--store must be a postgres:// or postgresql:// URL; the outbox lives on PostgreSQL, got ${JSON.stringify(text)}.`);
-  }
-  return text;
 }
 
 function uuid(text: string): string {

@@ -5,9 +5,10 @@
  *
  * @module
  */
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
 import { schemaNames } from '../stores/postgres/schema.js';
+import { CliFailure } from './failure.js';
 import { parseStoreUrl, StoreUrlError, type StoreTarget } from './store-url.js';
 
 /**
@@ -55,6 +56,19 @@ export function durationFlag(flag: string): (text: string) => number {
 }
 
 /**
+ * A duration option such as `--lease <duration>`, parsed by {@link durationFlag} into milliseconds; its
+ * default is written as the user would type it (`30s`, `24h`), so `--help` shows the unit the flag takes.
+ *
+ * @param flags - commander's flags text, e.g. `'--lease <duration>'`
+ * @param fallback - the default as a duration text, e.g. `'30s'`; omitted for a flag without default
+ */
+export function durationOption(flags: string, description: string, fallback?: string): Option {
+  const name = flags.split(' ', 1)[0] ?? flags;
+  const option = new Option(flags, description).argParser(durationFlag(name));
+  return fallback === undefined ? option : option.default(parseDuration(name, fallback), fallback);
+}
+
+/**
  * Commander argument parser for `--schema`: a PostgreSQL schema name as `schemaNames` accepts it.
  *
  * @throws InvalidArgumentError (exit 2) with `schemaNames`' message when the name is not accepted
@@ -65,4 +79,36 @@ export function schemaFlag(text: string): string {
   } catch (error) {
     throw new InvalidArgumentError(error instanceof Error ? error.message : String(error));
   }
+}
+
+/**
+ * Commander argument parser for a `--store` that must name PostgreSQL (`migrate`, `outbox`).
+ *
+ * @param why - what the command does on PostgreSQL, for the message
+ * @throws InvalidArgumentError (exit 2) for a bad `--store` or one naming another store
+ */
+export function postgresStoreFlag(why: string): (text: string) => StoreTarget {
+  return (text) => {
+    const target = storeFlag(text);
+    if (target.scheme !== 'postgres' && target.scheme !== 'postgresql') {
+      throw new InvalidArgumentError(`--store must be a postgres:// or postgresql:// URL; ${why}, got ${JSON.stringify(text)}.`);
+    }
+    return target;
+  };
+}
+
+/**
+ * The PostgreSQL schema a command works in: the `--store` URL's `?schema=`, else `--schema` (whose default
+ * is `retrysafe`).
+ *
+ * @throws {@link CliFailure} (exit 2) when both are given and differ
+ */
+export function schemaOf(target: StoreTarget, command: Command): string {
+  const flag = command.getOptionValue('schema') as string;
+  const named = target.schema;
+  if (named === undefined) return flag;
+  if (command.getOptionValueSource('schema') === 'cli' && named !== flag) {
+    throw new CliFailure(`--schema ${flag} differs from the --store URL's ?schema=${named}; give one of them`);
+  }
+  return named;
 }

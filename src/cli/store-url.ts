@@ -1,15 +1,15 @@
 /**
  * The `--store` flag: one URL names an idempotency store for every CLI command. Each scheme is one row of
  * {@link STORE_SCHEMES}. A new store plugs in with a row there, a member of {@link OpenedStore}, and a case
- * in the demo server's wiring (`demo/server.ts`), which the compiler then asks for. Open the driver with a
+ * in the demo server's wiring (`src/demo/payments/server.ts`), which the compiler then asks for. Open the driver with a
  * dynamic `import()` in `open`, so a command that never opens that store never loads its (optional) driver.
  *
  * | value | store |
  * |---|---|
  * | `memory:` | in-process memory store; lives and dies with the process |
- * | `sqlite:PATH` | SQLite file at PATH (created if missing), transactional, shared safely across processes |
+ * | `sqlite:PATH` | SQLite file at PATH (created if missing by `demo`; the other commands require it), transactional, shared safely across processes |
  * | `sqlite::memory:` | private in-memory SQLite database; transactional, dies with the process |
- * | `postgres://…`, `postgresql://…` | PostgreSQL (schema `retrysafe`, or `?schema=NAME`; migrated on open), transactional |
+ * | `postgres://…`, `postgresql://…` | PostgreSQL (schema `retrysafe`, or `?schema=NAME`; migrated when `demo` opens it, required by the other commands), transactional |
  * | `redis://…`, `rediss://…` | Redis (key prefix `retrysafe`, or `?prefix=NAME`); plain: it cannot commit with a business database (docs/redis.md) |
  *
  * `schema` and `prefix` are retrysafe's own query parameters: they are taken out of the URL before it
@@ -17,11 +17,14 @@
  *
  * @module
  */
+import { existsSync } from 'node:fs';
 import type { Database } from 'better-sqlite3';
 import { IdempotencyError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../stores/postgres/schema.js';
 import type { PostgresStore } from '../stores/postgres/store.js';
 import type { IdempotencyStore, TransactionalStore } from '../core/store.js';
+import { CliFailure, redactUrl, unreachable } from './failure.js';
+import { loadPeer } from './peer.js';
 
 /** Thrown for a `--store` value that names no known scheme or is malformed. The CLI exits 2 on it. */
 export class StoreUrlError extends IdempotencyError {
@@ -87,9 +90,20 @@ export interface StoreTarget {
   readonly schema?: string | undefined;
   /** The URL for the driver: the value without retrysafe's own `schema` / `prefix` parameters. */
   readonly driverUrl: string;
-  /** Opens the store (creating files or schema as the store does). Rejects with the driver's error. */
-  open(): Promise<OpenedStore>;
+  /**
+   * Opens the store. `'create'` creates a missing SQLite file or PostgreSQL schema and migrates it, as the
+   * store factories do; `'existing'` (every command that only reads or tidies) creates nothing and fails
+   * when the file or schema is not there.
+   *
+   * @throws {@link CliFailure} (exit 2), one line naming the URL with its password redacted, when the
+   *   store cannot be reached, when an `'existing'` file or schema is missing, or when the driver package
+   *   is not installed
+   */
+  open(mode: OpenMode): Promise<OpenedStore>;
 }
+
+/** How {@link StoreTarget.open} treats a store that does not exist yet. */
+export type OpenMode = 'create' | 'existing';
 
 /** One row of the scheme table. */
 export interface StoreScheme {
@@ -136,11 +150,17 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
         driverUrl: url,
         durable: path !== ':memory:',
         transactional: true,
-        async open(): Promise<OpenedStore> {
+        async open(mode: OpenMode): Promise<OpenedStore> {
+          const existing = mode === 'existing' && path !== ':memory:';
+          if (existing && !existsSync(path)) throw new CliFailure(`the SQLite file ${path} does not exist (check --store ${url})`);
           // Loaded on demand so commands that never open a store do not load the native driver.
-          const { createSqliteStore } = await import('../stores/sqlite/index.js');
-          const store = createSqliteStore({ path });
-          return { scheme: 'sqlite', transactional: true, store, database: store.database };
+          const { createSqliteStore } = await loadPeer(() => import('../stores/sqlite/index.js'));
+          try {
+            const store = createSqliteStore({ path, migrate: !existing });
+            return { scheme: 'sqlite', transactional: true, store, database: store.database };
+          } catch (error) {
+            throw new CliFailure(`cannot open the SQLite store ${url}: ${(error as Error).message.replace(/^retrysafe: /, '')}`, 2, { cause: error });
+          }
         },
       };
     },
@@ -165,12 +185,25 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
           schema: named,
           durable: true,
           transactional: true,
-          async open(): Promise<OpenedStore> {
+          async open(mode: OpenMode): Promise<OpenedStore> {
             // Loaded on demand so commands that never open PostgreSQL do not load `pg`.
-            const { createPostgresStore, migrate } = await import('../stores/postgres/index.js');
-            // Migrating is idempotent and serialized by an advisory lock, so every open can afford it.
-            await migrate({ connectionString: driverUrl, schema });
-            return { scheme, transactional: true, store: createPostgresStore({ connectionString: driverUrl, schema }) };
+            const { createPostgresStore, migrate } = await loadPeer(() => import('../stores/postgres/index.js'));
+            if (mode === 'create') {
+              // Migrating is idempotent and serialized by an advisory lock, so every open can afford it.
+              await migrate({ connectionString: driverUrl, schema }).catch((error: unknown) => {
+                throw unreachable(url, error);
+              });
+            }
+            const store = createPostgresStore({ connectionString: driverUrl, schema });
+            if (mode === 'existing') {
+              try {
+                await requirePostgresSchema(store.pool, schema, url);
+              } catch (error) {
+                await store.close();
+                throw error;
+              }
+            }
+            return { scheme, transactional: true, store };
           },
         };
       },
@@ -193,8 +226,11 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
           durable: true,
           transactional: false,
           async open(): Promise<OpenedStore> {
-            const { openRedisStore } = await import('../stores/redis/index.js');
-            return { scheme, transactional: false, store: await openRedisStore(driverUrl, prefix === undefined ? {} : { prefix }) };
+            const { openRedisStore } = await loadPeer(() => import('../stores/redis/index.js'));
+            const store = await openRedisStore(driverUrl, prefix === undefined ? {} : { prefix }).catch((error: unknown) => {
+              throw unreachable(url, error);
+            });
+            return { scheme, transactional: false, store };
           },
         };
       },
@@ -221,6 +257,31 @@ export function parseStoreUrl(url: string): StoreTarget {
   const scheme = STORE_SCHEMES.find((row) => row.scheme === name);
   if (!scheme) throw new StoreUrlError(url, `unknown scheme "${name}:"`);
   return scheme.parse(url.slice(colon + 1), url);
+}
+
+/** The subset of a `pg` pool {@link requirePostgresSchema} queries through. */
+export interface Queryable {
+  query(text: string, values: unknown[]): Promise<{ rows: unknown[] }>;
+}
+
+/**
+ * Checks that `schema` exists in the PostgreSQL database behind `pool`, creating nothing.
+ *
+ * @param url - the `--store` value, named (password redacted) in the failures
+ * @throws {@link CliFailure} (exit 2) when the database cannot be reached, or when the schema does not
+ *   exist (the message says to run `retrysafe migrate`)
+ */
+export async function requirePostgresSchema(pool: Queryable, schema: string, url: string): Promise<void> {
+  let found: boolean;
+  try {
+    const { rows } = await pool.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [schema]);
+    found = rows.length > 0;
+  } catch (error) {
+    throw unreachable(url, error);
+  }
+  if (!found) {
+    throw new CliFailure(`schema "${schema}" does not exist at ${redactUrl(url)}; create it with: retrysafe migrate --store URL --schema ${schema}`);
+  }
 }
 
 /**

@@ -16,6 +16,7 @@ import { describe, requireDurationMs } from '../core/duration.js';
 import { IdempotencyKeyInvalidError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { fullJitterDelay } from './backoff.js';
+import { followSignal } from './follow-signal.js';
 import { RetryExhaustedError, type AttemptRecord, type RetryExhaustedCode } from './outcome.js';
 import { parseRetryAfter } from './retry-after.js';
 import { sleep as timerSleep } from './sleep.js';
@@ -198,12 +199,25 @@ async function call(config: ResolvedOptions, input: string | URL | Request, init
   const start = config.clock.now();
   const prepared = await prepare(config, input, init);
   const { signal } = prepared;
+  // The caller's signal may outlive thousands of calls, many in flight at once: the call follows it through
+  // one listener shared by every call in flight on it (see follow-signal.ts), and its attempts and waits
+  // listen on the call's own signal.
+  const linked = new AbortController();
+  const unfollow = signal === undefined ? undefined : followSignal(signal, linked);
+  try {
+    return await attemptAll(config, prepared, start, signal === undefined ? undefined : linked.signal);
+  } finally {
+    unfollow?.();
+  }
+}
+
+async function attemptAll(config: ResolvedOptions, prepared: Prepared, start: number, signal: AbortSignal | undefined): Promise<Response> {
   const deadline = start + config.deadlineMs;
   const attempts: AttemptRecord[] = [];
   for (let attempt = 1; ; attempt++) {
     signal?.throwIfAborted();
     const remaining = deadline - config.clock.now();
-    const outcome = remaining > 0 ? await send(config, prepared, Math.min(config.attemptTimeoutMs, remaining)) : undefined;
+    const outcome = remaining > 0 ? await send(config, prepared, Math.min(config.attemptTimeoutMs, remaining), signal) : undefined;
     if (signal?.aborted) {
       if (outcome && 'response' in outcome) await discard(outcome.response);
       throw signal.reason;
@@ -249,7 +263,9 @@ async function call(config: ResolvedOptions, input: string | URL | Request, init
 /** Buffers the request once and settles its key, so every attempt sends the same bytes and key. */
 async function prepare(config: ResolvedOptions, input: string | URL | Request, init: RetryingRequestInit | undefined): Promise<Prepared> {
   const { idempotencyKey, ...rest } = init ?? {};
-  const request = await toRequest(input, rest);
+  // `signal: null` keeps the buffering Request off the caller's signal: a Request listens on the signal it
+  // is given until it is garbage-collected, and a long-lived signal would pile up one listener per call.
+  const request = await toRequest(input, { ...rest, signal: null });
   const headers = new Headers(request.headers);
   const method = request.method.toUpperCase();
   let key: string | undefined;
@@ -312,18 +328,19 @@ function toSfString(key: string): string {
 }
 
 /** One attempt: resolves with the response (headers in), or with the error that stopped it. */
-async function send(config: ResolvedOptions, prepared: Prepared, timeoutMs: number): Promise<Outcome> {
+async function send(config: ResolvedOptions, prepared: Prepared, timeoutMs: number, signal: AbortSignal | undefined): Promise<Outcome> {
   const timeout = new AbortController();
   const timer = setTimeout(() => {
     timeout.abort(new DOMException(`The attempt took longer than ${timeoutMs} ms.`, 'TimeoutError'));
   }, timeoutMs);
-  const signal = prepared.signal ? AbortSignal.any([prepared.signal, timeout.signal]) : timeout.signal;
+  const unfollow = signal === undefined ? undefined : followSignal(signal, timeout);
   try {
-    return { response: await config.fetch(prepared.url, { ...prepared.init, signal }) };
+    return { response: await config.fetch(prepared.url, { ...prepared.init, signal: timeout.signal }) };
   } catch (error) {
-    return { error: timeout.signal.aborted ? timeout.signal.reason : error };
+    return { error: timeout.signal.aborted && signal?.aborted !== true ? timeout.signal.reason : error };
   } finally {
     clearTimeout(timer);
+    unfollow?.();
   }
 }
 

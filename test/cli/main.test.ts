@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runCli } from './run-cli.js';
+import { runCli } from '../support/run-cli.js';
 
 describe('retrysafe (main)', () => {
   it('--help lists the commands and exits 0', async () => {

@@ -11,7 +11,7 @@ import { createMemoryStore } from '../../src/stores/memory.js';
 import { createSqliteStore, type SqliteStore } from '../../src/stores/sqlite/index.js';
 import type { ClaimInput } from '../../src/core/store.js';
 import { RIDES_SQL, ridePlan } from '../phases/fixtures/ride-plan.js';
-import { runCli } from './run-cli.js';
+import { runCli } from '../support/run-cli.js';
 
 const FP = 'f'.repeat(64);
 const DAY_MS = 86_400_000;

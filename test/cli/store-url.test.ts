@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseStoreUrl, StoreUrlError, type OpenedStore } from '../../src/cli/store-url.js';
 import { POSTGRES_URL, REDIS_URL, postgresAvailable, redisAvailable, uniqueName } from '../support/services.js';
-import { runCli } from './run-cli.js';
+import { runCli } from '../support/run-cli.js';
 
 const postgres = await postgresAvailable();
 const redis = await redisAvailable();
@@ -85,7 +85,7 @@ describe('parseStoreUrl', () => {
   });
 
   it('opens memory: as a plain store that claims once', async () => {
-    const store = await parseStoreUrl('memory:').open();
+    const store = await parseStoreUrl('memory:').open('create');
     opened.push(store);
     expect(store.transactional).toBe(false);
     const input = { scope: 's', key: 'k', fingerprint: 'f', leaseMs: 1_000, retentionMs: 10_000 };
@@ -94,7 +94,7 @@ describe('parseStoreUrl', () => {
   });
 
   it('opens sqlite::memory: as a transactional store whose transactions hand out its connection', async () => {
-    const store = await parseStoreUrl('sqlite::memory:').open();
+    const store = await parseStoreUrl('sqlite::memory:').open('create');
     opened.push(store);
     if (store.scheme !== 'sqlite') throw new Error(`expected a SQLite store, got ${store.scheme}`);
     expect(store.transactional).toBe(true);
@@ -105,7 +105,7 @@ describe('parseStoreUrl', () => {
 
 describe.runIf(postgres)('--store postgres://', () => {
   it('migrates on open and hands transactions the pool client the store runs on', async () => {
-    const store = await parseStoreUrl(POSTGRES_URL).open();
+    const store = await parseStoreUrl(POSTGRES_URL).open('create');
     opened.push(store);
     if (store.scheme !== 'postgres' && store.scheme !== 'postgresql') throw new Error(`expected PostgreSQL, got ${store.scheme}`);
     expect(store.transactional).toBe(true);
@@ -117,14 +117,14 @@ describe.runIf(postgres)('--store postgres://', () => {
     expect(answer).toBe(1);
   });
 
-  it('exits 1 with the driver\'s message when the server refuses', async () => {
-    const refused = await runCli(['reap', '--store', 'postgres://postgres@127.0.0.1:1/test']);
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/ECONNREFUSED/);
+  it('exits 2 with one line naming the URL, password redacted, when nothing listens', async () => {
+    const refused = await runCli(['reap', '--store', 'postgres://postgres:secret@127.0.0.1:1/test']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/^retrysafe: cannot reach the store at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/test: .*ECONNREFUSED.*\n$/);
   });
 
   it('runs inspect and reap on it', async () => {
-    const store = await parseStoreUrl(POSTGRES_URL).open();
+    const store = await parseStoreUrl(POSTGRES_URL).open('create');
     opened.push(store);
     const key = uniqueName('store_url_inspect');
     const claim = await store.store.claim({ scope: '', key, fingerprint: 'f', leaseMs: 1_000, retentionMs: 10_000 });
@@ -146,7 +146,7 @@ describe.runIf(postgres)('--store postgres://', () => {
       expect(migrated.code).toBe(0);
       expect(migrated.stdout).toContain(`schema "${schema}"`);
       expect((await runCli(['migrate', '--store', url, '--schema', 'other_schema'])).code).toBe(2);
-      const store = await parseStoreUrl(url).open();
+      const store = await parseStoreUrl(url).open('create');
       opened.push(store);
       if (store.scheme !== 'postgres' && store.scheme !== 'postgresql') throw new Error(`expected PostgreSQL, got ${store.scheme}`);
       expect(store.store.schema).toBe(schema);
@@ -167,8 +167,8 @@ describe.runIf(postgres)('--store postgres://', () => {
 
 describe.runIf(redis)('--store redis://', () => {
   it('opens a plain store that claims once across two connections', async () => {
-    const one = await parseStoreUrl(REDIS_URL).open();
-    const two = await parseStoreUrl(REDIS_URL).open();
+    const one = await parseStoreUrl(REDIS_URL).open('create');
+    const two = await parseStoreUrl(REDIS_URL).open('create');
     opened.push(one, two);
     expect([one.scheme, one.transactional]).toEqual(['redis', false]);
     const input = { scope: 'cli', key: uniqueName('store_url'), fingerprint: 'f', leaseMs: 1_000, retentionMs: 10_000 };
@@ -178,8 +178,8 @@ describe.runIf(redis)('--store redis://', () => {
 
   it('keeps its records under the ?prefix= the URL names', async () => {
     const prefix = uniqueName('rs_url_prefix');
-    const prefixed = await parseStoreUrl(`${REDIS_URL}${REDIS_URL.includes('?') ? '&' : '?'}prefix=${prefix}`).open();
-    const plain = await parseStoreUrl(REDIS_URL).open();
+    const prefixed = await parseStoreUrl(`${REDIS_URL}${REDIS_URL.includes('?') ? '&' : '?'}prefix=${prefix}`).open('create');
+    const plain = await parseStoreUrl(REDIS_URL).open('create');
     opened.push(prefixed, plain);
     const input = { scope: 'cli', key: uniqueName('store_url'), fingerprint: 'f', leaseMs: 1_000, retentionMs: 10_000 };
     expect((await prefixed.store.claim(input)).acquired).toBe(true);
@@ -188,8 +188,8 @@ describe.runIf(redis)('--store redis://', () => {
     expect(await prefixed.store.reap(10)).toBe(0);
   });
 
-  it('runs inspect on it, and exits 1 when nothing listens', async () => {
-    const store = await parseStoreUrl(REDIS_URL).open();
+  it('runs inspect on it, and exits 2 with one line naming the URL when nothing listens', async () => {
+    const store = await parseStoreUrl(REDIS_URL).open('create');
     opened.push(store);
     const key = uniqueName('store_url_inspect');
     const claim = await store.store.claim({ scope: '', key, fingerprint: 'f', leaseMs: 1_000, retentionMs: 10_000 });
@@ -198,8 +198,9 @@ describe.runIf(redis)('--store redis://', () => {
     const inspected = await runCli(['inspect', '--store', REDIS_URL, key]);
     expect(inspected.code).toBe(0);
     expect(JSON.parse(inspected.stdout)).toMatchObject({ key, state: 'completed', response: { status: 200 } });
-    const refused = await runCli(['inspect', '--store', 'redis://127.0.0.1:1', key]);
-    expect(refused.code).toBe(1);
+    const refused = await runCli(['inspect', '--store', 'redis://:secret@127.0.0.1:1', key]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/^retrysafe: cannot reach the store at redis:\/\/:\*\*\*@127\.0\.0\.1:1: .*ECONNREFUSED.*\n$/);
   });
 });
 

@@ -58,6 +58,10 @@ export interface OutboxStatus {
   readonly deadLetters: number;
   /** Sent rows not yet cleaned up. */
   readonly sent: number;
+  /** Pending rows whose publishing failed at least once (the relay retries them). */
+  readonly retrying: number;
+  /** The last publish error of the oldest pending row that has one (why it is stuck); undefined when none. */
+  readonly oldestPendingError: string | undefined;
   /** Median enqueue-to-sent time of rows sent within `latencyWindowMs`; undefined when none. */
   readonly latencyP50Ms: number | undefined;
   /** 99th percentile of the same; undefined when none. */
@@ -123,7 +127,7 @@ export interface Outbox {
    * @throws the driver's error when the insert fails (the caller's transaction is then aborted)
    */
   enqueue(tx: Queryable, message: OutboxInput, options?: EnqueueOptions): Promise<string>;
-  /** Counts and ages for monitoring (see {@link OutboxStatus}); four cheap index reads in one statement. */
+  /** Counts and ages for monitoring (see {@link OutboxStatus}); cheap reads of the pending and dead rows in one statement. */
   status(db: Queryable): Promise<OutboxStatus>;
   /**
    * Deletes sent rows older than `retentionMs`, `batchSize` per statement, until a statement deletes fewer
@@ -194,6 +198,8 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
         inFlight: Number(row.in_flight),
         deadLetters: Number(row.dead),
         sent: Number(row.sent),
+        retrying: Number(row.retrying),
+        oldestPendingError: row.oldest_error ?? undefined,
         latencyP50Ms: row.p50 ?? undefined,
         latencyP99Ms: row.p99 ?? undefined,
       });
@@ -251,6 +257,8 @@ interface StatusRow {
   readonly in_flight: string;
   readonly dead: string;
   readonly sent: string;
+  readonly retrying: string;
+  readonly oldest_error: string | null;
   readonly p50: number | null;
   readonly p99: number | null;
 }

@@ -51,8 +51,9 @@ export interface OutboxStatements {
   readonly release: string;
   /**
    * `$1` now (ms), `$2` latency window start (ms). One row: `pending`, `oldest_created_at` (ms or null),
-   * `in_flight` (live leases), `dead`, `sent`, and `p50`/`p99` enqueue-to-sent milliseconds of rows sent
-   * since `$2` (null when none).
+   * `in_flight` (live leases), `dead`, `sent`, `retrying` (pending rows that failed at least once),
+   * `oldest_error` (the last error of the oldest pending row that has one, or null), and `p50`/`p99`
+   * enqueue-to-sent milliseconds of rows sent since `$2` (null when none).
    */
   readonly status: string;
   /**
@@ -132,6 +133,8 @@ export function outboxStatements(quoted: string, channel: string): OutboxStateme
         (SELECT count(*) FROM ${t} WHERE status = 0 AND lease_until > $1)::bigint AS in_flight,
         (SELECT count(*) FROM ${t} WHERE status = 2)::bigint AS dead,
         (SELECT count(*) FROM ${t} WHERE status = 1)::bigint AS sent,
+        (SELECT count(*) FROM ${t} WHERE status = 0 AND attempts > 0)::bigint AS retrying,
+        (SELECT last_error FROM ${t} WHERE status = 0 AND last_error IS NOT NULL ORDER BY created_at, seq LIMIT 1) AS oldest_error,
         l.p[1] AS p50, l.p[2] AS p99
       FROM (
         SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY sent_at - created_at) AS p

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId } from '../../core/options.js';
-import { describe } from '../../core/duration.js';
+import { describe, requireDurationMs } from '../../core/duration.js';
 import type { IdempotencyStore } from '../../core/store.js';
 import { RedisStore } from './redis-store.js';
 
@@ -40,7 +40,17 @@ export interface RedisStoreOptions {
    * and closed by `close()`
    */
   readonly subscriber?: Redis;
+  /**
+   * Longest wait, in milliseconds, for `client`'s connection while it is still being set up (just created,
+   * or reconnecting and between connect and ready) before an operation runs: with `enableOfflineQueue:
+   * false`, a command sent before the connection is ready fails, so the first requests after start would
+   * get 503. A connection that is down (`reconnecting`) or closed is not waited for: operations fail fast.
+   * 0 never waits. @defaultValue 5_000
+   */
+  readonly readyTimeoutMs?: number;
 }
+
+const DEFAULT_READY_TIMEOUT_MS = 5_000;
 
 /** Is `value` shaped like an ioredis connection (enough for what the store calls)? */
 function isRedisClient(value: unknown): value is Redis {
@@ -98,7 +108,8 @@ export function createRedisStore(
       `retrysafe: option "subscriber" must be an ioredis Redis connection, got ${describe(options.subscriber)}`,
     );
   }
+  const readyTimeoutMs = options.readyTimeoutMs === 0 ? 0 : requireDurationMs('readyTimeoutMs', options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
   return new RedisStore(
-    Object.freeze({ client: options.client, prefix, clock, generateId, subscriber: options.subscriber }),
+    Object.freeze({ client: options.client, prefix, clock, generateId, subscriber: options.subscriber, readyTimeoutMs }),
   );
 }

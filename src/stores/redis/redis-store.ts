@@ -17,6 +17,7 @@ import { CLAIM_LUA } from './scripts/claim.lua.js';
 import { COMPLETE_LUA } from './scripts/complete.lua.js';
 import { REAP_LUA } from './scripts/reap.lua.js';
 import { RELEASE_LUA } from './scripts/release.lua.js';
+import { untilReady } from './ready.js';
 import { REDIS_TTL_GRACE_MS } from './ttl.js';
 
 const CLAIM = new LuaScript(CLAIM_LUA);
@@ -36,6 +37,8 @@ export interface RedisStoreConfig {
   readonly clock: Clock | undefined;
   readonly generateId: () => string;
   readonly subscriber: Redis | undefined;
+  /** Longest wait, in milliseconds, for a connection still being set up before an operation runs. */
+  readonly readyTimeoutMs: number;
 }
 
 /** See `createRedisStore` in `factory.ts`, which validates the configuration. */
@@ -51,6 +54,7 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async claim(input: ClaimInput): Promise<ClaimResult> {
+    await this.ready();
     const leaseToken = this.config.generateId();
     const reply = (await CLAIM.run(
       this.config.client,
@@ -76,6 +80,7 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
+    await this.ready();
     const body = Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength);
     const reply = await COMPLETE.run(
       this.config.client,
@@ -86,10 +91,12 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async release(claim: Claim): Promise<boolean> {
+    await this.ready();
     return (await RELEASE.run(this.config.client, [this.key(claim.scope, claim.key)], [claim.leaseToken])) === 1;
   }
 
   async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+    await this.ready();
     return decodeRecord((await this.config.client.callBuffer('HMGET', [this.key(scope, key), ...RECORD_FIELDS])) as RecordValues);
   }
 
@@ -105,6 +112,7 @@ export class RedisStore implements IdempotencyStore {
    * case; the keys' own TTLs do the bulk of the cleanup.
    */
   async reap(limit: number): Promise<number> {
+    await this.ready();
     const now = this.now();
     const pattern = recordPattern(this.config.prefix);
     let deleted = 0;
@@ -128,6 +136,7 @@ export class RedisStore implements IdempotencyStore {
     if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
       throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${String(leaseMs)}`);
     }
+    await this.ready();
     const reply = await CHECKPOINT.run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
@@ -154,6 +163,7 @@ export class RedisStore implements IdempotencyStore {
     if (!Number.isSafeInteger(limit) || limit <= 0) {
       throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`);
     }
+    await this.ready();
     const { client } = this.config;
     const now = this.config.clock?.now() ?? (await serverTime(client));
     const pattern = recordPattern(this.config.prefix);
@@ -214,6 +224,11 @@ export class RedisStore implements IdempotencyStore {
   /** Wakes pending `waitFor` calls and closes the subscriber connection the store opened; the client stays open. */
   close(): Promise<void> {
     return this.notifier.close();
+  }
+
+  /** Waits (bounded) for a connection still being set up: see `ready.ts`. */
+  private ready(): Promise<void> {
+    return untilReady(this.config.client, this.config.readyTimeoutMs);
   }
 
   private key(scope: string, key: string): string {

@@ -17,7 +17,8 @@ import { createRedisStore, type RedisStoreOptions } from './factory.js';
  *
  * @param options - the options of {@link createRedisStore} other than the connections
  * @throws TypeError when `url` is not a `redis:` or `rediss:` URL, or an option is invalid
- * @throws the driver's error when the first connection fails (the connection is closed first)
+ * @throws the driver's error when the first connection fails, e.g. `connect ECONNREFUSED …` (the connection
+ *   is closed first)
  * @example
  * ```ts
  * import { openRedisStore } from 'retrysafe/redis';
@@ -34,13 +35,19 @@ export async function openRedisStore(
     throw new TypeError(`retrysafe: the Redis URL must start with redis:// or rediss://, got ${describe(url)}`);
   }
   const client = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  // Connection errors also reach the commands that fail on them; without a listener ioredis prints each
+  // one as an "Unhandled error event". The first one is what a failed connect() is reported with.
+  let connectionError: unknown;
+  client.on('error', (error: unknown) => {
+    connectionError ??= error;
+  });
   let store: ReturnType<typeof createRedisStore>;
   try {
     store = createRedisStore({ ...options, client });
     await client.connect();
   } catch (error) {
     client.disconnect();
-    throw error;
+    throw connectionError ?? error;
   }
   return {
     claim: (input) => store.claim(input),

@@ -35,6 +35,13 @@ export interface SqliteStoreOptions {
    * `SQLITE_BUSY`. The wait blocks the event loop (the driver is synchronous). @defaultValue 5_000
    */
   readonly busyTimeoutMs?: number;
+  /**
+   * `false` opens an existing store only, for tools that must not create anything: the file named by
+   * `path` must exist (it is never created) and its record table must be migrated already; the schema is
+   * neither created nor upgraded and the journal mode is left as it is. The factory then throws an `Error`
+   * naming the file or the table when either is missing. @defaultValue true
+   */
+  readonly migrate?: boolean;
 }
 
 /** Validated, frozen options. */
@@ -44,6 +51,7 @@ export interface ResolvedSqliteStoreOptions {
   readonly clock: Clock;
   readonly generateId: () => string;
   readonly busyTimeoutMs: number | undefined;
+  readonly migrate: boolean;
 }
 
 const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
@@ -86,7 +94,10 @@ export function resolveSqliteStoreOptions(options: SqliteStoreOptions | undefine
       : database === undefined
         ? DEFAULT_BUSY_TIMEOUT_MS
         : undefined;
+  const migrate = options.migrate ?? true;
+  if (typeof migrate !== 'boolean') throw new TypeError(`retrysafe: option "migrate" must be a boolean, got ${describe(migrate)}`);
   return Object.freeze({
+    migrate,
     source: Object.freeze(database !== undefined ? { database } : { path: path ?? ':memory:' }),
     table,
     clock,

@@ -47,7 +47,8 @@ const POLL_INTERVAL_MS = 50;
 
 /**
  * Creates the SQLite store. Opens (or adopts) the connection, sets WAL journal mode on an opened file and
- * `busy_timeout`, and creates or upgrades the schema idempotently.
+ * `busy_timeout`, and creates or upgrades the schema idempotently (unless `migrate: false`, which opens an
+ * existing, migrated file and creates nothing).
  *
  * Concurrency: every operation runs through one FIFO mutex, because while a {@link SqliteStore.transaction}
  * awaits its callback the single connection is inside that transaction. A claim is one upsert under
@@ -58,7 +59,9 @@ const POLL_INTERVAL_MS = 50;
  * engine answers as `StoreUnavailableError` (503); keep transactional handlers short.
  *
  * @throws TypeError naming the option when an option is invalid (see {@link SqliteStoreOptions})
- * @throws the driver's error when the file cannot be opened or migrated
+ * @throws the driver's error when the file cannot be opened or migrated (with `migrate: false`: when the file
+ *   does not exist)
+ * @throws Error naming the table when `migrate: false` and the record table does not exist
  * @example
  * ```ts
  * import { createReceiver } from 'retrysafe';
@@ -75,12 +78,17 @@ const POLL_INTERVAL_MS = 50;
 export function createSqliteStore(options?: SqliteStoreOptions): SqliteStore {
   const resolved = resolveSqliteStoreOptions(options);
   const owned = 'path' in resolved.source;
-  const database = 'path' in resolved.source ? new BetterSqlite3(resolved.source.path) : resolved.source.database;
+  const database =
+    'path' in resolved.source ? new BetterSqlite3(resolved.source.path, { fileMustExist: !resolved.migrate }) : resolved.source.database;
   try {
     if (resolved.busyTimeoutMs !== undefined) database.pragma(`busy_timeout = ${resolved.busyTimeoutMs}`);
-    // WAL lets readers in other processes proceed while one process writes.
-    if (owned && !database.memory) database.pragma('journal_mode = WAL');
-    migrate(database, resolved.table, resolved.clock);
+    if (resolved.migrate) {
+      // WAL lets readers in other processes proceed while one process writes.
+      if (owned && !database.memory) database.pragma('journal_mode = WAL');
+      migrate(database, resolved.table, resolved.clock);
+    } else if (database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(resolved.table) === undefined) {
+      throw new Error(`retrysafe: table "${resolved.table}" does not exist in ${database.name}; open the store once with migrations on`);
+    }
     return new SqliteStoreImpl(database, owned, prepareStatements(database, resolved.table), resolved.clock, resolved.generateId);
   } catch (error) {
     if (owned) database.close();

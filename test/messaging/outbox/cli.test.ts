@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOutbox, createRelay, PublishError } from '../../../src/messaging/outbox/index.js';
-import { runCli } from '../../cli/run-cli.js';
+import { runCli } from '../../support/run-cli.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
 import { POSTGRES_URL } from '../../support/services.js';
 import { untilVisible } from '../../support/outbox.js';

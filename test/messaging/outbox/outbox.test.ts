@@ -372,6 +372,8 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
       inFlight: 0,
       deadLetters: 1,
       sent: 1,
+      retrying: 0,
+      oldestPendingError: undefined,
       latencyP50Ms: 40,
       latencyP99Ms: 40,
     });

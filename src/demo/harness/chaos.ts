@@ -1,0 +1,127 @@
+/**
+ * Fault injection for the demo's payments server. Mounted BEFORE the idempotency middleware, so the
+ * response it sabotages is the one that middleware sends after the record (and, in transactional mode,
+ * the charge) has committed: the work is done and durable, and the client still never hears of it.
+ *
+ * @module
+ */
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { IdempotencyKeyInvalidError, parseIdempotencyKey } from '../../index.js';
+import type { ServerFault } from './plan.js';
+
+/** The request header that tells the server which fault to inject into this attempt. */
+export const FAULT_HEADER = 'x-retrysafe-demo-fault';
+
+/** How long a `slow` handler takes, in milliseconds: longer than the client's per-attempt timeout. */
+export const SLOW_HANDLER_MS = 700;
+
+const SERVER_FAULTS: ReadonlySet<string> = new Set<ServerFault>(['lost-reply', 'slow', 'crash-mid-handler', 'crash-after-commit']);
+
+/** A fault this request is to suffer, and the key it is reported under. */
+export interface InjectedFault {
+  readonly key: string;
+  readonly fault: ServerFault;
+}
+
+/** Options of {@link chaos}. */
+export interface ChaosOptions {
+  /**
+   * Called the moment a fault takes effect: `lost-reply` and `crash-after-commit` when the committed reply
+   * is about to leave, `slow` and `crash-mid-handler` when the handler reaches them (see {@link faultOf}).
+   * After a crash fault the request never finishes; the demo's parent kills the process.
+   */
+  readonly onFault: (injected: InjectedFault) => void;
+  /**
+   * Before a `crash-after-commit` takes effect, stop admitting requests (they are left unanswered, as the
+   * server is about to die) and wait until every other request in flight has ended, so the crash kills no
+   * handler between its business write and its record. For a plain (non-transactional) store, where such a
+   * crash would re-execute that payment once its lease expires (docs/redis.md). @defaultValue false
+   */
+  readonly drainBeforeCrash?: boolean;
+}
+
+/** The fault the chaos middleware put on this request, for the handler's own slow and crash points. */
+export function faultOf(res: Response): InjectedFault | undefined {
+  return (res.locals as { demoFault?: InjectedFault }).demoFault;
+}
+
+/**
+ * Creates the chaos middleware. It reads the `x-retrysafe-demo-fault` header of a request with a valid
+ * Idempotency-Key, at most once per key in this process (so a retry racing the parent's news of the
+ * fault is not faulted again): `lost-reply` replaces `res.end` with a socket destroy;
+ * `crash-after-commit` replaces it with a crash point that never answers (with `drainBeforeCrash`, reached
+ * once the other requests in flight have ended); `slow` and `crash-mid-handler` are left to the handler. Unknown values are ignored, as a server ignores headers it does not know.
+ *
+ * @example
+ * ```ts
+ * app.post('/payments', chaos({ onFault: tellParent }), idempotency({ receiver }), handler);
+ * ```
+ */
+export function chaos(options: ChaosOptions): RequestHandler {
+  const seen = new Set<string>();
+  /** Requests let through and not yet ended (answered, or their connection gone). */
+  const active = new Set<Response>();
+  let draining: (() => void) | undefined;
+  const crash = (res: Response, injected: InjectedFault): void => {
+    if (options.drainBeforeCrash !== true) {
+      options.onFault(injected);
+      return;
+    }
+    active.delete(res);
+    let told = false;
+    draining = () => {
+      if (active.size > 0 || told) return;
+      told = true;
+      options.onFault(injected);
+    };
+    draining();
+  };
+  return function chaosMiddleware(req: Request, res: Response, next: NextFunction): void {
+    // Draining for a crash: this request is never let in, and dies unanswered with the server.
+    if (draining) return;
+    // A request counts as in flight until its answer is sent (the record saved), not until its socket
+    // closes: a client that timed out leaves its handler running.
+    active.add(res);
+    const settled = (): void => {
+      active.delete(res);
+      draining?.();
+    };
+    const end = res.end.bind(res);
+    res.end = function answered(...args: Parameters<Response['end']>): Response {
+      settled();
+      return end(...args);
+    } as Response['end'];
+    const header = req.get(FAULT_HEADER);
+    const key = header !== undefined && SERVER_FAULTS.has(header) ? keyOf(req) : undefined;
+    if (key === undefined || seen.has(key)) {
+      next();
+      return;
+    }
+    seen.add(key);
+    const injected: InjectedFault = { key, fault: header as ServerFault };
+    (res.locals as { demoFault?: InjectedFault }).demoFault = injected;
+    if (injected.fault === 'lost-reply') {
+      res.end = function lostReply(): Response {
+        options.onFault(injected);
+        req.socket.destroy();
+        settled();
+        return res;
+      } as Response['end'];
+    } else if (injected.fault === 'crash-after-commit') {
+      res.end = function crashAfterCommit(): Response {
+        crash(res, injected);
+        return res;
+      } as Response['end'];
+    }
+    next();
+  };
+}
+
+function keyOf(req: Request): string | undefined {
+  try {
+    return parseIdempotencyKey(req.get('idempotency-key') ?? '');
+  } catch (error) {
+    if (error instanceof IdempotencyKeyInvalidError) return undefined;
+    throw error;
+  }
+}

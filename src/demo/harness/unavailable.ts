@@ -1,0 +1,23 @@
+/**
+ * The error of a missing service: the orders scenario needs PostgreSQL and RabbitMQ running.
+ *
+ * @module
+ */
+import { redactUrl } from '../../cli/failure.js';
+
+/** PostgreSQL or RabbitMQ did not answer; the CLI prints the message and exits with code 2. */
+export class ServiceUnavailableError extends Error {
+  override readonly name = 'ServiceUnavailableError';
+
+  /**
+   * @param service - `PostgreSQL` or `RabbitMQ`
+   * @param url - the URL tried; its password is masked in the message
+   */
+  constructor(service: string, url: string, cause: unknown) {
+    super(
+      `${service} is not reachable at ${redactUrl(url)}: ${cause instanceof Error ? cause.message : String(cause)}. ` +
+        `The orders scenario needs PostgreSQL and RabbitMQ; start them or pass --store postgres://… / --amqp amqp://….`,
+      { cause },
+    );
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * Entry point of the demo's payments server, run as a child process of `retrysafe demo` so the parent can
+ * SIGKILL it mid-request and start it again on the same database. Takes one argument, a JSON
+ * {@link ServerConfig}; talks to the parent over the Node IPC channel (see `protocol.ts`) and exits when
+ * that channel closes, so it never outlives the demo.
+ *
+ * @module
+ */
+import { createServer } from 'node:http';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import type { Express } from 'express';
+import { createReceiver } from '../../index.js';
+import { idempotency } from '../../http/express.js';
+import { parseStoreUrl, type OpenedStore } from '../../cli/store-url.js';
+import { createPaymentsApp, type PaymentsAppOptions } from './app.js';
+import type { ChargeReader } from './ledger.js';
+import { PostgresChargeLedger } from './postgres-ledger.js';
+import { isParentMessage, type ServerConfig, type ServerMessage } from './protocol.js';
+import { SqliteChargeLedger } from './sqlite-ledger.js';
+
+const send = (message: ServerMessage): void => {
+  process.send?.(message);
+};
+
+/** What every kind of store shares in the app's options. */
+type Common = Pick<PaymentsAppOptions<unknown>, 'slowMs' | 'onFault'>;
+
+/** The app and its charges, wired as each kind of store calls for. */
+async function wire(opened: OpenedStore, config: ServerConfig, common: Common): Promise<{ app: Express; ledger: ChargeReader }> {
+  const { unsafe, leaseMs } = config;
+  switch (opened.scheme) {
+    case 'sqlite': {
+      // The charges share the store's connection, so a charge commits with its idempotency record.
+      const ledger = new SqliteChargeLedger(opened.database);
+      const guard = unsafe ? undefined : idempotency({ receiver: createReceiver({ store: opened.store, transactional: true, leaseMs }) });
+      return { app: createPaymentsApp({ ...common, ledger, idempotency: guard, transactional: !unsafe }), ledger };
+    }
+    case 'postgres':
+    case 'postgresql': {
+      // The charges live in the same database and are written through the request's transaction.
+      const ledger = await PostgresChargeLedger.open(opened.store.pool, config.runId);
+      const guard = unsafe ? undefined : idempotency({ receiver: createReceiver({ store: opened.store, transactional: true, leaseMs }) });
+      return { app: createPaymentsApp({ ...common, ledger, idempotency: guard, transactional: !unsafe }), ledger };
+    }
+    case 'memory':
+    case 'redis':
+    case 'rediss': {
+      // A plain store cannot join a business transaction: the charges go to a SQLite file of their own.
+      const ledger = new SqliteChargeLedger(new BetterSqlite3(join(config.directory, 'charges.db')), true);
+      const guard = unsafe ? undefined : idempotency({ receiver: createReceiver({ store: opened.store, leaseMs }) });
+      return { app: createPaymentsApp({ ...common, ledger, idempotency: guard, transactional: false }), ledger };
+    }
+  }
+}
+
+const config = JSON.parse(process.argv[2] ?? '{}') as ServerConfig;
+const opened = await parseStoreUrl(config.store).open('create');
+const { app, ledger } = await wire(opened, config, {
+  slowMs: config.slowMs,
+  onFault: ({ key, fault }) => send({ type: 'fault', key, fault }),
+});
+
+const server = createServer(app);
+server.once('error', (error: NodeJS.ErrnoException) => {
+  send({ type: 'listen-failed', code: error.code ?? 'UNKNOWN', message: error.message });
+  process.exit(1);
+});
+server.listen(config.port, '127.0.0.1', () => {
+  const address = server.address();
+  send({ type: 'ready', port: typeof address === 'object' && address !== null ? address.port : config.port });
+});
+
+process.on('message', (message: unknown) => {
+  if (!isParentMessage(message)) return;
+  if (message.type === 'charges') {
+    ledger.list(message.keyPrefix).then(
+      (charges) => send({ type: 'charges', charges }),
+      (error: unknown) => {
+        process.stderr.write(`retrysafe demo: cannot list the charges: ${error instanceof Error ? error.message : String(error)}\n`);
+        process.exit(1);
+      },
+    );
+    return;
+  }
+  server.close();
+  server.closeAllConnections();
+  ledger
+    .dispose()
+    .then(() => opened.store.close())
+    .then(
+      () => process.disconnect(),
+      () => process.exit(1),
+    );
+});
+// The parent is gone (or done with us): nothing else will ever talk to this server.
+process.on('disconnect', () => process.exit(0));
+// Ctrl-C reaches the whole process group: the parent asks for the shutdown, which drops this run's schema.
+process.on('SIGINT', () => undefined);

@@ -1,0 +1,214 @@
+/**
+ * The parent's handle on the demo's payments server: starts it as a child process, kills it with SIGKILL
+ * when it reports a crash fault, restarts it on the same database and port, asks it for the charge rows at
+ * the end, and stops it.
+ *
+ * @module
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Charge } from './ledger.js';
+import type { ServerFault } from '../harness/plan.js';
+import { isServerMessage, type ParentMessage, type ServerConfig, type ServerMessage } from './protocol.js';
+
+/** Options of {@link ServerSupervisor}. Durations are in milliseconds. */
+export interface SupervisorOptions {
+  /** The server's configuration; `port` is chosen on the first start and reused on restarts. */
+  readonly config: Omit<ServerConfig, 'port'>;
+  /** Whether a crash fault kills the server; when `false`, a crash fault is a failure. */
+  readonly crashes: boolean;
+  /** Told of every fault the server injected, before a crash fault's kill. */
+  readonly onFault: (key: string, fault: ServerFault) => void;
+  /** Called once when the server fails in a way the demo did not cause (exit, failed restart). */
+  readonly onFailure: (error: Error) => void;
+  /** Longest wait for the server to listen. @defaultValue 20_000 */
+  readonly startTimeoutMs?: number;
+}
+
+/** Where the compiled (`.js`) or source (`.ts`, under `node --import tsx`) server entry sits. */
+const SERVER_ENTRY = fileURLToPath(new URL(`./server${extname(fileURLToPath(import.meta.url))}`, import.meta.url));
+
+/** Lines of the server's stderr kept for error messages. */
+const STDERR_LINES = 20;
+
+/** How often, and how many times, a restart retries a port the dead server still holds. */
+const PORT_RETRY_MS = 50;
+const PORT_RETRIES = 100;
+
+/**
+ * Runs the payments server as a child process (`process.execPath` with this process's `execArgv`, so it
+ * runs compiled or under tsx alike) and keeps it running across the crashes the demo injects.
+ *
+ * @example
+ * ```ts
+ * const server = new ServerSupervisor({
+ *   config: { store: 'sqlite:/tmp/demo/payments.db', unsafe: false, slowMs: 700 },
+ *   crashes: true,
+ *   onFault: (key, fault) => console.log(key, fault),
+ *   onFailure: (error) => abort.abort(error),
+ * });
+ * await server.start();
+ * // … send traffic to server.origin …
+ * const charges = await server.charges('pay-');
+ * await server.stop();
+ * ```
+ */
+export class ServerSupervisor {
+  /** Crashes injected (SIGKILLs sent). */
+  crashes = 0;
+  /** Restarts completed after a crash. */
+  restarts = 0;
+  private child: ChildProcess | undefined;
+  private port = 0;
+  private stopping = false;
+  private failed = false;
+  /** Servers that listened and have not been killed on purpose: their exit is a failure. */
+  private readonly serving = new WeakSet<ChildProcess>();
+  private readonly stderr: string[] = [];
+  private recovery: Promise<void> = Promise.resolve();
+
+  constructor(private readonly options: SupervisorOptions) {}
+
+  /** `http://127.0.0.1:PORT`, valid once {@link start} resolved; stays the same across restarts. */
+  get origin(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /**
+   * Starts the server and resolves once it listens.
+   * @throws Error when it exits or reports a listen failure first, or does not listen in time
+   */
+  async start(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.spawnOnce();
+      if (outcome === 'ready') return;
+      // The killed server's port can linger for a moment; the clients must find the server where it was.
+      if (outcome !== 'EADDRINUSE' || attempt >= PORT_RETRIES) {
+        throw new Error(`the payments server did not start (${outcome})${this.stderrTail()}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, PORT_RETRY_MS));
+    }
+  }
+
+  /** The charge rows whose key starts with `keyPrefix`, read by the server from its database. */
+  async charges(keyPrefix: string): Promise<readonly Charge[]> {
+    await this.recovery;
+    const child = this.child;
+    if (!child) throw new Error('the payments server is not running');
+    return new Promise((resolve, reject) => {
+      const onMessage = (message: unknown): void => {
+        if (!isServerMessage(message) || message.type !== 'charges') return;
+        child.off('exit', onExit);
+        child.off('message', onMessage);
+        resolve(message.charges);
+      };
+      const onExit = (): void => {
+        child.off('message', onMessage);
+        reject(new Error(`the payments server exited before listing the charges${this.stderrTail()}`));
+      };
+      child.on('message', onMessage);
+      child.once('exit', onExit);
+      this.tell(child, { type: 'charges', keyPrefix });
+    });
+  }
+
+  /** Stops the server: asks it to shut down, and kills it if it has not exited within two seconds. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.recovery.catch(() => undefined);
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    if (child.connected) this.tell(child, { type: 'shutdown' });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 2_000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  /** Spawns one server; resolves `'ready'`, `'EADDRINUSE'`, or why it did not start. */
+  private spawnOnce(): Promise<string> {
+    const config: ServerConfig = { ...this.options.config, port: this.port };
+    // The loader flags (tsx under tests) must reach the child; an inspector flag would clash on its port.
+    const execArgv = process.execArgv.filter((flag) => !flag.startsWith('--inspect'));
+    const child = spawn(process.execPath, [...execArgv, SERVER_ENTRY, JSON.stringify(config)], {
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    });
+    this.child = child;
+    child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+      this.stderr.push(...text.split('\n').filter((line) => line !== ''));
+      this.stderr.splice(0, Math.max(0, this.stderr.length - STDERR_LINES));
+    });
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        settle(`no answer in ${this.options.startTimeoutMs ?? 20_000} ms`);
+      }, this.options.startTimeoutMs ?? 20_000);
+      let settled = false;
+      const settle = (outcome: string): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(outcome);
+      };
+      child.on('message', (message: unknown) => {
+        if (!isServerMessage(message)) return;
+        if (message.type === 'ready') {
+          this.port = message.port;
+          this.serving.add(child);
+          settle('ready');
+        } else if (message.type === 'listen-failed') {
+          settle(message.code === 'EADDRINUSE' ? 'EADDRINUSE' : `${message.code}: ${message.message}`);
+        } else {
+          this.onMessage(child, message);
+        }
+      });
+      child.once('exit', (code, signal) => {
+        settle(`exited with ${signal ?? `code ${String(code)}`}`);
+        this.onExit(child, code, signal);
+      });
+    });
+  }
+
+  private onMessage(child: ChildProcess, message: ServerMessage): void {
+    if (message.type !== 'fault' || child !== this.child) return;
+    this.options.onFault(message.key, message.fault);
+    if (message.fault !== 'crash-mid-handler' && message.fault !== 'crash-after-commit') return;
+    if (!this.options.crashes) {
+      this.fail(new Error(`the payments server reached a crash fault (${message.fault}) with crashes disabled`));
+      return;
+    }
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    this.serving.delete(child);
+    child.kill('SIGKILL');
+    this.crashes++;
+    this.recovery = exited
+      .then(() => this.start())
+      .then(
+        () => {
+          this.restarts++;
+        },
+        (error: unknown) => this.fail(error instanceof Error ? error : new Error(String(error))),
+      );
+  }
+
+  private onExit(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+    if (this.serving.has(child) && !this.stopping) {
+      this.fail(new Error(`the payments server exited unexpectedly with ${signal ?? `code ${String(code)}`}${this.stderrTail()}`));
+    }
+  }
+
+  private fail(error: Error): void {
+    if (this.failed) return;
+    this.failed = true;
+    this.options.onFailure(error);
+  }
+
+  private tell(child: ChildProcess, message: ParentMessage): void {
+    child.send(message);
+  }
+
+  private stderrTail(): string {
+    return this.stderr.length === 0 ? '' : `\n--- server stderr ---\n${this.stderr.join('\n')}`;
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * Waiting for a connection that is still being set up, so the first requests after a process starts are
+ * served instead of failing fast (a client with `enableOfflineQueue: false` rejects every command until
+ * its connection is ready).
+ *
+ * @module
+ */
+import type { Redis } from 'ioredis';
+
+/** Statuses of a connection on its way to `ready`; `reconnecting` (Redis down) is not one: it fails fast. */
+const SETTING_UP: ReadonlySet<string> = new Set(['connecting', 'connect']);
+
+/**
+ * Resolves once `client` is ready, at once when it is not setting up a connection (ready, down, closed),
+ * or after `timeoutMs` milliseconds, or when the attempt fails; the command that follows then fails (or
+ * succeeds) as it would have.
+ */
+export function untilReady(client: Redis, timeoutMs: number): Promise<void> {
+  if (timeoutMs <= 0 || !SETTING_UP.has(client.status)) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      client.off('ready', done).off('error', done).off('close', done).off('end', done);
+      resolve();
+    };
+    const timer = setTimeout(done, timeoutMs);
+    client.once('ready', done).once('error', done).once('close', done).once('end', done);
+  });
+}

@@ -1,0 +1,119 @@
+import { describe, expect, it } from 'vitest';
+import type { DemoReport } from '../../../src/demo/payments/report.js';
+import { POSTGRES_URL, REDIS_URL, postgresAvailable, redisAvailable } from '../../support/services.js';
+import { runCli } from '../../support/run-cli.js';
+
+const postgres = await postgresAvailable();
+const redis = await redisAvailable();
+
+async function demo(...args: string[]): Promise<{ code: number | null; report: DemoReport }> {
+  const result = await runCli(['demo', '--json', '--seed', '7', ...(args.includes('--payments') ? [] : ['--payments', '60']), ...args]);
+  try {
+    return { code: result.code, report: JSON.parse(result.stdout) as DemoReport };
+  } catch (error) {
+    throw new Error(`the demo printed no JSON report (exit ${String(result.code)}):\n${result.stderr}`, { cause: error });
+  }
+}
+
+describe('retrysafe demo (end to end, real HTTP, real SIGKILL)', () => {
+  it('charges every payment exactly once on SQLite through lost replies, timeouts, bursts and crashes', { timeout: 60_000 }, async () => {
+    const { code, report } = await demo();
+    expect(report).toMatchObject({
+      seed: 7,
+      mode: 'retrysafe',
+      logicalPayments: 60,
+      chargesWritten: 60,
+      doubleCharges: 0,
+      lostPayments: 0,
+      identicalKeys: 60,
+      responsesIdentical: true,
+      crashesSkipped: null,
+      passed: true,
+      problems: [],
+    });
+    expect(report.store).toMatch(/^sqlite:.*payments\.db$/);
+    // One crash inside a handler before COMMIT, one after COMMIT before the reply; both restarted.
+    expect(report.serverCrashes).toBe(2);
+    expect(report.serverRestarts).toBe(2);
+    expect(report.lostRepliesInjected).toBeGreaterThan(0);
+    expect(report.slowHandlers).toBeGreaterThan(0);
+    expect(report.clientTimeouts).toBeGreaterThan(0);
+    expect(report.concurrentDuplicates).toBeGreaterThan(0);
+    expect(report.replays).toBeGreaterThan(0);
+    expect(report.httpAttempts).toBeGreaterThan(report.logicalPayments + report.concurrentDuplicates);
+    expect(code).toBe(0);
+  });
+
+  it('answers in-flight duplicates with 409 on the memory store, and says why it skips the crashes', { timeout: 60_000 }, async () => {
+    const { code, report } = await demo('--store', 'memory:');
+    expect(report).toMatchObject({ store: 'memory:', chargesWritten: 60, doubleCharges: 0, lostPayments: 0, serverCrashes: 0, passed: true });
+    expect(report.crashesSkipped).toMatch(/die with it/);
+    expect(report.conflicts).toBeGreaterThan(0);
+    expect(report.replays).toBeGreaterThan(0);
+    expect(code).toBe(0);
+  });
+
+  it.runIf(postgres)('on PostgreSQL: writes the charges in the request transaction, answers in-flight duplicates 409, survives both crashes', { timeout: 60_000 }, async () => {
+    const { code, report } = await demo('--payments', '40', '--store', POSTGRES_URL);
+    expect(report).toMatchObject({
+      store: POSTGRES_URL,
+      logicalPayments: 40,
+      chargesWritten: 40,
+      doubleCharges: 0,
+      lostPayments: 0,
+      responsesIdentical: true,
+      crashesSkipped: null,
+      passed: true,
+    });
+    // The crash inside the handler leaves a committed claim whose lease must expire; the retry then takes over.
+    expect(report.serverCrashes).toBe(2);
+    expect(report.serverRestarts).toBe(2);
+    // The claim commits apart from the business transaction, so a duplicate sees it at once.
+    expect(report.conflicts).toBeGreaterThan(0);
+    expect(report.replays).toBeGreaterThan(0);
+    expect(code).toBe(0);
+  });
+
+  it.runIf(redis)('on Redis: injects only the crash after the record is saved, says why, and charges each payment once', { timeout: 60_000 }, async () => {
+    const { code, report } = await demo('--payments', '40', '--store', REDIS_URL);
+    expect(report).toMatchObject({ store: REDIS_URL, logicalPayments: 40, chargesWritten: 40, doubleCharges: 0, lostPayments: 0, passed: true });
+    expect(report.serverCrashes).toBe(1);
+    expect(report.serverRestarts).toBe(1);
+    expect(report.crashesSkipped).toMatch(/crash inside a handler.*re-executes.*docs\/redis\.md/);
+    expect(report.replays).toBeGreaterThan(0);
+    expect(code).toBe(0);
+  });
+
+  it('catches the double charges when the server runs --unsafe (no idempotency middleware) and exits 1', { timeout: 60_000 }, async () => {
+    const { code, report } = await demo('--store', 'memory:', '--unsafe');
+    expect(report.mode).toBe('unsafe');
+    expect(report.doubleCharges).toBeGreaterThan(0);
+    expect(report.chargesWritten).toBeGreaterThan(60);
+    expect(report.replays).toBe(0);
+    expect(report.passed).toBe(false);
+    expect(report.problems.some((problem) => /charged \d+ times/.test(problem))).toBe(true);
+    expect(code).toBe(1);
+  });
+
+  it('prints the plain-text report with its stable labels', { timeout: 60_000 }, async () => {
+    const result = await runCli(['demo', '--payments', '20', '--seed', '3', '--store', 'memory:']);
+    expect(result.code).toBe(0);
+    for (const label of [
+      'seed                         3',
+      'logical payments             20',
+      'HTTP attempts',
+      'replays',
+      '409s',
+      'lost replies injected',
+      'client timeouts',
+      'server crashes / restarts    0 (skipped:',
+      'charges written (rows)       20',
+      'double charges               0',
+      'lost payments                0',
+      'responses identical per key  20 / 20',
+      'verdict                      PASS',
+    ]) {
+      expect(result.stdout).toContain(label);
+    }
+  });
+});
