@@ -16,11 +16,13 @@
 // {key:<file>} the Idempotency-Key the HTTP check sent to the example <file> (without .ts).
 // With CI=true (or RETRYSAFE_REQUIRE_SERVICES=1) a missing service fails the run; otherwise the steps
 // that need it are skipped with a warning. KEEP=1 leaves the scratch directory in place.
+/* global fetch, AbortSignal -- Node's own, as in any browser */
 import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
+import { clearTimeout, setTimeout } from 'node:timers';
 import { basename, dirname, join, resolve } from 'node:path';
 import { arch, argv, env, exit, platform, stdout, versions } from 'node:process';
 import { readmeExample } from './lib/readme.mjs';
@@ -206,6 +208,13 @@ async function runStack(name) {
     record('npm install (no flags)', 'ok');
     const installed = JSON.parse((await run('npm', ['ls', '--depth=0', '--json'], { cwd: dir })).stdout).dependencies ?? {};
     spec.installed = Object.fromEntries(Object.entries(installed).map(([n, d]) => [n, d.version]));
+    // docs/compatibility.md is the matrix users read: its row for this stack must name what was installed.
+    const row = readFileSync(join(repo, 'docs/compatibility.md'), 'utf8').split('\n').find((line) => line.startsWith(`| \`${name}\` |`));
+    const unlisted = Object.entries(spec.installed)
+      .filter(([n]) => n !== 'retrysafe')
+      .map(([n, v]) => `${n}@${v}`)
+      .filter((pinned) => !row?.includes(`\`${pinned}\``));
+    record('docs/compatibility.md lists the installed versions', unlisted.length === 0 ? 'ok' : 'FAIL', row ? `its row lacks ${unlisted.join(', ')}` : `no row starting with | \`${name}\` |`);
 
     const compile = await run('node', [tsc, '-p', 'tsconfig.json'], { cwd: dir });
     if (compile.code !== 0) {

@@ -2,6 +2,7 @@
 import { connect } from 'node:net';
 import { env } from 'node:process';
 import { createRequire } from 'node:module';
+import { URL } from 'node:url';
 
 // The repository's own drivers (devDependencies) set the services up and tear them down; the stacks
 // only ever use the drivers they installed themselves.

@@ -36,7 +36,7 @@ export function tarballProblems(root) {
       }
     }
   }
-  for (const file of files.filter((f) => /\.(md|js|d\.ts|json)$/.test(f))) {
+  for (const file of files.filter((f) => /\.(md|js|ts|json)$/.test(f))) {
     if (readFileSync(file, 'utf8').includes('DESIGN.md')) problems.push(`${relative(root, file)}: cites DESIGN.md, which is not in the package`);
   }
   return problems;
