@@ -16,6 +16,9 @@
 // {key:<file>} the Idempotency-Key the HTTP check sent to the example <file> (without .ts).
 // With CI=true (or RETRYSAFE_REQUIRE_SERVICES=1) a missing service fails the run; otherwise the steps
 // that need it are skipped with a warning. KEEP=1 leaves the scratch directory in place.
+// Adding a stack (NestJS 10 and 11, say) is one directory: its pinned package.json, a tsconfig.json (copy
+// one; a framework may need its own options, e.g. decorators), the README heading of its example (which
+// must serve POST /payments and listen on $PORT) and its row in docs/compatibility.md.
 /* global fetch, AbortSignal -- Node's own, as in any browser */
 import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
