@@ -8,8 +8,11 @@
  * @module
  */
 import { createHash } from 'node:crypto';
-import { escapeIdentifier, escapeLiteral } from 'pg';
+import pg from 'pg';
 import type { SchemaNames } from './schema.js';
+
+// Through the default export: pg ships named ESM exports only from 8.15, and retrysafe supports 8.11 and later.
+const { escapeIdentifier, escapeLiteral } = pg;
 
 /**
  * The server's "now" in milliseconds since the epoch. `clock_timestamp()`, not `now()`: `now()` is the
