@@ -1,7 +1,7 @@
 /**
  * The engine: turns (scope, key, fingerprint) plus a unit of work into "the work runs once; every retry
- * gets the first answer". Framework-free; the HTTP adapters, the function API and the CLI gateway are
- * built on {@link Receiver.execute}.
+ * gets the first answer". Framework-free; the HTTP adapters and the function API are built
+ * on {@link Receiver.execute}.
  *
  * Sources: IETF draft-ietf-httpapi-idempotency-key-header (sections 2.6–2.7), Stripe's idempotent
  * requests, Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres".

@@ -69,8 +69,8 @@ describe('sqlite store: setup', () => {
 
   it('offers waitFor and transaction, so the contract and transactional mode exercise them', async () => {
     const store = createSqliteStore();
-    expect(typeof store.waitFor).toBe('function');
-    expect(typeof store.transaction).toBe('function');
+    expect(await store.waitFor('shared', 'absent', 1)).toBeUndefined();
+    expect(await store.transaction((db) => Promise.resolve(db.prepare('SELECT 1').pluck().get()))).toBe(1);
     await store.close();
   });
 
