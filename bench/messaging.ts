@@ -2,7 +2,7 @@
  * The messaging section of `npm run bench`: inbox overhead on RabbitMQ and NATS JetStream, outbox relay
  * throughput and idle latency next to each broker's raw publish rate, and what an enqueue costs the
  * writing transactions, all measured in the same run. Targets
- * (DESIGN.md section 6): relay >= 5,000 msg/s, idle enqueue-to-publish p50 <= 10 ms.
+ * (the project's targets): relay >= 5,000 msg/s, idle enqueue-to-publish p50 <= 10 ms.
  *
  * Environment: BENCH_MESSAGING=0 skips it; BENCH_MSG_INBOX (messages per inbox run, default 2000),
  * BENCH_MSG_RELAY (outbox rows per relay run, 5000), BENCH_MSG_KEYS (ordering keys, 1000),

@@ -53,6 +53,6 @@ export {
   type TransactionalReceiverOptions,
 } from './core/receiver.js';
 export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './phases/recovery-point.js';
-export { leaseIsLive, type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';
+export { type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';
 export { createMemoryStore, type MemoryStoreOptions } from './stores/memory.js';
 export type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from './core/store.js';

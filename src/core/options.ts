@@ -1,5 +1,5 @@
 /**
- * Validation of the injected dependencies every factory takes (DESIGN.md section 7: time and ids are
+ * Validation of the injected dependencies every factory takes (time and ids are
  * injected). Each check runs once, in the factory, on the value after its default was applied.
  *
  * @module

@@ -1,7 +1,7 @@
 /**
  * The engine: turns (scope, key, fingerprint) plus a unit of work into "the work runs once; every retry
- * gets the first answer". Framework-free; the HTTP adapters, the function API and the CLI gateway are
- * built on {@link Receiver.execute}.
+ * gets the first answer". Framework-free; the HTTP adapters and the function API are built
+ * on {@link Receiver.execute}.
  *
  * Sources: IETF draft-ietf-httpapi-idempotency-key-header (sections 2.6–2.7), Stripe's idempotent
  * requests, Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres".
@@ -18,7 +18,7 @@ import {
   StoreUnavailableError,
 } from './errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
-import type { IdempotencyStore, TransactionalStore } from './store.js';
+import type { ClaimedTransaction, ClaimInput, IdempotencyStore, TransactionalStore } from './store.js';
 
 /** What identifies one logical operation. */
 export interface OperationId {
@@ -77,7 +77,7 @@ export interface PlainReceiverOptions extends ReceiverOptions {
 /** Options of a receiver in transactional mode. */
 export interface TransactionalReceiverOptions<Tx> extends ReceiverOptions {
   readonly store: TransactionalStore<Tx>;
-  /** Claim, work and saved response commit in one transaction; the work writes through `context.tx`. */
+  /** The work's writes and the saved response commit in one transaction; the work writes through `context.tx`. */
   readonly transactional: true;
 }
 
@@ -137,7 +137,7 @@ export interface Receiver<Tx = undefined> {
  * Creates the engine over a store.
  *
  * @throws TypeError naming the option when an option is invalid (e.g. `leaseMs` not a positive integer,
- *   `leaseMs` > `retentionMs`, `transactional: true` on a store without `transaction`)
+ *   `leaseMs` > `retentionMs`, `transactional: true` on a store without `claimTransaction`)
  * @example
  * ```ts
  * import { createMemoryStore, createReceiver } from 'retrysafe';
@@ -190,8 +190,8 @@ class Engine<Tx> implements Receiver<Tx> {
     }
     this.store = options.store;
     this.transactional = options.transactional === true;
-    if (this.transactional && typeof (options.store as Partial<TransactionalStore<Tx>>).transaction !== 'function') {
-      throw new TypeError('retrysafe: option "transactional" is true but the store has no transaction() method');
+    if (this.transactional && typeof (options.store as Partial<TransactionalStore<Tx>>).claimTransaction !== 'function') {
+      throw new TypeError('retrysafe: option "transactional" is true but the store has no claimTransaction() method');
     }
     const leaseMs = requireDurationMs('leaseMs', options.leaseMs ?? 30_000);
     const retentionMs = requireDurationMs('retentionMs', options.retentionMs ?? 86_400_000);
@@ -276,29 +276,20 @@ class Engine<Tx> implements Receiver<Tx> {
     return { done: { response, replayed: false, saved: true } };
   }
 
-  /** Transactional mode: claim, work and complete inside one transaction. */
+  /**
+   * Transactional mode: the store claims, then work and complete run in one transaction on a won claim.
+   * A rolled-back transaction leaves the claim to release here (where the store committed it apart).
+   */
   private async attemptInTransaction(
     id: OperationId,
     work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>,
   ): Promise<Attempt> {
     const store = this.store as TransactionalStore<Tx>;
-    // A store may commit the claim apart from the transaction (so duplicates see it at once); the
-    // rollback then leaves the claim behind, and it is released here. Such a store is claimed on first,
-    // outside any transaction, so only a won claim opens one.
     let claim: Claim | undefined;
-    if (store.claimsApart === true) {
-      const claimed = await this.claim(store, id);
-      if (!('claim' in claimed)) return claimed;
-      claim = claimed.claim;
-    }
+    let outcome: ClaimedTransaction<Attempt>;
     try {
-      return await store.transaction(async (tx, txStore): Promise<Attempt> => {
-        let held = claim;
-        if (held === undefined) {
-          const claimed = await this.claim(txStore, id);
-          if (!('claim' in claimed)) return claimed;
-          held = claim = claimed.claim;
-        }
+      outcome = await store.claimTransaction(this.claimInput(id), async (tx, view, held): Promise<Attempt> => {
+        claim = held;
         let response: StoredResponse;
         try {
           response = await work({ claim: held, tx });
@@ -306,7 +297,7 @@ class Engine<Tx> implements Receiver<Tx> {
           throw new WorkFailed(error);
         }
         if (!this.options.shouldPersist(response)) throw new Rollback(response);
-        if (!(await txStore.complete(held, response, this.options.retentionMs))) {
+        if (!(await view.complete(held, response, this.options.retentionMs))) {
           throw new WorkFailed(new LeaseLostError(id.scope, id.key));
         }
         return { done: { response, replayed: false, saved: true } };
@@ -320,25 +311,33 @@ class Engine<Tx> implements Receiver<Tx> {
       if (failure instanceof IdempotencyError && !failure.code.startsWith('store-')) throw failure;
       throw new StoreUnavailableError(failure);
     }
+    return outcome.acquired ? outcome.value : this.lost(id, outcome.record);
   }
 
-  /** Claims, and turns a lost claim into an attempt result or a typed error. */
+  /** Claims on the store, and turns a lost claim into an attempt result or a typed error. */
   private async claim(store: IdempotencyStore, id: OperationId): Promise<Attempt | { readonly claim: Claim }> {
     let result;
     try {
-      result = await store.claim({
-        scope: id.scope,
-        key: id.key,
-        fingerprint: id.fingerprint,
-        leaseMs: this.options.leaseMs,
-        retentionMs: this.options.retentionMs,
-      });
+      result = await store.claim(this.claimInput(id));
     } catch (error) {
       throw new StoreUnavailableError(error);
     }
-    if (result.acquired) return { claim: result.claim };
-    const record = result.record;
-    // Mismatch is checked before in-flight (DESIGN.md section 4): a reused key is an error however it stands.
+    return result.acquired ? { claim: result.claim } : this.lost(id, result.record);
+  }
+
+  private claimInput(id: OperationId): ClaimInput {
+    return {
+      scope: id.scope,
+      key: id.key,
+      fingerprint: id.fingerprint,
+      leaseMs: this.options.leaseMs,
+      retentionMs: this.options.retentionMs,
+    };
+  }
+
+  /** The attempt result of a claim lost to `record`: a replay, in flight, or a reused key. */
+  private lost(id: OperationId, record: IdempotencyRecord): Attempt {
+    // Mismatch is checked before in-flight: a reused key is an error however it stands.
     if (record.fingerprint !== id.fingerprint) throw new IdempotencyKeyReusedError(record);
     if (record.state === 'completed' && record.response) {
       return { done: { response: record.response, replayed: true, saved: true } };

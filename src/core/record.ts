@@ -5,7 +5,7 @@
  * `absent → in_progress → completed → (retention expires) → absent`, with two side exits:
  * `in_progress → absent` when the holder releases the key (the handler failed and the request may be
  * retried), and `in_progress (lease expired) → in_progress (new holder)` when a crashed holder's lease is
- * taken over. See DESIGN.md section 3.
+ * taken over.
  *
  * @module
  */
@@ -76,9 +76,4 @@ export interface Claim {
   readonly takeover: boolean;
   /** The recovery point the previous holder reached, when this claim took over a multi-phase record. */
   readonly recoveryPoint?: string;
-}
-
-/** Is this record's lease still live at `now` (ms since epoch)? */
-export function leaseIsLive(record: IdempotencyRecord, now: number): boolean {
-  return record.state === 'in_progress' && record.leaseExpiresAt > now;
 }

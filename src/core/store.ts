@@ -1,6 +1,6 @@
 /**
  * The store contract. Every store (memory, SQLite, PostgreSQL, Redis) implements it and passes the same
- * shared suite, `test/stores/contract.ts`. See DESIGN.md section 3.
+ * shared suite, `test/stores/contract.ts`.
  *
  * @module
  */
@@ -69,8 +69,7 @@ export interface IdempotencyStore {
    * like `complete`: applies only while the record is `in_progress` under the caller's lease token. The
    * record's retention is extended, if needed, to cover the new lease. `leaseMs` is a non-negative integer;
    * `0` ends the lease at once, handing the record (with its recovery point) to the next claim, which takes
-   * it over and resumes. Inside a `TransactionalStore.transaction` view it commits or rolls back with the
-   * transaction. Source: Brandur Leach, "Implementing Stripe-like Idempotency Keys in Postgres" (recovery points).
+   * it over and resumes. Through a {@link TransactionView} it commits or rolls back with the transaction. Source: Brandur Leach, "Implementing Stripe-like Idempotency Keys in Postgres" (recovery points).
    *
    * @returns the renewed claim (same token, new `leaseExpiresAt`, `recoveryPoint` set), or `undefined` when
    *   fenced off (the lease was taken over, or the record was completed, released or reaped)
@@ -88,24 +87,45 @@ export interface IdempotencyStore {
 }
 
 /**
- * A store that can run the claim, the caller's business writes and the saved response in one database
- * transaction (transactional mode, DESIGN.md section 4).
+ * The store as seen from inside one transaction of transactional mode: the fenced writes that must commit
+ * with the business writes, or roll back with them. Everything else (claim, get, reap, waiting) runs on
+ * the store itself.
+ */
+export interface TransactionView {
+  /** {@link IdempotencyStore.complete}, committed with the transaction. */
+  complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean>;
+  /** {@link IdempotencyStore.release}, committed with the transaction. */
+  release(claim: Claim): Promise<boolean>;
+  /** {@link IdempotencyStore.checkpoint}, committed with the transaction (atomic phases). */
+  checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined>;
+}
+
+/** What {@link TransactionalStore.claimTransaction} resolves: the value of `fn` on a won claim, or the record that stood in the way. */
+export type ClaimedTransaction<R> =
+  | { readonly acquired: true; readonly claim: Claim; readonly value: R }
+  | { readonly acquired: false; readonly record: IdempotencyRecord };
+
+/**
+ * A store that can run the caller's business writes and the saved response in one database transaction
+ * (transactional mode).
  *
  * @typeParam Tx - the transaction handle the business code writes through (e.g. a `better-sqlite3`
  *   `Database` inside `BEGIN IMMEDIATE`, or a `pg` `PoolClient` inside `BEGIN`)
  */
 export interface TransactionalStore<Tx> extends IdempotencyStore {
   /**
-   * Runs `fn` inside one transaction. `store` is a view of this store whose operations run in that same
-   * transaction. The transaction commits when `fn` resolves and rolls back when it rejects; the promise
-   * settles only after COMMIT or ROLLBACK.
+   * Runs `fn` inside one transaction; `store` writes the record in that same transaction. The transaction
+   * commits when `fn` resolves and rolls back when it rejects; the promise settles only after COMMIT or
+   * ROLLBACK.
    */
-  transaction<R>(fn: (tx: Tx, store: IdempotencyStore) => Promise<R>): Promise<R>;
+  transaction<R>(fn: (tx: Tx, store: TransactionView) => Promise<R>): Promise<R>;
   /**
-   * `true` when a claim made through the transaction's view commits on its own anyway, before the
-   * business transaction (PostgreSQL, after Brandur Leach). The engine then claims on the store itself
-   * first and opens the transaction only for a claim it won: a replay, a 409 or a 422 costs one claim and
-   * no transaction. Absent or `false` (SQLite), the claim runs inside the transaction.
+   * Claims `input` and, only when the claim is won, runs `fn` with the claim inside a transaction, as
+   * {@link transaction} does. A lost claim resolves `{ acquired: false, record }` without opening a
+   * transaction for `fn`. Each store documents where its claim commits: apart from the transaction, so a
+   * duplicate sees it at once (PostgreSQL), or with it, so a crash leaves nothing behind (SQLite). Either
+   * way, when `fn` rejects the caller still holds the claim's lease token and releases (or hands back) the
+   * record through the store; both are fenced, so that is harmless where the claim rolled back.
    */
-  readonly claimsApart?: boolean;
+  claimTransaction<R>(input: ClaimInput, fn: (tx: Tx, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>>;
 }

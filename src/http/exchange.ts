@@ -5,7 +5,7 @@
  * An adapter only translates its framework's request into an {@link ExchangeRequest}, captures the
  * handler's response, and sends the {@link ExchangeOutcome}.
  *
- * Behaviour (DESIGN.md section 4; IETF draft-ietf-httpapi-idempotency-key-header; Stripe's idempotent
+ * Behaviour (IETF draft-ietf-httpapi-idempotency-key-header; Stripe's idempotent
  * requests): see {@link Exchange.handle}.
  *
  * @module

@@ -3,7 +3,7 @@
  *
  * The middleware holds the handler's response — whether it is sent with `res.json`, `res.send`,
  * `res.end()`, `res.write()` + `res.end()` or `res.writeHead` — until the receiver has saved it (in
- * transactional mode: until COMMIT), then sends it. Behaviour per DESIGN.md section 4; see
+ * transactional mode: until COMMIT), then sends it. Behaviour: see
  * {@link Exchange.handle}.
  *
  * Request body and the fingerprint — what this middleware chose, in order:

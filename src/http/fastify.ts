@@ -1,6 +1,6 @@
 /**
  * Idempotency-Key plugin for Fastify 5, built with `fastify-plugin` so its hooks apply to every route of
- * the instance it is registered on. Behaviour per DESIGN.md section 4; see {@link Exchange.handle}.
+ * the instance it is registered on. Behaviour: see {@link Exchange.handle}.
  *
  * Hooks: `preParsing` keeps the raw body bytes for the fingerprint (only on requests that carry a key,
  * on methods the plugin acts on; a body over `maxBodyBytes` is answered there with a 413 problem, before

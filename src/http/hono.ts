@@ -1,7 +1,7 @@
 /**
  * Idempotency-Key middleware for Hono. It works on the fetch `Request`/`Response` pair, so it runs
  * wherever Hono does: Node (`@hono/node-server`), Bun, Deno, Cloudflare Workers, and Next.js route
- * handlers through `hono/vercel`. Behaviour per DESIGN.md section 4; see {@link Exchange.handle}.
+ * handlers through `hono/vercel`. Behaviour: see {@link Exchange.handle}.
  *
  * The body for the fingerprint is read from a clone of the request (at most `maxBodyBytes`; a longer one
  * is answered with a 413 problem before any claim), so the handler can still call

@@ -20,10 +20,10 @@ import {
   StoreUnavailableError,
 } from '../core/errors.js';
 import { checkPlan, type Phase, type PhaseContext, type PhasePlan } from './plan.js';
-import type { Claim, StoredResponse } from '../core/record.js';
+import type { Claim, IdempotencyRecord, StoredResponse } from '../core/record.js';
 import type { OperationId } from '../core/receiver.js';
 import { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './recovery-point.js';
-import type { IdempotencyStore, TransactionalStore } from '../core/store.js';
+import type { ClaimInput, IdempotencyStore, TransactionalStore, TransactionView } from '../core/store.js';
 
 /** Options shared by every phase runner. Durations are in milliseconds. */
 export interface PhaseRunnerOptions {
@@ -154,8 +154,11 @@ class Runner<Tx> implements PhaseRunner<Tx> {
     }
     this.store = options.store as CheckpointingStore;
     const transactional = options.transactional === true;
-    if (transactional && typeof (options.store as Partial<TransactionalStore<Tx>>).transaction !== 'function') {
-      throw new TypeError(`retrysafe: option "transactional" is true but the store (${storeName(store)}) has no transaction() method`);
+    const candidate = options.store as Partial<TransactionalStore<Tx>>;
+    if (transactional && (typeof candidate.transaction !== 'function' || typeof candidate.claimTransaction !== 'function')) {
+      throw new TypeError(
+        `retrysafe: option "transactional" is true but the store (${storeName(store)}) has no transaction() and claimTransaction() methods`,
+      );
     }
     const leaseMs = requireDurationMs('leaseMs', options.leaseMs ?? 30_000);
     const retentionMs = requireDurationMs('retentionMs', options.retentionMs ?? 86_400_000);
@@ -186,32 +189,46 @@ class Runner<Tx> implements PhaseRunner<Tx> {
     }
   }
 
-  /** Runs the next phase: in its own transaction, or alone followed by a fenced checkpoint. */
-  private step<Input>(plan: PhasePlan<Tx, Input>, id: OperationId, input: Input, lease: Lease): Promise<Step> {
-    if (!this.options.transactional) return this.stepWith(this.store, undefined as Tx, plan, id, input, lease);
-    const store = this.store as TransactionalStore<Tx>;
-    return store.transaction((tx, txStore) => this.stepWith(txStore, tx, plan, id, input, lease));
+  /**
+   * Runs the next phase: in its own transaction, or alone followed by a fenced checkpoint. The first step
+   * claims the key first, on the store (in transactional mode, through `claimTransaction`, so the claim
+   * lands where the store's claim always does).
+   */
+  private async step<Input>(plan: PhasePlan<Tx, Input>, id: OperationId, input: Input, lease: Lease): Promise<Step> {
+    const held = lease.claim;
+    if (!this.options.transactional) {
+      if (held !== undefined) return this.runPhase(this.store, undefined as Tx, held, plan, id, input, lease);
+      const result = await this.store.claim(this.claimInput(id));
+      if (!result.acquired) return this.lost(id, result.record);
+      return this.runPhase(this.store, undefined as Tx, this.hold(result.claim, plan, id, lease), plan, id, input, lease);
+    }
+    const store = this.store as TransactionalStore<Tx> & CheckpointingStore;
+    if (held !== undefined) return store.transaction((tx, view) => this.runPhase(view, tx, held, plan, id, input, lease));
+    const outcome = await store.claimTransaction(this.claimInput(id), (tx, view, claim) =>
+      this.runPhase(view, tx, this.hold(claim, plan, id, lease), plan, id, input, lease),
+    );
+    return outcome.acquired ? outcome.value : this.lost(id, outcome.record);
   }
 
-  private async stepWith<Input>(
-    store: IdempotencyStore,
+  /** Records a won claim in `lease`, and the recovery point it resumes from, if any. */
+  private hold<Input>(claim: Claim, plan: PhasePlan<Tx, Input>, id: OperationId, lease: Lease): Claim {
+    lease.claim = claim;
+    if (claim.recoveryPoint !== undefined) {
+      lease.committed = claim.recoveryPoint;
+      lease.resumedFrom = this.locate(plan, id, claim.recoveryPoint).point.phase;
+    }
+    return claim;
+  }
+
+  private async runPhase<Input>(
+    store: TransactionView,
     tx: Tx,
+    claim: Claim,
     plan: PhasePlan<Tx, Input>,
     id: OperationId,
     input: Input,
     lease: Lease,
   ): Promise<Step> {
-    let claim = lease.claim;
-    if (claim === undefined) {
-      const claimed = await this.claim(store, id);
-      if ('done' in claimed) return claimed;
-      claim = claimed.claim;
-      lease.claim = claim;
-      if (claim.recoveryPoint !== undefined) {
-        lease.committed = claim.recoveryPoint;
-        lease.resumedFrom = this.locate(plan, id, claim.recoveryPoint).point.phase;
-      }
-    }
     const { point, index } = lease.committed === undefined ? { point: undefined, index: 0 } : this.locate(plan, id, lease.committed);
     const phase = plan.phases[index] as Phase<Tx, Input>;
     const phaseInput = point === undefined ? input : (point.input as Input);
@@ -249,9 +266,6 @@ class Runner<Tx> implements PhaseRunner<Tx> {
     } catch (error) {
       throw new PhaseFailed(error);
     }
-    if (store.checkpoint === undefined) {
-      throw new Error(`retrysafe: the transaction view of ${storeName(this.store)} has no checkpoint()`);
-    }
     const renewed = await store.checkpoint(claim, committed, this.options.leaseMs);
     if (renewed === undefined) throw new LeaseLostError(id.scope, id.key);
     return { claim: renewed, committed };
@@ -278,18 +292,19 @@ class Runner<Tx> implements PhaseRunner<Tx> {
     return { point, index };
   }
 
-  /** Claims, and turns a lost claim into a replay or a typed error. */
-  private async claim(store: IdempotencyStore, id: OperationId): Promise<Step | { readonly claim: Claim }> {
-    const result = await store.claim({
+  private claimInput(id: OperationId): ClaimInput {
+    return {
       scope: id.scope,
       key: id.key,
       fingerprint: id.fingerprint,
       leaseMs: this.options.leaseMs,
       retentionMs: this.options.retentionMs,
-    });
-    if (result.acquired) return { claim: result.claim };
-    const record = result.record;
-    // Mismatch is checked before in-flight (DESIGN.md section 4).
+    };
+  }
+
+  /** A claim lost to `record`: the replay, or a typed error. */
+  private lost(id: OperationId, record: IdempotencyRecord): Step {
+    // Mismatch is checked before in-flight.
     if (record.fingerprint !== id.fingerprint) throw new IdempotencyKeyReusedError(record);
     if (record.state === 'completed' && record.response) return { done: { response: record.response, replayed: true } };
     throw new RequestInProgressError(record);

@@ -1,5 +1,5 @@
 /**
- * The HTTP behaviour table of DESIGN.md section 4, written once and run against every framework driver, on
+ * The HTTP behaviour table, written once and run against every framework driver, on
  * the memory store by default or on any store a {@link ScenarioStore} opens (PostgreSQL and Redis run it
  * through one framework each, in test/stores/postgres-http.test.ts and redis-http.test.ts).
  */

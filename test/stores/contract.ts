@@ -1,5 +1,5 @@
 /**
- * The shared store contract (DESIGN.md section 3). Every store calls {@link storeContract} once from its
+ * The shared store contract. Every store calls {@link storeContract} once from its
  * own test file; a store is correct when it passes this suite unchanged.
  *
  * All TTL and lease behaviour is driven by the injected {@link ManualClock}; expectations are relative to

@@ -10,8 +10,10 @@ storeContract('memory', () => {
 });
 
 describe('memory store', () => {
-  it('offers waitFor, so the contract exercises it', () => {
-    expect(typeof createMemoryStore().waitFor).toBe('function');
+  it('offers waitFor, so the contract exercises it', async () => {
+    const store = createMemoryStore();
+    if (store.waitFor === undefined) throw new Error('the memory store has no waitFor');
+    expect(await store.waitFor('s', 'absent', 1)).toBeUndefined();
   });
 
   it('uses the injected id generator for fencing tokens', async () => {

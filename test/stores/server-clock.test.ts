@@ -185,15 +185,15 @@ describe.runIf(await postgresAvailable())('PostgreSQL: one clock per store, in t
   });
 
   for (const preparedStatements of [true, false]) {
-    it(`decides a claim made through a transaction's view by the server's clock (preparedStatements: ${String(preparedStatements)})`, async () => {
+    it(`decides a transactional claim (claimTransaction) by the server's clock (preparedStatements: ${String(preparedStatements)})`, async () => {
       const store = createPostgresStore({ pool: db.pool, schema: db.schema, preparedStatements });
       try {
         const input = { scope: 'skew-tx', key: `view-${String(preparedStatements)}`, fingerprint: FP, leaseMs: LEASE_MS, retentionMs: HOUR_MS };
-        const held = await store.transaction((_tx, view) => view.claim(input));
+        const held = await store.claimTransaction(input, () => Promise.resolve());
         expect(held.acquired).toBe(true);
         for (const offset of [HOUR_MS, -HOUR_MS]) {
           skewProcessClock(offset);
-          const again = await store.transaction((_tx, view) => view.claim(input));
+          const again = await store.claimTransaction(input, () => Promise.resolve());
           expect(again.acquired).toBe(false);
           vi.restoreAllMocks();
         }

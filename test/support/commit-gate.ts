@@ -29,5 +29,15 @@ export function gateCommits<Tx>(
       events.push('committed');
       return result;
     },
+    claimTransaction: async (input, fn) => {
+      const result = await store.claimTransaction(input, async (tx, view, claim) => {
+        const value = await fn(tx, view, claim);
+        events.push('before-commit');
+        await commit;
+        return value;
+      });
+      if (result.acquired) events.push('committed');
+      return result;
+    },
   };
 }

@@ -1,6 +1,5 @@
 /**
- * The typed errors of the inbox, under their own root {@link InboxError}, which extends `IdempotencyError`
- * (DESIGN.md section 7).
+ * The typed errors of the inbox, under their own root {@link InboxError}, which extends `IdempotencyError`.
  *
  * @module
  */
@@ -23,7 +22,7 @@ export class InboxError extends IdempotencyError {
 /**
  * The message carries no usable id (absent, empty, longer than {@link MAX_MESSAGE_ID_LENGTH} characters
  * or containing NUL), so it cannot be deduplicated; the inbox refuses it rather than process it without
- * dedup (DESIGN.md section 5). Broker adapters reject such a message without requeue.
+ * dedup. Broker adapters reject such a message without requeue.
  */
 export class MessageIdMissingError extends InboxError {
   override readonly name = 'MessageIdMissingError';

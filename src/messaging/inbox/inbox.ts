@@ -88,7 +88,7 @@ export interface Inbox<Tx> {
 }
 
 /**
- * Creates an inbox (idempotent consumer, DESIGN.md section 5; Hohpe and Woolf, "Enterprise Integration
+ * Creates an inbox (idempotent consumer; Hohpe and Woolf, "Enterprise Integration
  * Patterns": Idempotent Receiver).
  *
  * @throws TypeError naming the option when an option is invalid (see `InboxOptions`)

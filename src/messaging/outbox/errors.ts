@@ -1,6 +1,6 @@
 /**
  * The typed errors of the outbox relay and its publishers, under their own root {@link OutboxError}, which
- * extends `IdempotencyError` (DESIGN.md section 7).
+ * extends `IdempotencyError`.
  *
  * @module
  */

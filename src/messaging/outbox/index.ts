@@ -1,5 +1,5 @@
 /**
- * `retrysafe/outbox`: the transactional outbox on PostgreSQL and its relay (DESIGN.md section 5). Broker
+ * `retrysafe/outbox`: the transactional outbox on PostgreSQL and its relay. Broker
  * publishers live under `retrysafe/amqp-publisher`, `retrysafe/nats-publisher` and `retrysafe/webhook`.
  *
  * @module

@@ -150,7 +150,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * Creates the outbox of a schema. Run `migrate` (or `retrysafe migrate`) first; then run a relay
- * (`createRelay`) to publish what is enqueued. See docs/outbox.md and DESIGN.md section 5.
+ * (`createRelay`) to publish what is enqueued. See docs/outbox.md.
  *
  * @throws TypeError naming the option when an option is invalid
  * @example

@@ -1,7 +1,7 @@
 /**
  * The relay: claims committed outbox rows, publishes them through an {@link OutboxPublisher}, and marks
  * them sent only after the broker's confirm. At-least-once with stable ids; the consumer's inbox makes the
- * effect once (DESIGN.md section 5).
+ * effect once.
  *
  * @module
  */

@@ -1,9 +1,9 @@
 /**
- * Turns rows of the records table into the engine's records and claims.
+ * Turns rows of the records table into the engine's records.
  *
  * @module
  */
-import type { Claim, IdempotencyRecord } from '../../core/record.js';
+import type { IdempotencyRecord } from '../../core/record.js';
 import { decodeToken } from './codec.js';
 
 /**
@@ -22,12 +22,6 @@ export interface RecordRow {
   readonly body: Buffer | null;
   /** The last recovery point of a multi-phase operation (migration 0004), or null. */
   readonly recovery_point: string | null;
-}
-
-/** The row `claim()` returns: the outcome flags, then the record's columns. */
-export interface ClaimRow extends RecordRow {
-  readonly acquired: boolean;
-  readonly takeover: boolean;
 }
 
 /** A records row that names its own (scope, key), as `listAbandoned` reads it. */
@@ -65,20 +59,4 @@ export function toRecord(scope: string, key: string, row: RecordRow): Idempotenc
 /** Builds the engine's record from a row that names its own (scope, key). */
 export function toKeyedRecord(row: KeyedRecordRow): IdempotencyRecord {
   return toRecord(row.scope, row.key, row);
-}
-
-/**
- * Builds the winner's claim from an acquired claim row; a takeover carries the recovery point the previous
- * holder reached.
- */
-export function toClaim(scope: string, key: string, row: ClaimRow): Claim {
-  return {
-    scope,
-    key,
-    fingerprint: decodeToken(row.fingerprint),
-    leaseToken: decodeToken(row.lease_token),
-    leaseExpiresAt: Number(row.lease_expires_at),
-    takeover: row.takeover,
-    ...(row.recovery_point !== null && { recoveryPoint: row.recovery_point }),
-  };
 }

@@ -1,67 +1,28 @@
 /**
  * The runtime SQL of the PostgreSQL store, one statement per operation, built once per schema. Each
  * statement's `$1…$n` are documented where it is defined. Times are milliseconds since the epoch of the
- * database server's clock, read inside each statement ({@link SERVER_NOW_MS}), so every process sharing
+ * database server's clock, read inside each statement (`SERVER_NOW_MS` in `statement.ts`), so every process sharing
  * the store decides leases and retention by one clock, whatever its own clock says. A `now` parameter
  * passed as a number replaces the server's clock (tests on a fake clock); passed as `null` it is ignored.
  *
  * @module
  */
-import { createHash } from 'node:crypto';
 import pg from 'pg';
+import { claimStatement } from './claim.js';
 import type { SchemaNames } from './schema.js';
+import { nowOf, statement, type Statement } from './statement.js';
 
 // Through the default export: pg ships named ESM exports only from 8.15, and retrysafe supports 8.11 and later.
 const { escapeIdentifier, escapeLiteral } = pg;
-
-/**
- * The server's "now" in milliseconds since the epoch. `clock_timestamp()`, not `now()`: `now()` is the
- * start of the transaction, which in transactional mode began before the handler ran, so a lease
- * renewed by `checkpoint` would end early by the handler's run time and a completion would be stamped
- * (and expire) as of the transaction's start; inside the claim function it would also lag behind a
- * concurrent claimer's commit. Each statement reads it once (as an argument, or in an uncorrelated
- * sub-select, which PostgreSQL evaluates once), so one statement's decisions share one instant.
- */
-export const SERVER_NOW_MS = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
-
-/** `now` for a statement: the parameter `$n` when the store was given a clock, else the server's. */
-function nowOf(parameter: string): string {
-  return `COALESCE(${parameter}::bigint, ${SERVER_NOW_MS})`;
-}
 
 /** The columns a record is read from, in the order `rows.ts` expects. */
 const RECORD_COLUMNS =
   'fingerprint, lease_token, lease_expires_at, created_at, expires_at, completed_at, status, headers, body, recovery_point';
 
-/**
- * A statement run with parameters. With a `name` it is a prepared statement: `pg` parses it once per
- * connection, and PostgreSQL plans it once and then reuses a cached plan, where an unnamed statement is
- * parsed and planned on every execution. The name is derived from the text, so equal texts share it and
- * different schemas never collide.
- */
-export interface Statement {
-  readonly name: string | undefined;
-  readonly text: string;
-}
-
 /** The statements for one schema. */
 export interface Statements {
-  /**
-   * `$1` scope, `$2` key, `$3` fingerprint (encoded), `$4` new lease token (encoded), `$5` now (ms, or
-   * `null` for the server's clock), `$6` lease (ms), `$7` retention (ms). One row: `acquired`, `takeover`, then the record's columns
-   * (the new lease when acquired, the standing record otherwise).
-   */
+  /** The claim; see `claim.ts`. */
   readonly claim: Statement;
-  /**
-   * The claim made through a transaction's view (the atomic-phases runner; the engine claims on the pool
-   * before it opens a transaction), as one simple-protocol batch with the same arguments as literals:
-   * refuse if the open transaction already wrote; COMMIT it; claim (committed on its own, so a duplicate
-   * sees it at once); BEGIN the business transaction again. The third result from the end holds the
-   * claim's row. With prepared statements on, the claim runs as `EXECUTE` of a statement the connection
-   * prepared with SQL `PREPARE` (the batch starts with that `PREPARE` when `prepare` is true), so it is
-   * planned once per connection like the other statements.
-   */
-  claimApart(args: ClaimArgs, prepare: boolean): string;
   /**
    * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` now (ms, or `null` for the server's clock),
    * `$5` retention (ms), `$6` status,
@@ -107,18 +68,6 @@ export interface Statements {
   readonly begin: string;
 }
 
-/** The arguments of {@link Statements.claimApart}. Numbers are safe integers, validated by the caller. */
-export interface ClaimArgs {
-  readonly scope: string;
-  readonly key: string;
-  readonly fingerprint: Buffer;
-  readonly leaseToken: Buffer;
-  /** Milliseconds since the epoch, or `null` for the server's clock. */
-  readonly now: number | null;
-  readonly leaseMs: number;
-  readonly retentionMs: number;
-}
-
 /**
  * Transactional mode runs at READ COMMITTED (PostgreSQL's default), set explicitly so a server default of
  * REPEATABLE READ or SERIALIZABLE does not change it: the fenced `complete` is an UPDATE whose WHERE is
@@ -136,50 +85,26 @@ const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
 export function statements(names: SchemaNames, prepared: boolean): Statements {
   const s = names.quoted;
   const channel = escapeLiteral(names.channel);
-  const claimCall = (a: string): string => `SELECT * FROM ${s}.claim(${a})`;
-  const statement = (text: string): Statement => Object.freeze({ name: prepared ? preparedName('retrysafe_', text) : undefined, text });
+  const named = (text: string): Statement => statement(text, prepared);
   // The reaper's and the completer's statements run rarely: planned afresh each time, for the data as it is.
-  const unnamed = (text: string): Statement => Object.freeze({ name: undefined, text });
-  const claimText = claimCall(`$1, $2, $3, $4, ${nowOf('$5')}, $6, $7`);
-  // Its own name: `pg` tracks the names it prepared itself and would refuse to Parse one prepared by SQL.
-  const claimApartName = preparedName('retrysafe_tx_', claimText);
+  const unnamed = (text: string): Statement => statement(text, false);
   return Object.freeze({
-    claim: statement(claimText),
-    claimApart(args: ClaimArgs, prepare: boolean): string {
-      const values = [
-        escapeLiteral(args.scope),
-        escapeLiteral(args.key),
-        byteaLiteral(args.fingerprint),
-        byteaLiteral(args.leaseToken),
-        args.now === null ? 'NULL::bigint' : `${integer(args.now)}::bigint`,
-        `${integer(args.leaseMs)}::bigint`,
-        `${integer(args.retentionMs)}::bigint`,
-      ];
-      if (!prepared) {
-        const literals = values.map((value, i) => (i === 4 ? nowOf(value) : value)).join(', ');
-        return `SELECT ${s}.require_empty_transaction(); COMMIT; ${claimCall(literals)}; COMMIT; ${BEGIN}`;
-      }
-      const literals = values.join(', ');
-      const preparation = prepare
-        ? `PREPARE ${claimApartName} (text, text, bytea, bytea, bigint, bigint, bigint) AS ${claimText}; `
-        : '';
-      return `${preparation}SELECT ${s}.require_empty_transaction(); COMMIT; EXECUTE ${claimApartName}(${literals}); COMMIT; ${BEGIN}`;
-    },
-    complete: statement(`WITH done AS (
+    claim: claimStatement(s, prepared),
+    complete: named(`WITH done AS (
       UPDATE ${s}.records
       SET completed_at = clock.ms, expires_at = clock.ms + $5::bigint, status = $6, headers = $7::json, body = $8
       FROM (SELECT ${nowOf('$4')} AS ms) AS clock
       WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
       RETURNING waiters)
       SELECT CASE WHEN waiters THEN pg_notify(${channel}, $9) END FROM done`),
-    release: statement(`WITH gone AS (
+    release: named(`WITH gone AS (
       DELETE FROM ${s}.records
       WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
       RETURNING waiters)
       SELECT CASE WHEN waiters THEN pg_notify(${channel}, $4) END FROM gone`),
-    markWaiting: statement(`UPDATE ${s}.records SET waiters = true
+    markWaiting: named(`UPDATE ${s}.records SET waiters = true
       WHERE scope = $1 AND key = $2 AND completed_at IS NULL AND waiters IS NULL`),
-    get: statement(`SELECT ${RECORD_COLUMNS} FROM ${s}.records WHERE scope = $1 AND key = $2`),
+    get: named(`SELECT ${RECORD_COLUMNS} FROM ${s}.records WHERE scope = $1 AND key = $2`),
     // The batch is a CTE, evaluated once: an `IN (SELECT … LIMIT … SKIP LOCKED)` subquery may be rescanned
     // by the plan (a nested-loop semi join), each rescan skipping the rows this statement already deleted
     // and locking the next ones, so one call deleted far more than `limit`.
@@ -191,7 +116,7 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
         LIMIT $2
         FOR UPDATE SKIP LOCKED)
       DELETE FROM ${s}.records r USING doomed WHERE r.scope = doomed.scope AND r.key = doomed.key`),
-    checkpoint: statement(`UPDATE ${s}.records
+    checkpoint: named(`UPDATE ${s}.records
       SET recovery_point = $4, lease_expires_at = clock.ms + $6::bigint, expires_at = GREATEST(expires_at, clock.ms + $6::bigint)
       FROM (SELECT ${nowOf('$5')} AS ms) AS clock
       WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
@@ -205,18 +130,4 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
     listen: `LISTEN ${escapeIdentifier(names.channel)}`,
     begin: BEGIN,
   });
-}
-
-/** A prepared statement's name: `prefix` and a digest of the text, so equal texts share it and others never do. */
-function preparedName(prefix: string, text: string): string {
-  return `${prefix}${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
-}
-
-function byteaLiteral(bytes: Buffer): string {
-  return `decode('${bytes.toString('hex')}', 'hex')`;
-}
-
-function integer(value: number): string {
-  if (!Number.isSafeInteger(value)) throw new TypeError(`retrysafe: expected a safe integer, got ${String(value)}`);
-  return String(value);
 }

@@ -11,12 +11,14 @@ import { requireClock, requireGenerateId } from '../../core/options.js';
 import { TransactionAbortedError } from '../../core/errors.js';
 import { describe } from '../../core/duration.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from '../../core/store.js';
+import type { ClaimedTransaction, ClaimInput, ClaimResult, TransactionalStore, TransactionView } from '../../core/store.js';
+import { claimOn } from './claim.js';
 import { encodeToken } from './codec.js';
 import { CompletionListener, topicOf } from './listener.js';
-import { toClaim, toKeyedRecord, toRecord, type ClaimRow, type KeyedRecordRow, type RecordRow } from './rows.js';
+import { toKeyedRecord, toRecord, type KeyedRecordRow, type RecordRow } from './rows.js';
 import { DEFAULT_SCHEMA, schemaNames, type SchemaNames } from './schema.js';
-import { statements, type ClaimArgs, type Statement, type Statements } from './statements.js';
+import { run, type Queryable } from './statement.js';
+import { statements, type Statements } from './statements.js';
 
 /** Options of {@link createPostgresStore}: exactly one of `pool` and `connectionString`. */
 export interface PostgresStoreOptions {
@@ -73,7 +75,7 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
    */
   waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined>;
   /**
-   * Records a recovery point and renews the lease in one fenced UPDATE; inside `transaction()`, the view's
+   * Records a recovery point and renews the lease in one fenced UPDATE; inside a transaction, the view's
    * `checkpoint` runs on the transaction's connection and commits with the phase's writes. See
    * {@link IdempotencyStore.checkpoint}.
    */
@@ -90,8 +92,8 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
  * schema first.
  *
  * Operations (each one statement, one round trip, prepared once per connection unless
- * `preparedStatements` is false; see `statements.ts` and `migrations/0001_init.ts`):
- * - `claim` calls the schema's `claim()` function: insert, or take over an expired lease (same
+ * `preparedStatements` is false; see `statements.ts`):
+ * - `claim` calls the schema's `claim()` function (`claim.ts`): insert, or take over an expired lease (same
  *   fingerprint) or an expired record (any fingerprint), or return the standing record unchanged — a
  *   replay reads and locks nothing.
  * - `complete` / `release` are fenced by the lease token. When a `waitFor` has flagged the record, they
@@ -106,24 +108,22 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
  * - `listAbandoned(limit)` is one SELECT bounded by `limit`, served by a partial index of in-progress rows
  *   that have a recovery point, oldest lease end first.
  * - Time: every lease, retention and takeover decision (claim, complete, checkpoint, reap, listAbandoned)
- *   reads the server's `clock_timestamp()` inside the statement (see `SERVER_NOW_MS` in `statements.ts`),
+ *   reads the server's `clock_timestamp()` inside the statement (see `SERVER_NOW_MS` in `statement.ts`),
  *   so processes sharing the database need no clock sync; records carry the server's milliseconds.
  *
- * Transactional mode (`transaction`), following Brandur Leach's "Implementing Stripe-like Idempotency Keys
- * in Postgres": the claim is committed on its own, before the business transaction, so a concurrent
- * duplicate sees the in-progress record at once and is answered 409 without waiting on a row lock (an
- * `INSERT … ON CONFLICT` inside an open transaction would block on the other transaction's uncommitted
- * row until it ends). The store says so (`claimsApart`), so the engine claims on the pool first and opens
- * the transaction only for a claim it won: a replay, a 409 or a 422 costs one round trip and no
- * transaction, and the claim's connection is back in the pool before the transaction takes one, so a busy
- * pool cannot deadlock. A claim made through the transaction's view (the atomic-phases runner does) runs
- * on the transaction's own connection in one round trip (`COMMIT; claim; COMMIT; BEGIN`), for the same
- * reason. The business writes and the fenced `complete` then commit together; the response is sent
- * after COMMIT. If the transaction rolls back, the committed claim is left behind and the engine releases
- * it; if the process dies, the claim's lease expires and a retry takes over — the business writes never
- * committed, so the effect still lands once. Isolation is READ COMMITTED, set explicitly: the fenced
- * `complete` re-checks its WHERE against the newest committed row, so a takeover that committed meanwhile
- * fences it cleanly where a stricter level would raise a serialization failure.
+ * Transactional mode (`claimTransaction`), following Brandur Leach's "Implementing Stripe-like Idempotency
+ * Keys in Postgres": the claim is committed on its own, before the business transaction (`claim.ts`), so a
+ * concurrent duplicate sees the in-progress record at once and is answered 409 without waiting on a row
+ * lock (an `INSERT … ON CONFLICT` inside an open transaction would block on the other transaction's
+ * uncommitted row until it ends). Only a won claim opens the transaction: a replay, a 409 or a 422 costs
+ * one round trip and no transaction, and the claim's connection is back in the pool before the transaction
+ * takes one, so a busy pool cannot deadlock. The business writes and the fenced `complete` (or an atomic
+ * phase's `checkpoint`) then commit together; the response is sent after COMMIT. If the transaction rolls
+ * back, the committed claim is left behind and the caller releases it; if the process dies, the claim's
+ * lease expires and a retry takes over — the business writes never committed, so the effect still lands
+ * once. Isolation is READ COMMITTED, set explicitly: the fenced `complete` re-checks its WHERE against the
+ * newest committed row, so a takeover that committed meanwhile fences it cleanly where a stricter level
+ * would raise a serialization failure.
  *
  * Errors: methods reject with the driver's error when PostgreSQL fails (the engine answers 503).
  * `transaction` rejects with a `TransactionAbortedError` when a statement in it failed and `fn` swallowed
@@ -181,26 +181,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   return new PgStore(ownedPool ?? (pool as pg.Pool), ownedPool !== undefined, names, clock, generateId, prepared);
 }
 
-/** Operations shared by the store and its transaction view, run on a pool or on one client. */
-interface Queryable {
-  query<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>>;
-}
-
-/**
- * The schemas whose transactional claim each connection has PREPAREd. Prepared statements belong to the
- * session, not to a store, so every store of the process shares this (as `pg` shares its own record of the
- * statements it prepared on a connection).
- */
-const preparedOn = new WeakMap<pg.PoolClient, Set<string>>();
-
-/** Runs a {@link Statement} with its values. */
-function run<R extends pg.QueryResultRow>(db: Queryable, statement: Statement, values: unknown[]): Promise<pg.QueryResult<R>> {
-  return db.query<R>({ name: statement.name, text: statement.text, values });
-}
-
 class PgStore implements PostgresStore {
-  /** The transactional claim commits on its own (see {@link createPostgresStore}). */
-  readonly claimsApart = true;
   readonly schema: string;
   private readonly sql: Statements;
   private readonly listener: CompletionListener;
@@ -212,36 +193,15 @@ class PgStore implements PostgresStore {
     names: SchemaNames,
     private readonly clock: Clock | undefined,
     private readonly generateId: () => string,
-    private readonly prepared: boolean,
+    prepared: boolean,
   ) {
     this.schema = names.name;
     this.sql = statements(names, prepared);
     this.listener = new CompletionListener(() => new pg.Client(pool.options), this.sql.listen);
   }
 
-  async claim(input: ClaimInput): Promise<ClaimResult> {
-    const args = this.claimArgs(input);
-    const result = await run<ClaimRow>(this.pool, this.sql.claim, [
-      input.scope,
-      input.key,
-      args.fingerprint,
-      args.leaseToken,
-      args.now,
-      input.leaseMs,
-      input.retentionMs,
-    ]);
-    return claimResult(input, result.rows[0]);
-  }
-
-  /** The claim of transactional mode; see `Statements.claimApart`. */
-  async claimApart(client: pg.PoolClient, input: ClaimInput): Promise<ClaimResult> {
-    const done = preparedOn.get(client) ?? new Set<string>();
-    preparedOn.set(client, done);
-    const prepare = this.prepared && !done.has(this.schema);
-    const batch = this.sql.claimApart(this.claimArgs(input), prepare);
-    const results = (await client.query(batch)) as unknown as pg.QueryResult<ClaimRow>[];
-    if (prepare) done.add(this.schema);
-    return claimResult(input, results[results.length - 3]?.rows[0]);
+  claim(input: ClaimInput): Promise<ClaimResult> {
+    return claimOn(this.pool, this.sql.claim, input, this.now(), this.generateId());
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
@@ -277,12 +237,8 @@ class PgStore implements PostgresStore {
     return result.rowCount === 1;
   }
 
-  get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-    return this.getOn(this.pool, scope, key);
-  }
-
-  async getOn(db: Queryable, scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-    const result = await run<RecordRow>(db, this.sql.get, [scope, key]);
+  async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+    const result = await run<RecordRow>(this.pool, this.sql.get, [scope, key]);
     const row = result.rows[0];
     return row === undefined ? undefined : toRecord(scope, key, row);
   }
@@ -331,7 +287,19 @@ class PgStore implements PostgresStore {
     return waiting;
   }
 
-  async transaction<R>(fn: (tx: pg.PoolClient, store: IdempotencyStore) => Promise<R>): Promise<R> {
+  /** Claims on the pool, committed on its own; only a won claim opens the transaction. */
+  async claimTransaction<R>(
+    input: ClaimInput,
+    fn: (tx: pg.PoolClient, store: TransactionView, claim: Claim) => Promise<R>,
+  ): Promise<ClaimedTransaction<R>> {
+    const result = await this.claim(input);
+    if (!result.acquired) return result;
+    const won = result.claim;
+    const value = await this.transaction((tx, view) => fn(tx, view, won));
+    return { acquired: true, claim: won, value };
+  }
+
+  async transaction<R>(fn: (tx: pg.PoolClient, store: TransactionView) => Promise<R>): Promise<R> {
     const client = await this.pool.connect();
     // A connection killed while idle in the transaction emits 'error' on the checked-out client; it must
     // not crash the process, and the client must not go back to the pool.
@@ -342,7 +310,7 @@ class PgStore implements PostgresStore {
     client.on('error', onError);
     try {
       await client.query(this.sql.begin);
-      const result = await fn(client, new TransactionView(this, client));
+      const result = await fn(client, new ClientView(this, client));
       const commit = await client.query('COMMIT');
       // COMMIT of a transaction an earlier statement aborted rolls back and reports ROLLBACK, not an error.
       if (commit.command !== 'COMMIT') {
@@ -373,18 +341,6 @@ class PgStore implements PostgresStore {
     return this.clock === undefined ? null : this.clock.now();
   }
 
-  private claimArgs(input: ClaimInput): ClaimArgs {
-    return {
-      scope: input.scope,
-      key: input.key,
-      fingerprint: encodeToken(input.fingerprint),
-      leaseToken: encodeToken(this.generateId()),
-      now: this.now(),
-      leaseMs: input.leaseMs,
-      retentionMs: input.retentionMs,
-    };
-  }
-
   private async wait(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
     let wake!: () => void;
     const woken = new Promise<void>((resolve) => {
@@ -409,21 +365,14 @@ class PgStore implements PostgresStore {
 }
 
 /**
- * The store as seen from inside one transaction: `complete`, `release`, `checkpoint` and `get` run on the
- * transaction's connection (so `complete` and `checkpoint` commit with the business writes); `claim`
- * commits on its own first (see {@link createPostgresStore}); `reap`, `listAbandoned` and `waitFor` use the
- * pool. `close` does nothing: the view owns
- * no resources.
+ * The store as seen from inside one transaction: `complete`, `release` and `checkpoint` run on the
+ * transaction's connection, so they commit (and NOTIFY) with the business writes.
  */
-class TransactionView implements IdempotencyStore {
+class ClientView implements TransactionView {
   constructor(
     private readonly store: PgStore,
     private readonly client: pg.PoolClient,
   ) {}
-
-  claim(input: ClaimInput): Promise<ClaimResult> {
-    return this.store.claimApart(this.client, input);
-  }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
     return this.store.completeOn(this.client, claim, response, retentionMs);
@@ -433,34 +382,7 @@ class TransactionView implements IdempotencyStore {
     return this.store.releaseOn(this.client, claim);
   }
 
-  get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-    return this.store.getOn(this.client, scope, key);
-  }
-
-  reap(limit: number): Promise<number> {
-    return this.store.reap(limit);
-  }
-
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
     return this.store.checkpointOn(this.client, claim, recoveryPoint, leaseMs);
   }
-
-  listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
-    return this.store.listAbandoned(limit);
-  }
-
-  waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
-    return this.store.waitFor(scope, key, timeoutMs);
-  }
-
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
-function claimResult(input: ClaimInput, row: ClaimRow | undefined): ClaimResult {
-  if (row === undefined) throw new Error('retrysafe: the claim() function returned no row');
-  return row.acquired
-    ? { acquired: true, claim: toClaim(input.scope, input.key, row) }
-    : { acquired: false, record: toRecord(input.scope, input.key, row) };
 }

@@ -8,19 +8,18 @@ import type { Redis } from 'ioredis';
 import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../../core/store.js';
-import { decodeRecord, RECORD_FIELDS, type RecordValues, unpackValues } from './fields.js';
+import { claimOn } from './claim.js';
+import { decodeRecord, RECORD_FIELDS, type RecordValues } from './fields.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
 import { LuaScript } from './script.js';
 import { CHECKPOINT_LUA } from './scripts/checkpoint.lua.js';
-import { CLAIM_LUA } from './scripts/claim.lua.js';
 import { COMPLETE_LUA } from './scripts/complete.lua.js';
 import { REAP_LUA } from './scripts/reap.lua.js';
 import { RELEASE_LUA } from './scripts/release.lua.js';
 import { untilReady } from './ready.js';
 import { REDIS_TTL_GRACE_MS } from './ttl.js';
 
-const CLAIM = new LuaScript(CLAIM_LUA);
 const COMPLETE = new LuaScript(COMPLETE_LUA);
 const RELEASE = new LuaScript(RELEASE_LUA);
 const REAP = new LuaScript(REAP_LUA);
@@ -55,28 +54,7 @@ export class RedisStore implements IdempotencyStore {
 
   async claim(input: ClaimInput): Promise<ClaimResult> {
     await this.ready();
-    const leaseToken = this.config.generateId();
-    const reply = (await CLAIM.run(
-      this.config.client,
-      [this.key(input.scope, input.key)],
-      [this.now(), input.fingerprint, leaseToken, input.leaseMs, input.retentionMs, input.scope, input.key, REDIS_TTL_GRACE_MS],
-    )) as [number, number | Buffer, Buffer?, Buffer?];
-    if (reply[0] === 0) {
-      const record = decodeRecord(unpackValues(reply[1] as Buffer));
-      if (!record) throw new Error('retrysafe: the Redis claim script refused without returning the record');
-      return { acquired: false, record };
-    }
-    const recoveryPoint = reply[3]?.toString('utf8');
-    const claim: Claim = {
-      scope: input.scope,
-      key: input.key,
-      fingerprint: input.fingerprint,
-      leaseToken,
-      leaseExpiresAt: Number(reply[2]?.toString('latin1')) + input.leaseMs,
-      takeover: reply[1] === 1,
-      ...(recoveryPoint !== undefined && { recoveryPoint }),
-    };
-    return { acquired: true, claim };
+    return claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), this.config.generateId());
   }
 
   async complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {

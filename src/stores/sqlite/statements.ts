@@ -25,21 +25,8 @@ export interface RecordRow {
   readonly expires_at: number;
 }
 
-/** What the claim's upsert returns when the caller won. */
-export interface ClaimedRow {
-  readonly created_at: number;
-  readonly recovery_point: string | null;
-}
-
 /** The prepared statements of one store. */
 export interface Statements {
-  /**
-   * Inserts an in_progress record, or takes over the existing one when its retention expired (a new
-   * record, any fingerprint) or its lease expired under the same fingerprint (created_at and the recovery
-   * point are kept). Returns a row only when the caller won.
-   * Parameters: @scope, @key, @fingerprint, @token, @now, @leaseExpiresAt, @expiresAt.
-   */
-  readonly claim: Statement<[ClaimParams], ClaimedRow>;
   /** Parameters: scope, key. */
   readonly get: Statement<[string, string], RecordRow>;
   /**
@@ -75,16 +62,6 @@ export interface CheckpointParams {
   leaseExpiresAt: number;
 }
 
-export interface ClaimParams {
-  scope: string;
-  key: string;
-  fingerprint: string;
-  token: string;
-  now: number;
-  leaseExpiresAt: number;
-  expiresAt: number;
-}
-
 export interface CompleteParams {
   scope: string;
   key: string;
@@ -103,25 +80,6 @@ export function prepareStatements(database: Database, table: string): Statements
   const prepare = <P extends unknown[], R>(sql: string): Statement<P, R> =>
     (database.prepare<P, R>(sql) as Statement<P, R>).safeIntegers(false);
   return {
-    claim: prepare<[ClaimParams], ClaimedRow>(`
-      INSERT INTO ${t} AS r (scope, idempotency_key, fingerprint, state, lease_token, lease_expires_at,
-                             created_at, expires_at)
-      VALUES (@scope, @key, @fingerprint, 'in_progress', @token, @leaseExpiresAt, @now, @expiresAt)
-      ON CONFLICT (scope, idempotency_key) DO UPDATE SET
-        fingerprint = excluded.fingerprint,
-        state = 'in_progress',
-        lease_token = excluded.lease_token,
-        lease_expires_at = excluded.lease_expires_at,
-        recovery_point = CASE WHEN r.expires_at <= @now THEN NULL ELSE r.recovery_point END,
-        response_status = NULL,
-        response_headers = NULL,
-        response_body = NULL,
-        created_at = CASE WHEN r.expires_at <= @now THEN excluded.created_at ELSE r.created_at END,
-        completed_at = NULL,
-        expires_at = excluded.expires_at
-      WHERE r.expires_at <= @now
-         OR (r.state = 'in_progress' AND r.lease_expires_at <= @now AND r.fingerprint = excluded.fingerprint)
-      RETURNING created_at, recovery_point`),
     get: prepare<[string, string], RecordRow>(`SELECT * FROM ${t} WHERE scope = ? AND idempotency_key = ?`),
     complete: prepare<[CompleteParams], RecordRow>(`
       UPDATE ${t} SET

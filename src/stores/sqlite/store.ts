@@ -9,7 +9,8 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import { StoreClosedError, StoreMisuseError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from '../../core/store.js';
+import type { ClaimedTransaction, ClaimInput, ClaimResult, TransactionalStore, TransactionView } from '../../core/store.js';
+import { prepareClaim, type SqliteClaim } from './claim.js';
 import { migrate } from './migrations.js';
 import { Mutex } from './mutex.js';
 import { resolveSqliteStoreOptions, type SqliteStoreOptions } from './options.js';
@@ -30,15 +31,22 @@ export interface SqliteStore extends TransactionalStore<Database> {
    * Runs `fn(database, view)` under `BEGIN IMMEDIATE`; COMMITs when `fn` resolves, ROLLBACKs when it
    * rejects, and settles only after that. Every other operation of this store, and every other
    * transaction, waits in FIFO order until then, so none lands inside this one. Inside `fn`, use `view`
-   * (its claim, complete, release, get and reap run in the transaction; completions wake waiters only
-   * after COMMIT); calling the store itself from inside `fn` rejects with a `StoreMisuseError` instead
-   * of deadlocking, and so does the view once the transaction has ended. After `close()`, every operation
+   * (its complete, release and checkpoint run in the transaction; completions wake waiters only after
+   * COMMIT); calling the store itself from inside `fn` rejects with a `StoreMisuseError` instead of
+   * deadlocking, and so does the view once the transaction has ended. After `close()`, every operation
    * rejects with a `StoreClosedError`.
    */
-  transaction<R>(fn: (tx: Database, store: IdempotencyStore) => Promise<R>): Promise<R>;
-  /** Records a recovery point and renews the lease, fenced; see {@link IdempotencyStore.checkpoint}. */
+  transaction<R>(fn: (tx: Database, store: TransactionView) => Promise<R>): Promise<R>;
+  /**
+   * Claims inside the transaction it then runs `fn` in (as {@link SqliteStore.transaction}): the claim,
+   * the business writes and the saved response commit together, so a crash before COMMIT leaves no record
+   * and no row, and a retry runs at once. A duplicate in this process queues behind the transaction and
+   * then replays; one in another process waits on the file's write lock up to `busyTimeoutMs`.
+   */
+  claimTransaction<R>(input: ClaimInput, fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>>;
+  /** Records a recovery point and renews the lease, fenced; see {@link TransactionalStore.checkpoint}. */
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined>;
-  /** Abandoned multi-phase records, served by a partial index; see {@link IdempotencyStore.listAbandoned}. */
+  /** Abandoned multi-phase records, served by a partial index; see {@link TransactionalStore.listAbandoned}. */
   listAbandoned(limit: number): Promise<IdempotencyRecord[]>;
 }
 
@@ -89,7 +97,8 @@ export function createSqliteStore(options?: SqliteStoreOptions): SqliteStore {
     } else if (database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(resolved.table) === undefined) {
       throw new Error(`retrysafe: table "${resolved.table}" does not exist in ${database.name}; open the store once with migrations on`);
     }
-    return new SqliteStoreImpl(database, owned, prepareStatements(database, resolved.table), resolved.clock, resolved.generateId);
+    const sql = prepareStatements(database, resolved.table);
+    return new SqliteStoreImpl(database, owned, sql, prepareClaim(database, resolved.table, sql), resolved.clock, resolved.generateId);
   } catch (error) {
     if (owned) database.close();
     throw error;
@@ -121,6 +130,7 @@ class SqliteStoreImpl implements SqliteStore {
     readonly database: Database,
     private readonly owned: boolean,
     private readonly sql: Statements,
+    private readonly claimRow: SqliteClaim,
     private readonly clock: Clock,
     private readonly generateId: () => string,
   ) {}
@@ -191,13 +201,26 @@ class SqliteStoreImpl implements SqliteStore {
     });
   }
 
-  transaction<R>(fn: (tx: Database, store: IdempotencyStore) => Promise<R>): Promise<R> {
+  transaction<R>(fn: (tx: Database, store: TransactionView) => Promise<R>): Promise<R> {
+    return this.inTransaction((view) => fn(this.database, view));
+  }
+
+  claimTransaction<R>(input: ClaimInput, fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>> {
+    return this.inTransaction(async (view): Promise<ClaimedTransaction<R>> => {
+      const result = this.claimNow(input);
+      if (!result.acquired) return result;
+      return { acquired: true, claim: result.claim, value: await fn(this.database, view, result.claim) };
+    });
+  }
+
+  /** Runs `body` under `BEGIN IMMEDIATE`, holding the mutex; COMMIT when it resolves, ROLLBACK when it rejects. */
+  private inTransaction<R>(body: (view: TransactionView) => Promise<R>): Promise<R> {
     return this.exclusive(async () => {
       const transaction: OpenTransaction = { open: true, changes: [] };
       this.database.exec('BEGIN IMMEDIATE');
       let result: R;
       try {
-        result = await this.current.run(transaction, () => fn(this.database, this.view(transaction)));
+        result = await this.current.run(transaction, () => body(this.view(transaction)));
         if (!this.database.inTransaction) {
           throw new StoreMisuseError('retrysafe: the transaction was ended inside fn; let transaction() commit or roll back');
         }
@@ -235,7 +258,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   /** The store as seen inside an open transaction: no mutex (it is held), no notifications until COMMIT. */
-  private view(transaction: OpenTransaction): IdempotencyStore {
+  private view(transaction: OpenTransaction): TransactionView {
     const inside = <T>(task: () => T): Promise<T> => {
       if (!transaction.open) return Promise.reject(new StoreMisuseError('retrysafe: the transaction has already ended'));
       try {
@@ -249,54 +272,14 @@ class SqliteStoreImpl implements SqliteStore {
       return change !== undefined;
     };
     return {
-      claim: (input) => inside(() => this.claimNow(input)),
       complete: (claim, response, retentionMs) => inside(() => defer(this.completeNow(claim, response, retentionMs))),
       release: (claim) => inside(() => defer(this.releaseNow(claim))),
-      get: (scope, key) => inside(() => this.getNow(scope, key)),
-      reap: (limit) => inside(() => this.reapNow(limit)),
       checkpoint: (claim, recoveryPoint, leaseMs) => inside(() => this.checkpointNow(claim, recoveryPoint, leaseMs)),
-      listAbandoned: (limit) => inside(() => this.listAbandonedNow(limit)),
-      close: () => Promise.reject(new StoreMisuseError('retrysafe: close the SQLite store itself, not its transaction view')),
     };
   }
 
   private claimNow(input: ClaimInput): ClaimResult {
-    const now = this.clock.now();
-    const leaseToken = this.generateId();
-    const leaseExpiresAt = now + input.leaseMs;
-    const attempt = this.database.transaction((): ClaimResult => {
-      const won = this.sql.claim.get({
-        scope: input.scope,
-        key: input.key,
-        fingerprint: input.fingerprint,
-        token: leaseToken,
-        now,
-        leaseExpiresAt,
-        expiresAt: now + input.retentionMs,
-      });
-      if (!won) {
-        const row = this.sql.get.get(input.scope, input.key);
-        if (!row) throw new Error('retrysafe: the claim conflicted with a record that is gone');
-        return { acquired: false, record: toRecord(row) };
-      }
-      // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
-      // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.
-      const takeover = won.created_at !== now || won.recovery_point !== null;
-      return {
-        acquired: true,
-        claim: {
-          scope: input.scope,
-          key: input.key,
-          fingerprint: input.fingerprint,
-          leaseToken,
-          leaseExpiresAt,
-          takeover,
-          ...(won.recovery_point !== null && { recoveryPoint: won.recovery_point }),
-        },
-      };
-    });
-    // Inside an open transaction better-sqlite3 turns this into a savepoint.
-    return attempt.immediate();
+    return this.claimRow(input, this.clock.now(), this.generateId());
   }
 
   private completeNow(claim: Claim, response: StoredResponse, retentionMs: number): Change | undefined {

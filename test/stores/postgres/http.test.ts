@@ -1,5 +1,5 @@
 /**
- * The HTTP middleware on the real PostgreSQL server: the whole shared behaviour table (DESIGN.md section 4)
+ * The HTTP middleware on the real PostgreSQL server: the whole shared behaviour table (`test/http/scenarios.ts`)
  * through Hono, and transactional mode through Express 5, Fastify and Hono — the handler's business row and
  * the saved response commit together, the response leaves only after COMMIT, a concurrent duplicate is
  * answered 409 at once, a failure leaves nothing behind.

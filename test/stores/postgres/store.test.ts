@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { register as registerMigrate } from '../../../src/cli/migrate.js';
 import { ManualClock } from '../../../src/core/clock.js';
+import { createReceiver } from '../../../src/core/receiver.js';
 import { createPostgresStore, migrate } from '../../../src/stores/postgres/index.js';
 import { topicOf } from '../../../src/stores/postgres/listener.js';
 import { MIGRATIONS } from '../../../src/stores/postgres/migrations/index.js';
@@ -43,33 +44,6 @@ describe.runIf(available)('PostgreSQL store', () => {
     return { store, clock, close: () => store.close() };
   });
 
-  it('PREPAREs the transactional claim on a connection\'s first transaction and EXECUTEs it after', async () => {
-    const run = async (preparedStatements: boolean): Promise<number> => {
-      const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
-      const store = createPostgresStore({ pool, schema: db.schema, preparedStatements });
-      try {
-        for (let i = 0; i < 3; i++) {
-          await store.transaction(async (_tx, view) => {
-            const won = await view.claim({ scope: 'prep-tx', key: randomUUID(), fingerprint: 'f', leaseMs: 1_000, retentionMs: 60_000 });
-            if (!won.acquired) throw new Error('expected to win');
-            expect(await view.complete(won.claim, { status: 200, headers: {}, body: new Uint8Array() }, 60_000)).toBe(true);
-          });
-        }
-        const prepared = await pool.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'retrysafe\\_tx\\_%' AND from_sql`,
-        );
-        return prepared.rows[0]?.n ?? -1;
-      } finally {
-        await store.close();
-        await pool.end();
-      }
-    };
-    expect(await run(true)).toBe(1);
-    expect(await run(false)).toBe(0);
-    const committed = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${db.schema}".records WHERE scope = 'prep-tx' AND completed_at IS NOT NULL`);
-    expect(committed.rows[0]?.n).toBe(6);
-  });
-
   it('prepares the per-request statements once per connection, and never when preparedStatements is false', async () => {
     const claimAndComplete = async (preparedStatements: boolean): Promise<string[]> => {
       // A fresh connection: a pooled one may hold statements prepared by earlier tests.
@@ -99,18 +73,6 @@ describe.runIf(available)('PostgreSQL store', () => {
 
   describe('recovery points (migration 0004)', () => {
     const input = (key: string) => ({ scope: 'phases', key, fingerprint: 'f'.repeat(64), leaseMs: 10_000, retentionMs: 60_000 });
-
-    it('implements the optional checkpoint and listAbandoned, on the store and its transaction view, so the contract runs them', async () => {
-      const store = createPostgresStore({ pool: db.pool, schema: db.schema });
-      expect(typeof store.checkpoint).toBe('function');
-      expect(typeof store.listAbandoned).toBe('function');
-      await store.transaction((_tx, view) => {
-        expect(typeof view.checkpoint).toBe('function');
-        expect(typeof view.listAbandoned).toBe('function');
-        return Promise.resolve();
-      });
-      await store.close();
-    });
 
     it('commits a checkpoint made in a transaction with it, and rolls it back with it', async () => {
       await db.truncate();
@@ -230,6 +192,43 @@ describe.runIf(available)('PostgreSQL store', () => {
         expect(await ledger(schema)).toEqual(expectedLedger);
       } finally {
         await db.pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      }
+    });
+
+    it('upgrades a version-7 schema: 0008 drops the claim guard function, and a transactional execution runs', async () => {
+      const schema = uniqueName('rs_pg8');
+      const quoted = `"${schema}"`;
+      const functions = async (): Promise<string[]> => {
+        const result = await db.pool.query<{ proname: string }>(
+          'SELECT proname FROM pg_proc WHERE pronamespace = $1::regnamespace ORDER BY proname',
+          [quoted],
+        );
+        return result.rows.map((row) => row.proname);
+      };
+      try {
+        await db.pool.query(`CREATE SCHEMA ${quoted}`);
+        await db.pool.query(
+          `CREATE TABLE ${quoted}.schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+        );
+        for (const migration of MIGRATIONS.filter((m) => m.version <= 7)) {
+          await db.pool.query(migration.sql(quoted));
+          await db.pool.query(`INSERT INTO ${quoted}.schema_migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
+        }
+        expect(await functions()).toContain('require_empty_transaction');
+        expect(await migrate({ pool: db.pool, schema })).toEqual({ schema, applied: ['0008_drop_claim_guard'], version: 8 });
+        expect(await functions()).not.toContain('require_empty_transaction');
+        expect(await functions()).toContain('claim');
+        const store = createPostgresStore({ pool: db.pool, schema });
+        try {
+          const receiver = createReceiver({ store, transactional: true });
+          const id = { scope: 'upgraded', key: randomUUID(), fingerprint: 'f'.repeat(64) };
+          expect(await receiver.run(id, () => Promise.resolve('once'))).toBe('once');
+          expect(await receiver.run(id, () => Promise.resolve('twice'))).toBe('once');
+        } finally {
+          await store.close();
+        }
+      } finally {
+        await db.pool.query(`DROP SCHEMA IF EXISTS ${quoted} CASCADE`);
       }
     });
 

@@ -1,5 +1,5 @@
 /**
- * The HTTP behaviour table (DESIGN.md section 4) over the Redis store, through the Hono adapter: the whole
+ * The HTTP behaviour table (`test/http/scenarios.ts`) over the Redis store, through the Hono adapter: the whole
  * shared table, plus the rows only a shared server can show (duplicates spread over two connections, and
  * Redis really gone rather than a failure injected).
  */

@@ -254,12 +254,13 @@ if (await serviceAvailable('Redis', () => client.connect())) {
 
     it('implements the optional checkpoint and listAbandoned, also on a store opened from a URL, so the contract runs them', async () => {
       const store = createRedisStore({ client, prefix: `${FILE_PREFIX}:methods` });
-      expect(typeof store.checkpoint).toBe('function');
-      expect(typeof store.listAbandoned).toBe('function');
+      const won = await store.claim({ scope: 's', key: 'methods', fingerprint: 'f', leaseMs: 1_000, retentionMs: 60_000 });
+      if (!won.acquired) throw new Error('expected to win');
+      expect((await store.checkpoint(won.claim, 'p', 0))?.recoveryPoint).toBe('p');
       const opened = await openRedisStore(REDIS_URL, { prefix: `${FILE_PREFIX}:methods` });
-      expect(typeof opened.checkpoint).toBe('function');
-      expect(typeof opened.listAbandoned).toBe('function');
-      expect(await opened.listAbandoned(1)).toEqual([]);
+      expect((await opened.listAbandoned?.(5))?.map((record) => [record.key, record.recoveryPoint])).toEqual([['methods', 'p']]);
+      expect(await opened.checkpoint?.(won.claim, 'q', 1_000)).toMatchObject({ recoveryPoint: 'q' });
+      expect(await opened.listAbandoned?.(1)).toEqual([]);
       await opened.close();
       await store.close();
     });

@@ -11,7 +11,7 @@ import { StoreClosedError, StoreMisuseError } from '../../../src/core/errors.js'
 import type { StoredResponse } from '../../../src/core/record.js';
 import { createReceiver } from '../../../src/core/receiver.js';
 import { createSqliteStore, type SqliteStore } from '../../../src/stores/sqlite/index.js';
-import type { ClaimInput } from '../../../src/core/store.js';
+import type { ClaimInput, TransactionView } from '../../../src/core/store.js';
 import { storeContract } from '../contract.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/child.ts', import.meta.url));
@@ -69,8 +69,8 @@ describe('sqlite store: setup', () => {
 
   it('offers waitFor and transaction, so the contract and transactional mode exercise them', async () => {
     const store = createSqliteStore();
-    expect(typeof store.waitFor).toBe('function');
-    expect(typeof store.transaction).toBe('function');
+    expect(await store.waitFor('shared', 'absent', 1)).toBeUndefined();
+    expect(await store.transaction((db) => Promise.resolve(db.prepare('SELECT 1').pluck().get()))).toBe(1);
     await store.close();
   });
 
@@ -263,8 +263,7 @@ describe('sqlite store: transactional mode', () => {
     let finish!: () => void;
     const entered = new Promise<void>((resolve) => (enter = resolve));
     const gate = new Promise<void>((resolve) => (finish = resolve));
-    const transaction = store.transaction(async (db, tx) => {
-      await tx.claim(input('inside'));
+    const transaction = store.claimTransaction(input('inside'), async (db) => {
       db.prepare('INSERT INTO payments (idempotency_key) VALUES (?)').run('inside');
       enter();
       await gate;
@@ -326,17 +325,18 @@ describe('sqlite store: transactional mode', () => {
       await tx.checkpoint?.(held.claim, 'kept', 1_000);
     });
     expect((await store.get('shared', 'phased'))?.recoveryPoint).toBe('kept');
-    expect(await store.transaction((_db, tx) => tx.listAbandoned?.(10) ?? Promise.resolve(undefined))).toEqual([]);
   });
 
   it('refuses the transaction view once the transaction has ended', async () => {
-    let leaked: { claim: SqliteStore['claim'] } | undefined;
+    const held = await store.claim(input('late'));
+    if (!held.acquired) throw new Error('expected to acquire');
+    let leaked: TransactionView | undefined;
     await store.transaction((_db, tx) => {
       leaked = tx;
       return Promise.resolve();
     });
-    await expect(leaked?.claim(input('late'))).rejects.toThrow(/already ended/);
-    await expect(leaked?.claim(input('late'))).rejects.toBeInstanceOf(StoreMisuseError);
+    await expect(leaked?.release(held.claim)).rejects.toThrow(/already ended/);
+    await expect(leaked?.checkpoint(held.claim, 'late', 1_000)).rejects.toBeInstanceOf(StoreMisuseError);
   });
 
   it('refuses every call after close with a StoreClosedError', async () => {

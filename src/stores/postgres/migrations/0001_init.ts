@@ -5,7 +5,7 @@
  * TypeScript module rather than a `.sql` file because `tsc` copies no `.sql` into `dist/`, and a string
  * module loads the same way from `src/` (vitest, tsx) and from the published `dist/`.
  *
- * Layout notes (row size is a design target, DESIGN.md section 6):
+ * Layout notes (row size is a design target):
  * - Fixed-width columns come first so no alignment padding sits between them.
  * - `fingerprint` and `lease_token` are compact `bytea` (see `codec.ts`): 33 and 17 bytes instead of 64
  *   and 36 characters.

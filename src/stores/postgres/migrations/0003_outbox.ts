@@ -3,7 +3,7 @@
  *
  * Append-only: once released, this text never changes; later changes are new numbered files.
  *
- * Design notes (DESIGN.md section 5; `src/messaging/outbox/`):
+ * Design notes (`src/messaging/outbox/`):
  * - `xid` is the inserting transaction's id (`pg_current_xact_id()`, a 64-bit `xid8` that never wraps).
  *   The relay only takes rows whose `xid` is below the xmin of its snapshot: every such transaction has
  *   ended, so no row can later appear *before* one already published. A serial alone cannot give that:

@@ -11,6 +11,7 @@ import { sql as recoveryPoints } from './0004_recovery_points.js';
 import { sql as sessions } from './0005_sessions.js';
 import { sql as waiters } from './0006_waiters.js';
 import { sql as outboxWaiting } from './0007_outbox_waiting.js';
+import { sql as dropClaimGuard } from './0008_drop_claim_guard.js';
 
 /** One numbered migration. */
 export interface Migration {
@@ -31,4 +32,5 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 5, name: '0005_sessions', sql: sessions },
   { version: 6, name: '0006_waiters', sql: waiters },
   { version: 7, name: '0007_outbox_waiting', sql: outboxWaiting },
+  { version: 8, name: '0008_drop_claim_guard', sql: dropClaimGuard },
 ]);

@@ -1,5 +1,5 @@
 /**
- * The claim script: insert-if-absent, or take the record over, in one atomic step (DESIGN.md section 3).
+ * The claim script: insert-if-absent, or take the record over, in one atomic step.
  *
  * @module
  */

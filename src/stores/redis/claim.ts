@@ -1,0 +1,45 @@
+/**
+ * The Redis claim: one run of the claim script (`scripts/claim.lua.ts`), one round trip. It inserts the
+ * record, or takes it over when its retention expired (any fingerprint) or its lease expired (same
+ * fingerprint, still in progress, the recovery point kept), or else returns the standing record unchanged.
+ *
+ * @module
+ */
+import type { Redis } from 'ioredis';
+import type { ClaimInput, ClaimResult } from '../../core/store.js';
+import { decodeRecord, unpackValues } from './fields.js';
+import { LuaScript } from './script.js';
+import { CLAIM_LUA } from './scripts/claim.lua.js';
+import { REDIS_TTL_GRACE_MS } from './ttl.js';
+
+const CLAIM = new LuaScript(CLAIM_LUA);
+
+/**
+ * Claims `input` under the record hash `key` with the fencing token `leaseToken`, at `now` (ms), or at the
+ * server's `TIME` when `now` is `''`.
+ */
+export async function claimOn(client: Redis, key: string, input: ClaimInput, now: number | '', leaseToken: string): Promise<ClaimResult> {
+  const reply = (await CLAIM.run(
+    client,
+    [key],
+    [now, input.fingerprint, leaseToken, input.leaseMs, input.retentionMs, input.scope, input.key, REDIS_TTL_GRACE_MS],
+  )) as [number, number | Buffer, Buffer?, Buffer?];
+  if (reply[0] === 0) {
+    const record = decodeRecord(unpackValues(reply[1] as Buffer));
+    if (!record) throw new Error('retrysafe: the Redis claim script refused without returning the record');
+    return { acquired: false, record };
+  }
+  const recoveryPoint = reply[3]?.toString('utf8');
+  return {
+    acquired: true,
+    claim: {
+      scope: input.scope,
+      key: input.key,
+      fingerprint: input.fingerprint,
+      leaseToken,
+      leaseExpiresAt: Number(reply[2]?.toString('latin1')) + input.leaseMs,
+      takeover: reply[1] === 1,
+      ...(recoveryPoint !== undefined && { recoveryPoint }),
+    },
+  };
+}

@@ -1,0 +1,95 @@
+/**
+ * The SQLite claim: one upsert under `BEGIN IMMEDIATE` (a savepoint inside an open transaction), so
+ * processes sharing the file get exactly one winner. It inserts an in_progress record, or takes over the
+ * existing one when its retention expired (a new record, any fingerprint, no recovery point) or its lease
+ * expired under the same fingerprint (created_at and the recovery point are kept); otherwise it returns
+ * the standing record unchanged.
+ *
+ * @module
+ */
+import type { Database } from 'better-sqlite3';
+import type { ClaimInput, ClaimResult } from '../../core/store.js';
+import { quoteIdentifier } from './migrations.js';
+import { toRecord, type Statements } from './statements.js';
+
+/** Claims `input` at `now` (ms) under `leaseToken`. Throws the driver's error (e.g. `SQLITE_BUSY`). */
+export type SqliteClaim = (input: ClaimInput, now: number, leaseToken: string) => ClaimResult;
+
+/** What the upsert returns when the caller won. */
+interface ClaimedRow {
+  readonly created_at: number;
+  readonly recovery_point: string | null;
+}
+
+interface ClaimParams {
+  scope: string;
+  key: string;
+  fingerprint: string;
+  token: string;
+  now: number;
+  leaseExpiresAt: number;
+  expiresAt: number;
+}
+
+/** Prepares the claim against `table` (already validated and migrated); `sql.get` reads a refusing record. */
+export function prepareClaim(database: Database, table: string, sql: Pick<Statements, 'get'>): SqliteClaim {
+  const t = quoteIdentifier(table);
+  const upsert = database
+    .prepare<[ClaimParams], ClaimedRow>(
+      `
+      INSERT INTO ${t} AS r (scope, idempotency_key, fingerprint, state, lease_token, lease_expires_at,
+                             created_at, expires_at)
+      VALUES (@scope, @key, @fingerprint, 'in_progress', @token, @leaseExpiresAt, @now, @expiresAt)
+      ON CONFLICT (scope, idempotency_key) DO UPDATE SET
+        fingerprint = excluded.fingerprint,
+        state = 'in_progress',
+        lease_token = excluded.lease_token,
+        lease_expires_at = excluded.lease_expires_at,
+        recovery_point = CASE WHEN r.expires_at <= @now THEN NULL ELSE r.recovery_point END,
+        response_status = NULL,
+        response_headers = NULL,
+        response_body = NULL,
+        created_at = CASE WHEN r.expires_at <= @now THEN excluded.created_at ELSE r.created_at END,
+        completed_at = NULL,
+        expires_at = excluded.expires_at
+      WHERE r.expires_at <= @now
+         OR (r.state = 'in_progress' AND r.lease_expires_at <= @now AND r.fingerprint = excluded.fingerprint)
+      RETURNING created_at, recovery_point`,
+    )
+    // Integers stay numbers even on a connection that defaults to BigInt.
+    .safeIntegers(false);
+  const attempt = database.transaction((input: ClaimInput, now: number, leaseToken: string): ClaimResult => {
+    const leaseExpiresAt = now + input.leaseMs;
+    const won = upsert.get({
+      scope: input.scope,
+      key: input.key,
+      fingerprint: input.fingerprint,
+      token: leaseToken,
+      now,
+      leaseExpiresAt,
+      expiresAt: now + input.retentionMs,
+    });
+    if (!won) {
+      const row = sql.get.get(input.scope, input.key);
+      if (!row) throw new Error('retrysafe: the claim conflicted with a record that is gone');
+      return { acquired: false, record: toRecord(row) };
+    }
+    // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
+    // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.
+    const takeover = won.created_at !== now || won.recovery_point !== null;
+    return {
+      acquired: true,
+      claim: {
+        scope: input.scope,
+        key: input.key,
+        fingerprint: input.fingerprint,
+        leaseToken,
+        leaseExpiresAt,
+        takeover,
+        ...(won.recovery_point !== null && { recoveryPoint: won.recovery_point }),
+      },
+    };
+  });
+  // Inside an open transaction better-sqlite3 turns this into a savepoint.
+  return (input, now, leaseToken) => attempt.immediate(input, now, leaseToken);
+}
