@@ -276,7 +276,8 @@ class CommitCmd implements Cmd {
       ok = found?.state === 'completed' && found.leaseToken === claim.leaseToken;
     }
     if (ok && !current) violation(`${how}: completion accepted with stale fencing token ${claim.leaseToken} (record: ${show(rec)})`);
-    if (!ok && current && answer !== undefined && rec.expiresAt > now) violation(`${how}: the current lease holder ${claim.leaseToken} was fenced off (${show(rec)})`);
+    m.horizon = Math.max(m.horizon, now);
+    if (!ok && current && answer !== undefined && rec.expiresAt > m.horizon) violation(`${how}: the current lease holder ${claim.leaseToken} was fenced off (${show(rec)})`);
     if (ok && rec) {
       rec.state = 'completed';
       rec.body = hex(response.body);
@@ -328,7 +329,8 @@ class ReleaseCmd implements Cmd {
       return;
     }
     if (answer && !current) violation(`${how}: release accepted with stale fencing token ${claim.leaseToken} (record: ${show(rec)})`);
-    if (!answer && current && rec.expiresAt > real.clock.now()) violation(`${how}: the current lease holder ${claim.leaseToken} could not release (${show(rec)})`);
+    m.horizon = Math.max(m.horizon, real.clock.now());
+    if (!answer && current && rec.expiresAt > m.horizon) violation(`${how}: the current lease holder ${claim.leaseToken} could not release (${show(rec)})`);
     if (answer) m.records.delete(claim.key);
   }
   toString(): string {
