@@ -16,7 +16,7 @@ import { createMemoryStore } from '../../src/stores/memory.js';
 import { createPostgresStore, migrate } from '../../src/stores/postgres/index.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
-import type { IdempotencyStore } from '../../src/stores/store.js';
+import type { IdempotencyStore } from '../../src/core/store.js';
 import { POSTGRES_URL, REDIS_URL, uniqueName } from '../support/services.js';
 
 /** Where a run starts on the injected clock (milliseconds since the epoch). */

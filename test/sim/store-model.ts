@@ -20,7 +20,7 @@
  */
 import fc from 'fast-check';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../src/core/record.js';
-import type { ClaimResult } from '../../src/stores/store.js';
+import type { ClaimResult } from '../../src/core/store.js';
 import type { SimHarness } from './harness.js';
 
 export const LEASE_MS = 1_000;
