@@ -78,8 +78,9 @@ export class IdempotencyKeyMissingError extends IdempotencyError {
 }
 
 /**
- * The Idempotency-Key is malformed: empty, longer than 255 characters, or neither an RFC 9651
- * sf-string nor a bare token of printable ASCII. HTTP: 400.
+ * The Idempotency-Key is malformed: empty, longer than 255 characters, neither an RFC 9651 sf-string Item
+ * (parameters allowed and ignored) nor a bare key of printable ASCII without `,` or `;`, or a list of keys.
+ * `reason` names the rule broken. HTTP: 400.
  */
 export class IdempotencyKeyInvalidError extends IdempotencyError {
   override readonly name = 'IdempotencyKeyInvalidError';

@@ -66,14 +66,69 @@ describe('parseIdempotencyKey', () => {
     invalid('a\\b');
   });
 
-  it('rejects sf parameters, trailing characters, bad escapes and a missing closing quote', () => {
-    expect(invalid('"abc";expires=1').reason).toMatch(/parameters/);
-    invalid('"abc" ;a=1');
+  it('rejects trailing characters, bad escapes and a missing closing quote', () => {
+    expect(invalid('"abc" ;a=1').reason).toMatch(/only parameters/);
     invalid('"abc"x');
     invalid('"a"b"');
     expect(invalid('"a\\nb"').reason).toMatch(/escape/);
     invalid('"abc\\"');
     expect(invalid('"abc').reason).toMatch(/closing quote/);
     invalid('"');
+  });
+
+  // RFC 9651 section 3.1.2: an Item may carry parameters; the draft defines none, so they are ignored.
+  it('accepts an sf-string with parameters of every RFC 9651 bare item type and ignores them', () => {
+    expect(parseIdempotencyKey('"abc";v=1')).toBe('abc');
+    expect(parseIdempotencyKey('"abc"; v=1;flag')).toBe('abc');
+    expect(
+      parseIdempotencyKey('"abc";i=-42;d=3.141;s="x;y,z \\"q\\"";t=tok/a:b*;b=:aGVsbG8=:;t1=?1;f=?0;at=@1700000000;ds=%"caf%c3%a9";*k=*;a.b_c-d=1'),
+    ).toBe('abc');
+    expect(parseIdempotencyKey('"a;b,c";v=1')).toBe('a;b,c');
+  });
+
+  it('refuses malformed parameters after an sf-string, naming RFC 9651', () => {
+    for (const raw of [
+      '"abc";',
+      '"abc";V=1',
+      '"abc";1v=1',
+      '"abc";=1',
+      '"abc";v=',
+      '"abc";v=1.2345',
+      '"abc";v=1.',
+      '"abc";v=1234567890123.5',
+      '"abc";v=1234567890123456',
+      '"abc";v=-',
+      '"abc";v=?2',
+      '"abc";v=:a b:',
+      '"abc";v=:abc',
+      '"abc";v=@1.5',
+      '"abc";v="open',
+      '"abc";v=%"%C3%A9"',
+      '"abc";v=%"%ff"',
+      '"abc";v=%"x',
+      '"abc";v=%x',
+      '"abc";v=(1 2)',
+    ]) {
+      expect(invalid(raw).reason, raw).toMatch(/RFC 9651|closing quote/);
+    }
+  });
+
+  it('refuses a list: the header holds one Item', () => {
+    expect(invalid('"a","b"').reason).toMatch(/list/);
+    expect(invalid('"a", "b"').reason).toMatch(/list/);
+    expect(invalid('"a";v=1,"b"').reason).toMatch(/list/);
+  });
+
+  it('refuses "," and ";" in a bare key, naming the rule, and accepts them quoted', () => {
+    for (const raw of ['a,b', 'abc;v=1', 'abc;', ';abc', 'a, b']) {
+      expect(invalid(raw).reason, raw).toMatch(/a bare key may not contain "," or ";"|without spaces/);
+    }
+    expect(invalid('abc;v=1').reason).toMatch(/send such a key as an sf-string/);
+    expect(parseIdempotencyKey('"abc;v=1"')).toBe('abc;v=1');
+    expect(parseIdempotencyKey('"a,b"')).toBe('a,b');
+  });
+
+  it('reads "abc", "abc";v=1 and abc as the same key', () => {
+    expect(new Set(['"abc"', '"abc";v=1', 'abc', ' "abc";v=2 '].map(parseIdempotencyKey))).toEqual(new Set(['abc']));
   });
 });

@@ -136,7 +136,10 @@ export function httpScenarios(driver: Driver, stores: ScenarioStore = memoryScen
       ['256 characters', 'k'.repeat(256)],
       ['non-ASCII', 'caf\u00e9'],
       ['an unterminated sf-string', '"abc'],
-      ['an sf-string with parameters', '"abc";p=1'],
+      ['a bare key with a parameter', 'abc;v=1'],
+      ['a bare list of keys', 'a,b'],
+      ['a list of sf-strings', '"a", "b"'],
+      ['an sf-string with a malformed parameter', '"abc";V=1'],
       ['a 10 kB header', 'x'.repeat(10_240)],
     ])('refuses a malformed key (%s): 400 idempotency-key-invalid', async (_label, key) => {
       const { client, store, calls } = await start(created);
@@ -151,6 +154,25 @@ export function httpScenarios(driver: Driver, stores: ScenarioStore = memoryScen
       const quoted = await client.request(post('"a b"'));
       expect(quoted.status).toBe(201);
       expect(JSON.parse(quoted.body.toString('utf8'))).toMatchObject({ key: 'a b' });
+      expect(calls).toHaveLength(2);
+    });
+
+    it('reads "abc";v=1, "abc" and bare abc as one key (parameters ignored) and refuses bare abc;v=1, naming the rule', async () => {
+      const { client, calls } = await start(created);
+      const first = await client.request(post('"abc";v=1'));
+      expect(first.status).toBe(201);
+      expect(JSON.parse(first.body.toString('utf8'))).toMatchObject({ key: 'abc' });
+      for (const spelling of ['"abc"', 'abc', '"abc"; v=2;x']) {
+        const again = await client.request(post(spelling));
+        expect(again.header('idempotent-replayed')).toBe('true');
+        expect(again.body.equals(first.body)).toBe(true);
+      }
+      const bare = await client.request(post('abc;v=1'));
+      expectProblem(bare, 400, 'idempotency-key-invalid');
+      expect((JSON.parse(bare.body.toString('utf8')) as { detail: string }).detail).toMatch(/a bare key may not contain "," or ";"/);
+      const quoted = await client.request(post('"abc;v=1"'));
+      expect(quoted.status).toBe(201);
+      expect(JSON.parse(quoted.body.toString('utf8'))).toMatchObject({ key: 'abc;v=1' });
       expect(calls).toHaveLength(2);
     });
 

@@ -125,16 +125,18 @@ class InboxImpl<Tx> implements Inbox<Tx> {
     const messageId = this.requireMessageId(consumer, delivery.messageId);
     const { store, clock, maxAttempts, handlerTimeoutMs } = this.config;
     const stored = { headers: delivery.headers ?? {}, body: delivery.body ?? new Uint8Array() };
-    // Deliveries of this id running in this process right now each counted an attempt too; they are not
-    // crashes, so the crash-loop verdict leaves them out.
     const key = `${consumer}\0${messageId}`;
-    const othersRunning = this.running.get(key) ?? 0;
-    this.running.set(key, othersRunning + 1);
+    this.running.set(key, (this.running.get(key) ?? 0) + 1);
     try {
       const begun = await store.begin(consumer, messageId, clock.now());
       if (begun.state === 'processed') return this.duplicate(consumer, messageId);
       if (begun.state === 'dead') return { status: 'dead_lettered', attempts: undefined, error: undefined };
       const attempt = begun.attempts;
+      // Deliveries of this id running in this process right now each counted an attempt too; they are not
+      // crashes, so the crash-loop verdict leaves them out. All of them, counted after this begin: their
+      // begins run on other connections, so the database may have counted a delivery that started later
+      // before this one (counting only those that started earlier took them for crashed runs).
+      const othersRunning = (this.running.get(key) ?? 1) - 1;
       const unfinished = attempt - 1 - othersRunning;
       // Every earlier start counted itself before running and none finished or failed for good: the process
       // died inside the handler each time, and running it again would likely crash again. The verdict is

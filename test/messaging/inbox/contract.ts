@@ -79,6 +79,64 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
       expect(await inbox.deadLetters()).toEqual([]);
     });
 
+    // Deliveries in one process count their attempts on separate connections, so the database may count
+    // them in any order. Here the first delivery's attempt is counted last (the 8th, past maxAttempts 5),
+    // and its mark goes in first: it must run the handler, not take the seven others for crashed runs.
+    it('never takes concurrent deliveries in this process for a crash loop, whatever order their attempts were counted in', async () => {
+      const { harness } = await inboxWith();
+      const { store } = harness;
+      let begins = 0;
+      let processes = 0;
+      let othersBegun = 0;
+      let allOthersBegun!: () => void;
+      const othersHaveBegun = new Promise<void>((resolve) => (allOthersBegun = resolve));
+      let firstSettled!: () => void;
+      const firstHasSettled = new Promise<void>((resolve) => (firstSettled = resolve));
+      const reordering: InboxStore<Tx> = {
+        begin: async (c, m, now) => {
+          const n = begins++;
+          if (n === 0) await othersHaveBegun;
+          const result = await store.begin(c, m, now);
+          if (n > 0 && ++othersBegun === 7) allOthersBegun();
+          return result;
+        },
+        // The first delivery begins last, so its process call is the eighth; the others wait for it.
+        process: async (c, m, now, timeoutMs, fn) => {
+          if (++processes < 8) {
+            await firstHasSettled;
+            return store.process(c, m, now, timeoutMs, fn);
+          }
+          try {
+            return await store.process(c, m, now, timeoutMs, fn);
+          } finally {
+            firstSettled();
+          }
+        },
+        fail: (...args) => store.fail(...args),
+        deadLetters: (...args) => store.deadLetters(...args),
+        requestReplay: (...args) => store.requestReplay(...args),
+        pendingReplays: (...args) => store.pendingReplays(...args),
+        cleanup: (...args) => store.cleanup(...args),
+        close: () => store.close(),
+      };
+      const inbox = createInbox({ store: reordering, clock: new ManualClock(1_700_000_000_000), maxAttempts: 5 });
+      const id = randomUUID();
+      let runs = 0;
+      const outcomes = await Promise.all(
+        Array.from({ length: 8 }, () =>
+          inbox.handle({ consumer, messageId: id }, async (tx) => {
+            runs += 1;
+            await harness.write(tx, consumer, id);
+          }),
+        ),
+      );
+      expect(outcomes[0]).toEqual({ status: 'processed', attempts: 8 });
+      expect(outcomes.slice(1)).toEqual(Array.from({ length: 7 }, () => ({ status: 'duplicate' })));
+      expect(runs).toBe(1);
+      expect(await harness.count(consumer, id)).toBe(1);
+      expect(await inbox.deadLetters()).toEqual([]);
+    });
+
     it('rejects a message without a usable id and never runs the handler', async () => {
       const { inbox } = await inboxWith();
       let runs = 0;

@@ -1,0 +1,457 @@
+/**
+ * The model-based simulation of claim / lease / fencing / complete / release / reap (fast-check commands).
+ *
+ * Each run drives one store through a random history: workers claim keys (alone or as concurrent
+ * duplicates), commit an effect together with the saved response, crash between the effect and its
+ * record, release; the clock moves forward (past leases and retentions) and jumps back; the reaper runs;
+ * connections are dropped between and during operations. After every step the store's answer is checked
+ * against a model of what it may answer, and after the history the run's invariants are checked:
+ *
+ * - a claim never takes over a live lease or a live completed record (no double execution), and a record
+ *   whose lease (same fingerprint) or retention expired is always claimable (no key stuck past lease +
+ *   retention);
+ * - no completion is accepted with a stale fencing token, and fencing tokens are never reused;
+ * - at most one committed effect per (scope, key) and record generation, exactly one after a success
+ *   reply, and every committed effect belongs to the completion that committed with it;
+ * - a replay (a refused claim or a read of a completed record) returns the first success's bytes.
+ *
+ * A store error is allowed only after a fault was injected; the operation is then indeterminate and the
+ * model learns its outcome by reading the record back.
+ */
+import fc from 'fast-check';
+import type { Claim, IdempotencyRecord, StoredResponse } from '../../src/core/record.js';
+import type { ClaimResult } from '../../src/core/store.js';
+import type { SimHarness } from './harness.js';
+
+export const LEASE_MS = 1_000;
+export const RETENTION_MS = 5_000;
+export const COMPLETED_RETENTION_MS = 8_000;
+export const SCOPE = 'sim';
+const KEYS = ['k1', 'k2'] as const;
+const FINGERPRINTS = ['a'.repeat(64), 'b'.repeat(64)] as const;
+const WORKERS = 2;
+
+/** A broken invariant; the message says which and what the store answered. */
+export class InvariantViolation extends Error {
+  override readonly name = 'InvariantViolation';
+}
+
+interface ModelRecord {
+  fp: string;
+  state: 'in_progress' | 'completed';
+  token: string;
+  leaseExpiresAt: number;
+  expiresAt: number;
+  /** A record generation: a new record (not a takeover) starts the next one. */
+  gen: number;
+  body?: string;
+}
+
+interface Held {
+  readonly claim: Claim;
+  readonly gen: number;
+}
+
+/** What the store may answer next, learnt from its earlier answers. */
+export class SimModel {
+  readonly records = new Map<string, ModelRecord>();
+  readonly workers: (Held | undefined)[] = Array.from({ length: WORKERS }, () => undefined);
+  /** Every fencing token handed out, with its key and generation. */
+  readonly tokens = new Map<string, { key: string; gen: number }>();
+  /** The first success's body per generation. */
+  readonly successes = new Map<number, string>();
+  /** Tokens whose completion committed. */
+  readonly completed = new Set<string>();
+  nextGen = 0;
+  faults = 0;
+  /**
+   * The latest time the store's clock has shown. A record may have been deleted (reaped or swept) at any
+   * time it was expired, so after the clock jumps back, a record expired at the horizon may be gone.
+   */
+  horizon = 0;
+}
+
+type Real = SimHarness;
+type Cmd = fc.AsyncCommand<SimModel, Real>;
+
+function violation(message: string): never {
+  throw new InvariantViolation(message);
+}
+
+function show(rec: ModelRecord | undefined): string {
+  if (!rec) return 'no record';
+  return `${rec.state} token=${rec.token} fp=${rec.fp.slice(0, 1)} lease<${rec.leaseExpiresAt} expires<${rec.expiresAt} gen=${rec.gen}`;
+}
+
+function hex(bytes: Uint8Array | undefined): string {
+  return Buffer.from(bytes ?? new Uint8Array()).toString('hex');
+}
+
+function responseFor(claim: Claim): StoredResponse {
+  const text = new TextEncoder().encode(`${claim.key}|${claim.leaseToken}|`);
+  const body = new Uint8Array(text.length + 4);
+  body.set(text);
+  body.set([0, 255, 13, 10], text.length);
+  return { status: 201, headers: { 'content-type': 'application/octet-stream' }, body };
+}
+
+/** A store call that may fail only after an injected fault; `undefined` stands for "indeterminate". */
+async function guarded<T>(m: SimModel, what: string, call: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await call();
+  } catch (error) {
+    if (m.faults === 0) violation(`${what} failed with no fault injected: ${String(error)}`);
+    return undefined;
+  }
+}
+
+/** Reads a record once the store answers again (after a dropped connection the first tries may fail). */
+async function readBack(m: SimModel, real: Real, key: string): Promise<IdempotencyRecord | undefined> {
+  let last: unknown;
+  for (let attempt = 0; attempt < 20; attempt++) {
+    try {
+      return await real.store.get(SCOPE, key);
+    } catch (error) {
+      last = error;
+      if (m.faults === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 5 * (attempt + 1)));
+    }
+  }
+  return violation(`the store did not recover: get(${key}) keeps failing: ${String(last)}`);
+}
+
+/** Checks a record the store returned against the model, and forgets a record the store let go. */
+function observeRecord(m: SimModel, key: string, found: IdempotencyRecord | undefined, hi: number, how: string): void {
+  m.horizon = Math.max(m.horizon, hi);
+  const rec = m.records.get(key);
+  if (found === undefined) {
+    if (rec && rec.expiresAt > m.horizon) violation(`${how}: the record of ${key} vanished within its retention (${show(rec)})`);
+    m.records.delete(key);
+    return;
+  }
+  if (!rec) return violation(`${how}: a record of ${key} appeared that no claim made: ${found.state} token=${found.leaseToken}`);
+  if (found.leaseToken !== rec.token || found.state !== rec.state || found.fingerprint !== rec.fp) {
+    violation(`${how}: the record of ${key} is ${found.state} token=${found.leaseToken}, the model has ${show(rec)}`);
+  }
+  if (found.state === 'completed') {
+    const first = m.successes.get(rec.gen);
+    if (hex(found.response?.body) !== first) violation(`${how}: a replay of ${key} returned bytes other than the first success's`);
+  }
+}
+
+/** Checks a claim's answer against the model and records what it changed. */
+function observeClaim(m: SimModel, key: string, fp: string, lo: number, hi: number, result: ClaimResult, how: string): Held | undefined {
+  m.horizon = Math.max(m.horizon, hi);
+  const rec = m.records.get(key);
+  if (result.acquired) {
+    const { claim } = result;
+    const mayAcquire = !rec || rec.expiresAt <= m.horizon || (rec.state === 'in_progress' && rec.fp === fp && rec.leaseExpiresAt <= hi);
+    if (!mayAcquire) violation(`${how}: claim of ${key} was granted over a live record (${show(rec)}): double execution`);
+    if (m.tokens.has(claim.leaseToken)) violation(`${how}: fencing token ${claim.leaseToken} handed out twice`);
+    if (claim.leaseExpiresAt < lo + LEASE_MS || claim.leaseExpiresAt > hi + LEASE_MS) violation(`${how}: lease ends at ${claim.leaseExpiresAt}, not ${LEASE_MS} ms from now`);
+    const takeover = rec !== undefined && rec.expiresAt > lo && rec.state === 'in_progress' && rec.fp === fp;
+    if (claim.takeover && !(rec && rec.state === 'in_progress' && rec.fp === fp)) violation(`${how}: claim of ${key} says takeover over ${show(rec)}`);
+    const gen = claim.takeover && takeover ? rec.gen : ++m.nextGen;
+    m.records.set(key, { fp, state: 'in_progress', token: claim.leaseToken, leaseExpiresAt: claim.leaseExpiresAt, expiresAt: lo + RETENTION_MS, gen });
+    m.tokens.set(claim.leaseToken, { key, gen });
+    return { claim, gen };
+  }
+  const mustAcquire = !rec || rec.expiresAt <= lo || (rec.state === 'in_progress' && rec.fp === fp && rec.leaseExpiresAt <= lo);
+  if (mustAcquire) violation(`${how}: claim of ${key} was refused though ${rec ? `its ${rec.expiresAt <= lo ? 'retention' : 'lease'} expired (${show(rec)})` : 'it has no record'}: key stuck`);
+  observeRecord(m, key, result.record, hi, how);
+  return undefined;
+}
+
+/** After an indeterminate claim: the record read back tells whether it applied (a new token) or not. */
+async function settleClaim(m: SimModel, real: Real, key: string, fp: string, lo: number, how: string): Promise<void> {
+  const found = await readBack(m, real, key);
+  const hi = real.clock.now();
+  const rec = m.records.get(key);
+  if (found && found.state === 'in_progress' && found.leaseToken !== rec?.token && !m.tokens.has(found.leaseToken)) {
+    // The claim applied but its answer was lost: its holder never learnt the token (a lost holder).
+    const takeover = rec !== undefined && rec.state === 'in_progress' && rec.fp === fp && rec.expiresAt > lo;
+    const claim = { scope: SCOPE, key, fingerprint: found.fingerprint, leaseToken: found.leaseToken, leaseExpiresAt: found.leaseExpiresAt, takeover };
+    observeClaim(m, key, fp, lo, hi, { acquired: true, claim }, how);
+    return;
+  }
+  observeRecord(m, key, found, hi, how);
+}
+
+async function checkEffects(m: SimModel, real: Real, key: string, how: string): Promise<void> {
+  const tokens = await real.committedEffects(SCOPE, key);
+  const perGen = new Map<number, number>();
+  for (const token of tokens) {
+    const owner = m.tokens.get(token);
+    if (!owner) violation(`${how}: an effect committed under unknown token ${token}`);
+    if (!m.completed.has(token)) violation(`${how}: an effect of ${key} committed under ${token}, whose completion did not`);
+    perGen.set(owner.gen, (perGen.get(owner.gen) ?? 0) + 1);
+  }
+  for (const [gen, n] of perGen) if (n > 1) violation(`${how}: ${n} committed effects of ${key} in one record generation (${gen})`);
+  for (const token of m.completed) {
+    const owner = m.tokens.get(token);
+    if (owner?.key === key && perGen.get(owner.gen) !== 1) violation(`${how}: ${key} answered a success under ${token} but has ${perGen.get(owner.gen) ?? 0} committed effects`);
+  }
+}
+
+class ClaimCmd implements Cmd {
+  constructor(
+    readonly worker: number,
+    readonly key: string,
+    readonly fp: string,
+    readonly dropDuring: boolean,
+  ) {}
+  check(m: Readonly<SimModel>): boolean {
+    return m.workers[this.worker] === undefined;
+  }
+  async run(m: SimModel, real: Real): Promise<void> {
+    const how = this.toString();
+    const lo = real.clock.now();
+    const input = { scope: SCOPE, key: this.key, fingerprint: this.fp, leaseMs: LEASE_MS, retentionMs: RETENTION_MS };
+    if (this.dropDuring) m.faults++;
+    const [result] = await Promise.all([guarded(m, how, () => real.store.claim(input)), this.dropDuring ? real.dropConnections() : undefined]);
+    if (result === undefined) return settleClaim(m, real, this.key, this.fp, lo, how);
+    m.workers[this.worker] = observeClaim(m, this.key, this.fp, lo, real.clock.now(), result, how);
+  }
+  toString(): string {
+    return `claim(w${this.worker}, ${this.key}, fp=${this.fp.slice(0, 1)}${this.dropDuring ? ', dropping connections' : ''})`;
+  }
+}
+
+class DuplicatesCmd implements Cmd {
+  constructor(
+    readonly key: string,
+    readonly fp: string,
+    readonly n: number,
+  ) {}
+  check(): boolean {
+    return true;
+  }
+  async run(m: SimModel, real: Real): Promise<void> {
+    const how = this.toString();
+    const lo = real.clock.now();
+    const rec = m.records.get(this.key);
+    const input = { scope: SCOPE, key: this.key, fingerprint: this.fp, leaseMs: LEASE_MS, retentionMs: RETENTION_MS };
+    const results = await Promise.all(Array.from({ length: this.n }, () => guarded(m, how, () => real.store.claim(input))));
+    const hi = real.clock.now();
+    const winners = results.filter((r) => r?.acquired === true);
+    if (winners.length > 1) violation(`${how}: ${winners.length} of ${this.n} concurrent claims won (${show(rec)})`);
+    if (results.includes(undefined)) return settleClaim(m, real, this.key, this.fp, lo, how);
+    const winner = winners[0];
+    if (winner?.acquired) {
+      // The winner's holder goes quiet (it may come back stale). Claims are atomic and alike, so every loser
+      // ran after the winner and saw its record.
+      observeClaim(m, this.key, this.fp, lo, hi, winner, how);
+      for (const loser of results) if (loser && !loser.acquired) observeRecord(m, this.key, loser.record, hi, how);
+    } else {
+      for (const loser of results) if (loser) observeClaim(m, this.key, this.fp, lo, hi, loser, how);
+    }
+  }
+  toString(): string {
+    return `duplicates(${this.key}, fp=${this.fp.slice(0, 1)}, ${this.n} at once)`;
+  }
+}
+
+class CommitCmd implements Cmd {
+  constructor(
+    readonly worker: number,
+    readonly dropDuring: boolean,
+  ) {}
+  check(m: Readonly<SimModel>): boolean {
+    return m.workers[this.worker] !== undefined;
+  }
+  async run(m: SimModel, real: Real): Promise<void> {
+    const how = this.toString();
+    const held = m.workers[this.worker];
+    if (!held) return;
+    const { claim } = held;
+    const rec = m.records.get(claim.key);
+    const current = rec !== undefined && rec.state === 'in_progress' && rec.token === claim.leaseToken;
+    const response = responseFor(claim);
+    if (this.dropDuring) m.faults++;
+    const [answer] = await Promise.all([guarded(m, how, () => real.commit(claim, response, COMPLETED_RETENTION_MS)), this.dropDuring ? real.dropConnections() : undefined]);
+    const now = real.clock.now();
+    let ok = answer;
+    if (ok === undefined) {
+      const found = await readBack(m, real, claim.key);
+      ok = found?.state === 'completed' && found.leaseToken === claim.leaseToken;
+    }
+    if (ok && !current) violation(`${how}: completion accepted with stale fencing token ${claim.leaseToken} (record: ${show(rec)})`);
+    m.horizon = Math.max(m.horizon, now);
+    if (!ok && current && answer !== undefined && rec.expiresAt > m.horizon) violation(`${how}: the current lease holder ${claim.leaseToken} was fenced off (${show(rec)})`);
+    if (ok && rec) {
+      rec.state = 'completed';
+      rec.body = hex(response.body);
+      rec.expiresAt = now + COMPLETED_RETENTION_MS;
+      m.successes.set(rec.gen, rec.body);
+      m.completed.add(claim.leaseToken);
+    }
+    if (ok || answer !== undefined) m.workers[this.worker] = undefined;
+    await checkEffects(m, real, claim.key, how);
+  }
+  toString(): string {
+    return `commit(w${this.worker}${this.dropDuring ? ', dropping connections' : ''})`;
+  }
+}
+
+class CrashCmd implements Cmd {
+  constructor(readonly worker: number) {}
+  check(m: Readonly<SimModel>): boolean {
+    return m.workers[this.worker] !== undefined;
+  }
+  async run(m: SimModel, real: Real): Promise<void> {
+    const held = m.workers[this.worker];
+    if (!held) return;
+    m.workers[this.worker] = undefined;
+    await guarded(m, this.toString(), () => real.crashAfterEffect(held.claim));
+    await checkEffects(m, real, held.claim.key, this.toString());
+  }
+  toString(): string {
+    return `crash after effect(w${this.worker})`;
+  }
+}
+
+class ReleaseCmd implements Cmd {
+  constructor(readonly worker: number) {}
+  check(m: Readonly<SimModel>): boolean {
+    return m.workers[this.worker] !== undefined;
+  }
+  async run(m: SimModel, real: Real): Promise<void> {
+    const how = this.toString();
+    const held = m.workers[this.worker];
+    if (!held) return;
+    const { claim } = held;
+    const rec = m.records.get(claim.key);
+    const current = rec !== undefined && rec.state === 'in_progress' && rec.token === claim.leaseToken;
+    const answer = await guarded(m, how, () => real.store.release(claim));
+    m.workers[this.worker] = undefined;
+    if (answer === undefined) {
+      observeRecord(m, claim.key, await readBack(m, real, claim.key), real.clock.now(), how);
+      return;
+    }
+    if (answer && !current) violation(`${how}: release accepted with stale fencing token ${claim.leaseToken} (record: ${show(rec)})`);
+    m.horizon = Math.max(m.horizon, real.clock.now());
+    if (!answer && current && rec.expiresAt > m.horizon) violation(`${how}: the current lease holder ${claim.leaseToken} could not release (${show(rec)})`);
+    if (answer) m.records.delete(claim.key);
+  }
+  toString(): string {
+    return `release(w${this.worker})`;
+  }
+}
+
+class AdvanceCmd implements Cmd {
+  constructor(readonly ms: number) {}
+  check(): boolean {
+    return true;
+  }
+  run(m: SimModel, real: Real): Promise<void> {
+    real.clock.advance(this.ms);
+    m.horizon = Math.max(m.horizon, real.clock.now());
+    return Promise.resolve();
+  }
+  toString(): string {
+    return this.ms < 0 ? `clock jumps back ${-this.ms} ms` : `advance ${this.ms} ms`;
+  }
+}
+
+class ReapCmd implements Cmd {
+  constructor(readonly limit: number) {}
+  check(): boolean {
+    return true;
+  }
+  async run(m: SimModel, real: Real): Promise<void> {
+    const how = this.toString();
+    const n = await guarded(m, how, () => real.store.reap(this.limit));
+    if (n !== undefined && (n < 0 || n > this.limit)) violation(`${how}: reap deleted ${n} records, limit ${this.limit}`);
+    for (const key of KEYS) {
+      const rec = m.records.get(key);
+      const found = await readBack(m, real, key);
+      if (!found && rec && rec.state === 'in_progress' && rec.leaseExpiresAt > real.clock.now()) violation(`${how}: reap deleted ${key} under a live lease (${show(rec)})`);
+      observeRecord(m, key, found, real.clock.now(), how);
+    }
+  }
+  toString(): string {
+    return `reap(limit ${this.limit})`;
+  }
+}
+
+class GetCmd implements Cmd {
+  constructor(readonly key: string) {}
+  check(): boolean {
+    return true;
+  }
+  async run(m: SimModel, real: Real): Promise<void> {
+    observeRecord(m, this.key, await readBack(m, real, this.key), real.clock.now(), this.toString());
+  }
+  toString(): string {
+    return `get(${this.key})`;
+  }
+}
+
+class DropCmd implements Cmd {
+  check(): boolean {
+    return true;
+  }
+  async run(m: SimModel, real: Real): Promise<void> {
+    m.faults++;
+    await real.dropConnections();
+  }
+  toString(): string {
+    return 'drop connections';
+  }
+}
+
+/**
+ * The commands a history is made of; `maxCommands` bounds a history's length. `replayPath` (fast-check's
+ * command-shrinking trace, printed with a failure) replays a shrunk history exactly.
+ */
+export function storeCommands(maxCommands = 40, replayPath?: string): fc.Arbitrary<Iterable<Cmd>> {
+  const worker = fc.integer({ min: 0, max: WORKERS - 1 });
+  const key = fc.constantFrom(...KEYS);
+  const fp = fc.constantFrom(FINGERPRINTS[0], FINGERPRINTS[0], FINGERPRINTS[1]);
+  // Faults during an operation: one in five, so most histories still get far.
+  const rare = fc.integer({ min: 0, max: 4 }).map((n) => n === 0);
+  const claim = fc.tuple(worker, key, fp, rare).map(([w, k, f, drop]) => new ClaimCmd(w, k, f, drop));
+  const commit = fc.tuple(worker, rare).map(([w, drop]) => new CommitCmd(w, drop));
+  const advance = fc
+    .constantFrom(1, 300, LEASE_MS - 1, LEASE_MS, LEASE_MS + 1, 4_000, RETENTION_MS + 1, COMPLETED_RETENTION_MS + 1, 20_000, -700)
+    .map((ms) => new AdvanceCmd(ms));
+  // Claims, commits and clock moves are listed more than once: a stale holder needs a claim, a lease
+  // expiry, a takeover and the stale commit in one history.
+  return fc.commands(
+    [
+      claim,
+      claim,
+      claim,
+      fc.tuple(key, fp, fc.integer({ min: 2, max: 5 })).map(([k, f, n]) => new DuplicatesCmd(k, f, n)),
+      commit,
+      commit,
+      worker.map((w) => new CrashCmd(w)),
+      worker.map((w) => new ReleaseCmd(w)),
+      advance,
+      advance,
+      fc.constantFrom(1, 2, 100).map((limit) => new ReapCmd(limit)),
+      key.map((k) => new GetCmd(k)),
+      fc.constant(new DropCmd()),
+    ],
+    { maxCommands, size: 'max', ...(replayPath === undefined ? {} : { replayPath }) },
+  );
+}
+
+/** Runs one history against the harness (reset first), then the end-of-run invariants. */
+export async function runHistory(real: Real, commands: Iterable<Cmd>): Promise<void> {
+  await real.reset();
+  const m = new SimModel();
+  await fc.asyncModelRun(() => ({ model: m, real }), commands);
+  // No key stuck past lease + retention: once both have run out, any fingerprint claims every key.
+  real.clock.advance(LEASE_MS + RETENTION_MS + COMPLETED_RETENTION_MS + 1);
+  for (const key of KEYS) {
+    const how = `final claim of ${key}`;
+    await checkEffects(m, real, key, how);
+    let result: ClaimResult | undefined;
+    for (let attempt = 0; attempt < 20 && result === undefined; attempt++) {
+      result = await guarded(m, how, () => real.store.claim({ scope: SCOPE, key, fingerprint: FINGERPRINTS[1], leaseMs: LEASE_MS, retentionMs: RETENTION_MS }));
+      if (result === undefined) await new Promise((resolve) => setTimeout(resolve, 5 * (attempt + 1)));
+    }
+    if (!result?.acquired) violation(`${how}: the key is stuck past lease + retention: ${JSON.stringify(result)}`);
+  }
+}
