@@ -93,7 +93,8 @@ class IdempotentPublisher implements KafkaPublisher {
   ) {}
 
   async publish(message: OutboxMessage, signal: AbortSignal): Promise<void> {
-    signal.throwIfAborted();
+    const abortError = (): PublishError => new PublishError('The Kafka publish was aborted before its acknowledgement.', false, { cause: signal.reason });
+    if (signal.aborted) throw abortError();
     const record: KafkaJS.Message = {
       key: message.key,
       value: Buffer.from(message.payload.buffer, message.payload.byteOffset, message.payload.byteLength),
@@ -101,11 +102,16 @@ class IdempotentPublisher implements KafkaPublisher {
     };
     // librdkafka cannot take a record back once queued: an abort only stops the wait. The relay then retries
     // the message, and the consumer's inbox drops the second copy by its id should the first one land too.
+    let onAbort: (() => void) | undefined;
     const aborted = new Promise<never>((_, reject) => {
-      signal.addEventListener('abort', () => reject(new PublishError('The Kafka publish was aborted before its acknowledgement.', false, { cause: signal.reason })), { once: true });
+      onAbort = () => reject(abortError());
+      signal.addEventListener('abort', onAbort, { once: true });
     });
-    aborted.catch(() => undefined);
-    await Promise.race([this.producer.send(this.topic(message), record), aborted]);
+    try {
+      await Promise.race([this.producer.send(this.topic(message), record), aborted]);
+    } finally {
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+    }
   }
 
   close(): Promise<void> {

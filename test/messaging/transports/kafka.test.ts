@@ -162,6 +162,23 @@ describe.runIf(available)('Kafka transport on the mock cluster', () => {
     }
   });
 
+  it('stops waiting for the acknowledgement when the relay aborts the publish', async () => {
+    // A 5 s linger holds the record in librdkafka well past the abort.
+    const publisher = createKafkaPublisher({ kafka, producerConfig: { 'linger.ms': 5_000 } });
+    try {
+      const message = { id: randomUUID(), topic: topicName(), key: 'k', payload: new Uint8Array(1), headers: {}, attempt: 1, createdAt: Date.now() };
+      await expect(publisher.publish(message, AbortSignal.abort())).rejects.toThrow(/aborted before its acknowledgement/);
+      const controller = new AbortController();
+      const started = Date.now();
+      const waiting = publisher.publish(message, controller.signal);
+      setTimeout(() => controller.abort(), 200);
+      await expect(waiting).rejects.toBeInstanceOf(PublishError);
+      expect(Date.now() - started).toBeLessThan(4_000);
+    } finally {
+      await publisher.close();
+    }
+  });
+
   it('refuses to turn producer idempotence or acks=all off', () => {
     expect(() => createKafkaPublisher({ kafka, producerConfig: { acks: 1 } })).toThrow(/producerConfig" may not set "acks"/);
     expect(() => createKafkaPublisher({ kafka, producerConfig: { 'enable.idempotence': false } })).toThrow(TypeError);
