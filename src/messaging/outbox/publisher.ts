@@ -1,7 +1,8 @@
 /**
  * The contract between the relay and a broker: one message in, a promise that settles on the broker's
  * confirm. Implementations: `transports/amqp.ts` (RabbitMQ publisher confirms), `transports/nats.ts`
- * (JetStream PubAck) and `transports/webhook.ts` (HTTP 2xx).
+ * (JetStream PubAck), `transports/kafka.ts` (the partition leader's acks=all acknowledgement) and
+ * `transports/webhook.ts` (HTTP 2xx).
  *
  * @module
  */

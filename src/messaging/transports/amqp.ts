@@ -17,8 +17,26 @@ import { deliverer, InFlight, ReplayPoller, requireCount, requireMessageId, reso
 export interface AmqpConsumerOptions {
   /** An open channel (the caller owns its connection). Its prefetch is set to `prefetch`. */
   readonly channel: Channel;
-  /** The queue to consume; it must exist. Give it a dead-letter exchange (`x-dead-letter-exchange`) to keep a broker-side copy of dead letters. */
+  /**
+   * The queue to consume; it must exist unless `quorum` is given. Give it a dead-letter exchange
+   * (`x-dead-letter-exchange`) to keep a broker-side copy of dead letters.
+   */
   readonly queue: string;
+  /**
+   * Consume a quorum queue whose dead letters always have somewhere to go. Before consuming, `queue` is
+   * declared durable with `x-queue-type: quorum`, `x-dead-letter-exchange: ''` (the default exchange),
+   * `x-dead-letter-routing-key: deadLetterQueue`, `x-dead-letter-strategy: at-least-once` (with
+   * `x-overflow: reject-publish`, which that strategy requires) and `x-delivery-limit` when given; and
+   * `deadLetterQueue` is declared as a durable quorum queue. A message the broker takes away after
+   * `deliveryLimit` deliveries (a database down for long, every delivery answered `retry`) then lands in
+   * `deadLetterQueue` instead of being dropped.
+   *
+   * A queue that already exists with other arguments (say a delivery limit and no dead-letter exchange) is
+   * refused: RabbitMQ answers the declaration with PRECONDITION_FAILED, the consumer does not start, and
+   * the error says which argument differs. RabbitMQ closes the channel on such a refusal.
+   * @defaultValue undefined (the queue is consumed as it is)
+   */
+  readonly quorum?: AmqpQuorumOptions;
   /** Decides each delivery: `inboxProcessor(inbox, consumer, handler)`, or a plain function for a consumer without the inbox. */
   readonly process: MessageProcessor;
   /** Unacknowledged deliveries the broker may push at once (`basic.qos`); also the number processed concurrently. @defaultValue 32 */
@@ -29,6 +47,18 @@ export interface AmqpConsumerOptions {
   readonly replayIntervalMs?: number | false;
   /** Told about failures that are not a message's fault: the store failing (the message is requeued), an ack on a closed channel. @defaultValue `console.error` */
   readonly onError?: (error: unknown) => void;
+}
+
+/** The quorum-queue dead-lettering of {@link AmqpConsumerOptions.quorum}. */
+export interface AmqpQuorumOptions {
+  /** The queue that receives the dead letters (routed through the default exchange). */
+  readonly deadLetterQueue: string;
+  /**
+   * `x-delivery-limit`: deliveries after which the broker dead-letters a message by itself. Keep it above
+   * the inbox's `maxAttempts`, so the inbox records its dead letter first.
+   * @defaultValue none (no limit on RabbitMQ 3.x; RabbitMQ 4 applies 20 to every quorum queue)
+   */
+  readonly deliveryLimit?: number;
 }
 
 /** A running consumer. */
@@ -86,6 +116,7 @@ export async function startAmqpConsumer(options: AmqpConsumerOptions): Promise<A
   }
   const { replayIntervalMs, onError } = resolveCommonOptions('startAmqpConsumer', options);
   const prefetch = requireCount('startAmqpConsumer', 'prefetch', options.prefetch ?? 32, 65_535);
+  const quorum = options.quorum === undefined ? undefined : requireQuorum(options.quorum);
   const processor = options.process;
   const inFlight = new InFlight();
   const deliver = deliverer<ConsumeMessage>({
@@ -99,6 +130,7 @@ export async function startAmqpConsumer(options: AmqpConsumerOptions): Promise<A
     onError,
   });
 
+  if (quorum !== undefined) await declareQuorumQueue(channel, queue, quorum);
   await channel.prefetch(prefetch);
   const { consumerTag } = await channel.consume(
     queue,
@@ -118,6 +150,53 @@ export async function startAmqpConsumer(options: AmqpConsumerOptions): Promise<A
       await inFlight.all();
     },
   });
+}
+
+function requireQuorum(quorum: unknown): AmqpQuorumOptions {
+  const { deadLetterQueue, deliveryLimit } = (typeof quorum === 'object' && quorum !== null ? quorum : {}) as Partial<AmqpQuorumOptions>;
+  if (typeof deadLetterQueue !== 'string' || deadLetterQueue.length === 0) {
+    throw new TypeError(`retrysafe: startAmqpConsumer option "quorum.deadLetterQueue" must be a non-empty string, got ${describe(deadLetterQueue)}`);
+  }
+  if (deliveryLimit !== undefined) requireCount('startAmqpConsumer', 'quorum.deliveryLimit', deliveryLimit, 2 ** 31 - 1);
+  return deliveryLimit === undefined ? { deadLetterQueue } : { deadLetterQueue, deliveryLimit };
+}
+
+/**
+ * Declares the dead-letter queue, then `queue` with its dead-lettering arguments; a queue declared before
+ * with other arguments makes RabbitMQ refuse (PRECONDITION_FAILED), which is turned into an error naming it.
+ */
+async function declareQuorumQueue(channel: Channel, queue: string, quorum: AmqpQuorumOptions): Promise<void> {
+  const { deadLetterQueue, deliveryLimit } = quorum;
+  const queueArguments: Record<string, unknown> = {
+    'x-queue-type': 'quorum',
+    'x-dead-letter-exchange': '',
+    'x-dead-letter-routing-key': deadLetterQueue,
+    'x-dead-letter-strategy': 'at-least-once',
+    'x-overflow': 'reject-publish',
+  };
+  if (deliveryLimit !== undefined) queueArguments['x-delivery-limit'] = deliveryLimit;
+  // The refusal also arrives as an 'error' event on the channel, which would crash a process without a listener.
+  const swallow = (): void => undefined;
+  channel.on('error', swallow);
+  try {
+    await declare(channel, deadLetterQueue, { 'x-queue-type': 'quorum' }, `the dead-letter queue ${JSON.stringify(deadLetterQueue)}`);
+    await declare(channel, queue, queueArguments, `queue ${JSON.stringify(queue)} with dead-lettering to ${JSON.stringify(deadLetterQueue)}`);
+  } finally {
+    channel.off('error', swallow);
+  }
+}
+
+async function declare(channel: Channel, name: string, args: Record<string, unknown>, what: string): Promise<void> {
+  try {
+    await channel.assertQueue(name, { durable: true, arguments: args });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(
+      `retrysafe: startAmqpConsumer could not declare ${what} as a quorum queue (${reason}). A queue that exists with other ` +
+        'arguments (a delivery limit without a dead-letter exchange drops messages past the limit) must be deleted or changed first; the channel is closed.',
+      { cause: error },
+    );
+  }
 }
 
 function defaultMessageId(message: ConsumeMessage): string | undefined {

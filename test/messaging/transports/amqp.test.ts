@@ -155,6 +155,43 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     expect(routed.properties.messageId).toBe(poison);
   });
 
+  it('on a quorum queue, moves a message redelivered past the delivery limit to the dead-letter queue instead of dropping it', async () => {
+    const q = `${base}_quorum_${queues.length}`;
+    const dlq = `${q}_dlq`;
+    queues.push(q, dlq);
+    const id = randomUUID();
+    // maxAttempts above the limit: the broker, not the inbox, gives up first (a store that keeps failing does the same).
+    const recorder = record(inboxProcessor(newInbox(10), 'billing', () => Promise.reject(new Error('database down'))));
+    consumers.push(
+      await startAmqpConsumer({
+        channel: await connection.createChannel(),
+        queue: q,
+        quorum: { deadLetterQueue: dlq, deliveryLimit: 2 },
+        process: recorder.process,
+        replayIntervalMs: false,
+      }),
+    );
+    publish(q, id, 'keeps failing');
+    const letter = await waitForMessage(channel, dlq);
+    expect(letter.properties.messageId).toBe(id);
+    expect(letter.content.toString()).toBe('keeps failing');
+    expect(count(recorder.seen, id, 'retry')).toBe(3);
+    expect(await db.count('billing', id)).toBe(0);
+  });
+
+  it('refuses to consume a quorum queue that exists with a delivery limit and no dead-letter exchange', async () => {
+    const q = `${base}_quorum_${queues.length}`;
+    const dlq = `${q}_dlq`;
+    queues.push(q, dlq);
+    await channel.assertQueue(q, { durable: true, arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 2 } });
+    const own = await connection.createChannel();
+    const recorder = record(inboxProcessor(newInbox(), 'billing', writeEffect(new Map())));
+    await expect(startAmqpConsumer({ channel: own, queue: q, quorum: { deadLetterQueue: dlq }, process: recorder.process, replayIntervalMs: false })).rejects.toThrow(
+      /could not declare queue .* with dead-lettering .*inequivalent arg 'x-dead-letter-exchange'/,
+    );
+    await expect(startAmqpConsumer({ channel, queue: q, quorum: { deadLetterQueue: '' }, process: recorder.process })).rejects.toThrow(/"quorum.deadLetterQueue"/);
+  });
+
   it('replays a dead letter once when asked, through the running consumer', async () => {
     const q = await queue();
     const id = randomUUID();
