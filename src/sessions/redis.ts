@@ -5,8 +5,8 @@
  *
  * @module
  */
-import type { Redis } from 'ioredis';
 import { describe } from '../core/duration.js';
+import { isRedisConnection, type RedisConnection, scanKeys } from '../stores/redis/connection.js';
 import { recordKey, recordPattern } from '../stores/redis/keys.js';
 import { LuaScript } from '../stores/redis/script.js';
 import { BEGIN_SESSION_LUA } from './redis-scripts/begin.lua.js';
@@ -22,11 +22,12 @@ import type { BeginInput, BeginResult, KeepAliveResult, SessionStats, SessionSto
 /** Options of {@link createRedisSessionStore}. */
 export interface RedisSessionStoreOptions {
   /**
-   * The connection the store runs its scripts on. Caller-owned: `close()` leaves it open. Give it
+   * The connection the store runs its scripts on: an ioredis `Redis` or `Cluster` (`reap` then walks every
+   * master). Caller-owned: `close()` leaves it open. Give it
    * `enableOfflineQueue: false` (or a small `maxRetriesPerRequest`) so that, with Redis down, operations
    * reject at once and the receiver answers `StoreUnavailableError` instead of queueing requests.
    */
-  readonly client: Redis;
+  readonly client: RedisConnection;
   /**
    * Namespace of every key the store writes: sessions live at `${prefix}:{…}`. Must be non-empty and hold no
    * `{` or `}` (the braces delimit the Redis Cluster hash tag). Keep it apart from an idempotency store's
@@ -56,14 +57,8 @@ const REAP = new LuaScript(REAP_SESSION_LUA);
 const STATS = new LuaScript(STATS_SESSION_LUA);
 
 interface RedisSessionConfig {
-  readonly client: Redis;
+  readonly client: RedisConnection;
   readonly prefix: string;
-}
-
-/** Is `value` shaped like an ioredis connection (enough for what the store calls)? */
-function isRedisClient(value: unknown): value is Redis {
-  const candidate = value as Partial<Record<'callBuffer' | 'scan', unknown>> | null;
-  return typeof value === 'object' && candidate !== null && typeof candidate.callBuffer === 'function' && typeof candidate.scan === 'function';
 }
 
 /**
@@ -81,7 +76,7 @@ function isRedisClient(value: unknown): value is Redis {
  *   so memory stays bounded by the requests the client has not acknowledged.
  * - `reap` walks the prefix with SCAN in steps of about 250 keys and deletes sessions whose lease ended
  *   (re-checked atomically per session), stopping at `limit`; each call starts a fresh walk, so it costs up
- *   to O(keys under the prefix). On Redis Cluster, SCAN is node-local: run `reap` against each master.
+ *   to O(keys under the prefix). On Redis Cluster (an ioredis `Cluster` as `client`) it visits every master.
  *
  * Errors: operations reject with the driver's error when Redis fails; the receiver maps that to
  * `StoreUnavailableError`.
@@ -101,8 +96,8 @@ export function createRedisSessionStore(options: RedisSessionStoreOptions): Sess
     throw new TypeError(`retrysafe: createRedisSessionStore expects an options object, got ${describe(options)}`);
   }
   const { client, prefix = 'retrysafe-sessions' } = options;
-  if (!isRedisClient(client)) {
-    throw new TypeError(`retrysafe: option "client" must be an ioredis connection, got ${describe(client)}`);
+  if (!isRedisConnection(client)) {
+    throw new TypeError(`retrysafe: option "client" must be an ioredis Redis or Cluster connection, got ${describe(client)}`);
   }
   if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
     throw new TypeError(`retrysafe: option "prefix" must be a non-empty string without braces, got ${describe(prefix)}`);
@@ -169,12 +164,8 @@ class RedisSessionStore implements SessionStore {
   }
 
   async reap(now: number, limit: number): Promise<number> {
-    const pattern = recordPattern(this.config.prefix);
     let deleted = 0;
-    let cursor = '0';
-    do {
-      const [next, found] = await this.config.client.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
-      cursor = next;
+    for await (const found of scanKeys(this.config.client, recordPattern(this.config.prefix), SCAN_COUNT)) {
       // Only session hashes end with the tag's brace; their responses and pending keys carry a suffix.
       const sessions = found.filter((key) => key.endsWith('}'));
       // Pipelined in slices no larger than what is left of `limit`, so the count never overshoots it.
@@ -186,7 +177,8 @@ class RedisSessionStore implements SessionStore {
         );
         deleted += replies.filter((reply) => reply === 1).length;
       }
-    } while (cursor !== '0' && deleted < limit);
+      if (deleted >= limit) break;
+    }
     return deleted;
   }
 

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './connection.js';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
 import { decodeRecord, unpackValues } from './fields.js';
 import { LuaScript } from './script.js';
@@ -18,7 +18,7 @@ const CLAIM = new LuaScript(CLAIM_LUA);
  * Claims `input` under the record hash `key` with the fencing token `leaseToken`, at `now` (ms), or at the
  * server's `TIME` when `now` is `''`.
  */
-export async function claimOn(client: Redis, key: string, input: ClaimInput, now: number | '', leaseToken: string): Promise<ClaimResult> {
+export async function claimOn(client: RedisConnection, key: string, input: ClaimInput, now: number | '', leaseToken: string): Promise<ClaimResult> {
   const reply = (await CLAIM.run(
     client,
     [key],

@@ -4,21 +4,23 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import type { Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
 import type { IdempotencyStore } from '../../core/store.js';
+import { isRedisConnection, type RedisConnection } from './connection.js';
 import { RedisStore } from './redis-store.js';
 
 /** Options of {@link createRedisStore}. */
 export interface RedisStoreOptions {
   /**
-   * The connection the store runs its scripts and reads on. Caller-owned: `close()` leaves it open. Give it
+   * The connection the store runs its scripts and reads on: an ioredis `Redis`, or an ioredis `Cluster` (each
+   * record is one hash tag, so each script runs on the master owning its slot, and `reap` and
+   * `listAbandoned` walk every master). Caller-owned: `close()` leaves it open. Give it
    * `enableOfflineQueue: false` (or a small `maxRetriesPerRequest`) so that, with Redis down, operations
    * reject at once and the engine answers `StoreUnavailableError` instead of queueing requests.
    */
-  readonly client: Redis;
+  readonly client: RedisConnection;
   /**
    * Namespace of every key the store writes: records live at `${prefix}:{…}`. Must be non-empty and hold no
    * `{` or `}` (the braces delimit the Redis Cluster hash tag). @defaultValue 'retrysafe'
@@ -39,7 +41,24 @@ export interface RedisStoreOptions {
    * leaves it open). @defaultValue a duplicate of `client`, opened on the first `waitFor` that has to wait
    * and closed by `close()`
    */
-  readonly subscriber?: Redis;
+  readonly subscriber?: RedisConnection;
+  /**
+   * How many replicas must hold a claim before the work runs (and a completion or recovery point before it
+   * counts as saved): after each of those writes the store sends `WAIT waitReplicas waitReplicasTimeoutMs`
+   * to the record's master. Replication is asynchronous, so without it a master that fails right after
+   * acknowledging a claim can lose it to the replica promoted in its place, and a retry then runs the work a
+   * second time (docs/scaling.md). With it, a claim the replicas do not acknowledge in time is handed back
+   * and `claim` rejects, so the engine answers `StoreUnavailableError` (HTTP 503) without running the work;
+   * an unacknowledged completion makes `complete` reject (the engine still answers the response, and the
+   * key stays claimed until its lease ends). Set it to the number of replicas each master has.
+   * @defaultValue 0 (no `WAIT`: one round trip per operation)
+   */
+  readonly waitReplicas?: number;
+  /**
+   * How long each `WAIT` blocks for the replicas, in milliseconds (a positive integer; Redis reads 0 as
+   * "forever", so it is refused). @defaultValue 1000
+   */
+  readonly waitReplicasTimeoutMs?: number;
   /**
    * Longest wait, in milliseconds, for `client`'s connection while it is still being set up (just created,
    * or reconnecting and between connect and ready) before an operation runs: with `enableOfflineQueue:
@@ -52,19 +71,6 @@ export interface RedisStoreOptions {
 
 const DEFAULT_READY_TIMEOUT_MS = 5_000;
 
-/** Is `value` shaped like an ioredis connection (enough for what the store calls)? */
-function isRedisClient(value: unknown): value is Redis {
-  const candidate = value as Partial<Record<'callBuffer' | 'scan' | 'duplicate' | 'subscribe', unknown>> | null;
-  return (
-    typeof value === 'object' &&
-    candidate !== null &&
-    typeof candidate.callBuffer === 'function' &&
-    typeof candidate.scan === 'function' &&
-    typeof candidate.duplicate === 'function' &&
-    typeof candidate.subscribe === 'function'
-  );
-}
-
 /**
  * Creates an {@link IdempotencyStore} on Redis. Each operation is one Lua script run with EVALSHA (one
  * round trip; reloaded by EVAL when Redis answers NOSCRIPT, e.g. after a restart); `complete` and `release`
@@ -72,6 +78,9 @@ function isRedisClient(value: unknown): value is Redis {
  * takeover claim hands the recovery point on; `listAbandoned` walks the prefix with SCAN; each record key
  * carries a real TTL (retention plus `REDIS_TTL_GRACE_MS`) so Redis drops old records by itself;
  * `waitFor` listens on the record's pub/sub channel.
+ *
+ * On Redis Cluster give it an ioredis `Cluster`; `waitReplicas` closes the window in which a failover loses
+ * an acknowledged claim (see the option).
  *
  * Redis cannot commit together with your business database: if the process dies between the business write
  * and `complete`, the record stays `in_progress` until its lease expires, and the next retry runs the
@@ -94,8 +103,8 @@ export function createRedisStore(
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`retrysafe: createRedisStore expects an options object, got ${describe(options)}`);
   }
-  if (!isRedisClient(options.client)) {
-    throw new TypeError(`retrysafe: option "client" must be an ioredis Redis connection, got ${describe(options.client)}`);
+  if (!isRedisConnection(options.client)) {
+    throw new TypeError(`retrysafe: option "client" must be an ioredis Redis or Cluster connection, got ${describe(options.client)}`);
   }
   const prefix = options.prefix ?? 'retrysafe';
   if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
@@ -103,13 +112,32 @@ export function createRedisStore(
   }
   const clock = options.clock === undefined ? undefined : requireClock(options.clock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
-  if (options.subscriber !== undefined && !isRedisClient(options.subscriber)) {
+  if (options.subscriber !== undefined && !isRedisConnection(options.subscriber)) {
     throw new TypeError(
-      `retrysafe: option "subscriber" must be an ioredis Redis connection, got ${describe(options.subscriber)}`,
+      `retrysafe: option "subscriber" must be an ioredis Redis or Cluster connection, got ${describe(options.subscriber)}`,
+    );
+  }
+  const waitReplicas = options.waitReplicas ?? 0;
+  if (!Number.isSafeInteger(waitReplicas) || waitReplicas < 0) {
+    throw new TypeError(`retrysafe: option "waitReplicas" must be a non-negative integer, got ${describe(waitReplicas)}`);
+  }
+  const waitReplicasTimeoutMs = options.waitReplicasTimeoutMs ?? 1_000;
+  if (!Number.isSafeInteger(waitReplicasTimeoutMs) || waitReplicasTimeoutMs <= 0) {
+    throw new TypeError(
+      `retrysafe: option "waitReplicasTimeoutMs" must be a positive integer (milliseconds), got ${describe(waitReplicasTimeoutMs)}`,
     );
   }
   const readyTimeoutMs = options.readyTimeoutMs === 0 ? 0 : requireDurationMs('readyTimeoutMs', options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
   return new RedisStore(
-    Object.freeze({ client: options.client, prefix, clock, generateId, subscriber: options.subscriber, readyTimeoutMs }),
+    Object.freeze({
+      client: options.client,
+      prefix,
+      clock,
+      generateId,
+      subscriber: options.subscriber,
+      readyTimeoutMs,
+      waitReplicas,
+      waitReplicasTimeoutMs,
+    }),
   );
 }

@@ -4,6 +4,7 @@
  *
  * @module
  */
+export type { RedisConnection } from './connection.js';
 export { createRedisStore, type RedisStoreOptions } from './factory.js';
 export { REDIS_TTL_GRACE_MS } from './ttl.js';
 export { openRedisStore } from './url.js';

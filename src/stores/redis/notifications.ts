@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './connection.js';
 
 interface Channel {
   readonly listeners: Set<() => void>;
@@ -29,7 +29,7 @@ export interface Subscription {
  * command sent decides whether the channel stays subscribed.
  */
 export class Notifier {
-  private connection: Redis | undefined;
+  private connection: RedisConnection | undefined;
   private readonly channels = new Map<string, Channel>();
   private closed = false;
   private readonly onMessage = (channel: string): void => {
@@ -41,7 +41,7 @@ export class Notifier {
    * @param owned - whether {@link Notifier.close} disconnects that connection (`false` for a caller's)
    */
   constructor(
-    private readonly open: () => Redis,
+    private readonly open: () => RedisConnection,
     private readonly owned: boolean,
   ) {}
 
@@ -85,7 +85,7 @@ export class Notifier {
     else if (channels.length > 0) await connection.unsubscribe(...channels);
   }
 
-  private connect(): Redis {
+  private connect(): RedisConnection {
     if (!this.connection) {
       this.connection = this.open();
       this.connection.on('message', this.onMessage);

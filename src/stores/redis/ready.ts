@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './connection.js';
 
 /** Statuses of a connection on its way to `ready`; `reconnecting` (Redis down) is not one: it fails fast. */
 const SETTING_UP: ReadonlySet<string> = new Set(['connecting', 'connect']);
@@ -15,7 +15,7 @@ const SETTING_UP: ReadonlySet<string> = new Set(['connecting', 'connect']);
  * or after `timeoutMs` milliseconds, or when the attempt fails; the command that follows then fails (or
  * succeeds) as it would have.
  */
-export function untilReady(client: Redis, timeoutMs: number): Promise<void> {
+export function untilReady(client: RedisConnection, timeoutMs: number): Promise<void> {
   if (timeoutMs <= 0 || !SETTING_UP.has(client.status)) return Promise.resolve();
   return new Promise((resolve) => {
     const done = (): void => {

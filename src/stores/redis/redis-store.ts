@@ -4,11 +4,11 @@
  *
  * @module
  */
-import type { Redis } from 'ioredis';
 import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../../core/store.js';
 import { claimOn } from './claim.js';
+import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { decodeRecord, RECORD_FIELDS, type RecordValues } from './fields.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
@@ -30,14 +30,18 @@ const SCAN_COUNT = 250;
 
 /** The resolved, frozen configuration of a {@link RedisStore}. */
 export interface RedisStoreConfig {
-  readonly client: Redis;
+  readonly client: RedisConnection;
   readonly prefix: string;
   /** Replaces Redis's `TIME` in every decision when set (tests on a fake clock). */
   readonly clock: Clock | undefined;
   readonly generateId: () => string;
-  readonly subscriber: Redis | undefined;
+  readonly subscriber: RedisConnection | undefined;
   /** Longest wait, in milliseconds, for a connection still being set up before an operation runs. */
   readonly readyTimeoutMs: number;
+  /** Replicas that must acknowledge a claim, completion or checkpoint (0: none, no `WAIT`). */
+  readonly waitReplicas: number;
+  /** How long `WAIT` blocks for them, in milliseconds. */
+  readonly waitReplicasTimeoutMs: number;
 }
 
 /** See `createRedisStore` in `factory.ts`, which validates the configuration. */
@@ -46,15 +50,41 @@ export class RedisStore implements IdempotencyStore {
 
   constructor(private readonly config: RedisStoreConfig) {
     const { client, subscriber } = config;
-    // The duplicate queues its SUBSCRIBE until connected, whatever the caller chose for its own client
-    // (`waitFor` bounds the wait), and connects at once rather than lazily.
-    const duplicate = (): Redis => client.duplicate({ enableOfflineQueue: true, lazyConnect: false });
-    this.notifier = subscriber ? new Notifier(() => subscriber, false) : new Notifier(duplicate, true);
+    this.notifier = subscriber ? new Notifier(() => subscriber, false) : new Notifier(() => duplicateForSubscribe(client), true);
   }
 
   async claim(input: ClaimInput): Promise<ClaimResult> {
     await this.ready();
-    return claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), this.config.generateId());
+    const result = await claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), this.config.generateId());
+    if (!result.acquired) return result;
+    const pending = result.claim;
+    try {
+      await this.replicated(pending, 'claim');
+    } catch (error) {
+      // Fail closed: the work must not run on a claim a failover could still lose. Handing the lease back
+      // lets a retry claim again at once rather than wait out the lease.
+      await this.release(pending).catch(() => false);
+      throw error;
+    }
+    return { acquired: true, claim: pending };
+  }
+
+  /**
+   * With `waitReplicas` set, blocks until that many replicas hold every write the record's master took so
+   * far (Redis `WAIT`), so a failover that promotes one of them keeps the write.
+   *
+   * @throws Error when fewer replicas acknowledge within `waitReplicasTimeoutMs` (the write stays on the
+   *   master, and may or may not survive its failure)
+   */
+  private async replicated(claim: Claim, write: string): Promise<void> {
+    const { waitReplicas, waitReplicasTimeoutMs } = this.config;
+    if (waitReplicas === 0) return;
+    const acknowledged = await waitForReplicas(this.config.client, this.key(claim.scope, claim.key), waitReplicas, waitReplicasTimeoutMs);
+    if (acknowledged < waitReplicas) {
+      throw new Error(
+        `retrysafe: the ${write} reached ${acknowledged} of ${waitReplicas} replicas within ${waitReplicasTimeoutMs} ms (option "waitReplicas"); a failover could lose it`,
+      );
+    }
   }
 
   async complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
@@ -65,6 +95,7 @@ export class RedisStore implements IdempotencyStore {
       [this.key(claim.scope, claim.key)],
       [claim.leaseToken, this.now(), retentionMs, REDIS_TTL_GRACE_MS, response.status, JSON.stringify(response.headers), body],
     );
+    if (reply === 1) await this.replicated(claim, 'completion');
     return reply === 1;
   }
 
@@ -84,20 +115,16 @@ export class RedisStore implements IdempotencyStore {
   }
 
   /**
-   * Walks the prefix's keys with SCAN and runs the reap script on each (the script re-checks expiry
-   * atomically, so a record claimed again meanwhile survives), until `limit` records are deleted or the walk
-   * is done. Each call starts a fresh walk, so a call costs O(keys under the prefix) in the worst
-   * case; the keys' own TTLs do the bulk of the cleanup.
+   * Walks the prefix's keys with SCAN (on Redis Cluster, on every master in turn) and runs the reap script
+   * on each (the script re-checks expiry atomically, so a record claimed again meanwhile survives), until
+   * `limit` records are deleted or the walk is done. Each call starts a fresh walk, so a call costs O(keys
+   * under the prefix) in the worst case; the keys' own TTLs do the bulk of the cleanup.
    */
   async reap(limit: number): Promise<number> {
     await this.ready();
     const now = this.now();
-    const pattern = recordPattern(this.config.prefix);
     let deleted = 0;
-    let cursor = '0';
-    do {
-      const [next, keys] = await this.config.client.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
-      cursor = next;
+    for await (const keys of scanKeys(this.config.client, recordPattern(this.config.prefix), SCAN_COUNT)) {
       // Pipelined in slices no larger than what is left of `limit`, so the count can never overshoot it.
       for (let i = 0; i < keys.length && deleted < limit; ) {
         const slice = keys.slice(i, i + (limit - deleted));
@@ -105,7 +132,8 @@ export class RedisStore implements IdempotencyStore {
         const replies = await Promise.all(slice.map((key) => REAP.run(this.config.client, [key], [now])));
         deleted += replies.filter((reply) => reply === 1).length;
       }
-    } while (cursor !== '0' && deleted < limit);
+      if (deleted >= limit) break;
+    }
     return deleted;
   }
 
@@ -120,6 +148,7 @@ export class RedisStore implements IdempotencyStore {
       [this.key(claim.scope, claim.key)],
       [claim.leaseToken, recoveryPoint, this.now(), leaseMs, REDIS_TTL_GRACE_MS],
     );
+    if (Buffer.isBuffer(reply)) await this.replicated(claim, 'checkpoint');
     return Buffer.isBuffer(reply) ? { ...claim, leaseExpiresAt: Number(reply.toString('latin1')), recoveryPoint } : undefined;
   }
 
@@ -134,8 +163,8 @@ export class RedisStore implements IdempotencyStore {
    * sorted-set index kept by the scripts would make it O(log n + limit), but that index key would live in
    * another Redis Cluster slot than the record's hash tag, so no single script could update both: the
    * store would stop working on Cluster. The completer runs rarely (say, once a minute), so the scan is
-   * the better trade; give it a prefix of its own to keep the walk short. As with `reap`, on Redis Cluster
-   * SCAN sees only the node the client talks to.
+   * the better trade; give it a prefix of its own to keep the walk short. On Redis Cluster the walk visits
+   * every master in turn.
    */
   async listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
     if (!Number.isSafeInteger(limit) || limit <= 0) {
@@ -144,13 +173,9 @@ export class RedisStore implements IdempotencyStore {
     await this.ready();
     const { client } = this.config;
     const now = this.config.clock?.now() ?? (await serverTime(client));
-    const pattern = recordPattern(this.config.prefix);
     // Redis key → lease end; SCAN may return a key twice, the map keeps it once.
     let oldest = new Map<string, number>();
-    let cursor = '0';
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
-      cursor = next;
+    for await (const keys of scanKeys(client, recordPattern(this.config.prefix), SCAN_COUNT)) {
       const heads = await Promise.all(keys.map((key) => client.hmget(key, 'state', 'lease', 'expires', 'rp')));
       keys.forEach((key, i) => {
         const [state, lease, expires, point] = heads[i] ?? [];
@@ -159,7 +184,7 @@ export class RedisStore implements IdempotencyStore {
         }
       });
       if (oldest.size > limit) oldest = new Map([...oldest].sort((a, b) => a[1] - b[1]).slice(0, limit));
-    } while (cursor !== '0');
+    }
     const records = await Promise.all(
       [...oldest.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...RECORD_FIELDS])) as RecordValues)),
     );
@@ -215,7 +240,7 @@ export class RedisStore implements IdempotencyStore {
 }
 
 /** Redis's clock (`TIME`) in milliseconds since the epoch. */
-async function serverTime(client: Redis): Promise<number> {
+async function serverTime(client: RedisConnection): Promise<number> {
   const [seconds, micros] = await client.time();
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 }

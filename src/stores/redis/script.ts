@@ -4,7 +4,7 @@
  * @module
  */
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './connection.js';
 
 /** An argument of a Redis command: text, bytes or a number. */
 export type RedisArgument = string | Buffer | number;
@@ -29,7 +29,7 @@ export class LuaScript {
    *
    * @throws the driver's error when Redis fails or the script raises (after the NOSCRIPT retry)
    */
-  async run(client: Redis, keys: readonly string[], args: readonly RedisArgument[]): Promise<unknown> {
+  async run(client: RedisConnection, keys: readonly string[], args: readonly RedisArgument[]): Promise<unknown> {
     try {
       return await client.callBuffer('EVALSHA', [this.sha, keys.length, ...keys, ...args]);
     } catch (error) {

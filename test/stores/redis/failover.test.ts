@@ -1,0 +1,194 @@
+/**
+ * The Redis store through a Redis Cluster failover (a master SIGKILLed, its replica promoted), with and
+ * without `waitReplicas`. Replication is asynchronous: without `WAIT`, a claim the master acknowledged but
+ * never sent to its replica is gone after the failover, and a retry runs the work a second time; with
+ * `waitReplicas: 1` the work runs only on a claim a replica holds, and a claim no replica acknowledges is
+ * refused (503) instead.
+ */
+import type { Cluster } from 'ioredis';
+import { Hono } from 'hono';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createReceiver } from '../../../src/core/receiver.js';
+import { idempotency } from '../../../src/http/hono.js';
+import { createRedisStore } from '../../../src/stores/redis/index.js';
+import { recordKey } from '../../../src/stores/redis/keys.js';
+import { startRedisCluster } from '../../support/redis-cluster.js';
+import { uniqueName } from '../../support/services.js';
+
+const FILE_PREFIX = uniqueName('rs_failover');
+const FP = 'f'.repeat(64);
+const cluster = await startRedisCluster();
+
+/** CLUSTER SLOTS: [first slot, last slot, master, ...replicas], each node as [host, port, id]. */
+type Shard = [number, number, ...[string, number, string][]];
+
+/** The ports of the master holding `key` and of its replica. */
+async function shardOf(client: Cluster, key: string): Promise<{ master: number; replica: number }> {
+  const slot = Number(await client.call('CLUSTER', 'KEYSLOT', key));
+  const shards = (await client.call('CLUSTER', 'SLOTS')) as Shard[];
+  const shard = shards.find(([from, to]) => slot >= from && slot <= to);
+  const [, , master, replica] = shard ?? [];
+  if (!master || !replica) throw new Error(`slot ${slot} has no master with a replica`);
+  return { master: master[1], replica: replica[1] };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+if (cluster) {
+  const client = await cluster.connect({
+    enableOfflineQueue: false,
+    // Fail fast while the master is down (the store answers 503 and the caller retries) rather than queue.
+    redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 500 },
+    retryDelayOnFailover: 100,
+    retryDelayOnClusterDown: 100,
+  });
+  afterAll(async () => {
+    await cluster.stop();
+  });
+
+  /** Brings every killed node back (it rejoins as its old master's replica) and waits for replication. */
+  afterEach(async () => {
+    for (const node of cluster.nodes) {
+      if (node.process.exitCode !== null || node.process.signalCode !== null) await cluster.restart(node.port);
+    }
+    await cluster.replicated();
+    await client.call('CLUSTER', 'SLOTS');
+  });
+
+  /**
+   * Stops the replica of `key`'s master from receiving writes: its replication link is cut, then its process
+   * paused (SIGSTOP) before it can reconnect. Whatever the master acknowledges meanwhile exists only there.
+   */
+  const isolateReplica = async (key: string): Promise<{ master: number; replica: number; resume: () => void }> => {
+    const shard = await shardOf(client, key);
+    const replica = await cluster.node(shard.replica);
+    await replica.call('CLIENT', 'KILL', 'TYPE', 'master');
+    const node = cluster.nodes.find((candidate) => candidate.port === shard.replica);
+    node?.process.kill('SIGSTOP');
+    return { ...shard, resume: () => node?.process.kill('SIGCONT') };
+  };
+
+  /** Kills `master` and waits until its replica serves its slots. */
+  const failOver = async (master: number): Promise<void> => {
+    await cluster.kill(master);
+    await cluster.settled();
+  };
+
+  describe('redis store: a master fails right after acknowledging a claim', () => {
+    it('without waitReplicas: the claim is lost to asynchronous replication and a retry executes a second time', async () => {
+      const prefix = `${FILE_PREFIX}:lost`;
+      const store = createRedisStore({ client, prefix });
+      const input = { scope: 'shared', key: 'k-lost', fingerprint: FP, leaseMs: 60_000, retentionMs: 60_000 };
+      const { master, resume } = await isolateReplica(recordKey(prefix, 'shared', 'k-lost'));
+      let first;
+      try {
+        first = await store.claim(input);
+        await cluster.kill(master);
+      } finally {
+        resume();
+      }
+      expect(first.acquired).toBe(true);
+      await cluster.settled();
+      // The retry meets no record on the promoted replica: the live lease the first claim held is gone.
+      const retry = await store.claim(input);
+      expect(retry.acquired).toBe(true);
+      await store.close();
+    });
+
+    it('with waitReplicas: 1 a claim no replica acknowledges is refused, and an acknowledged one survives the failover', async () => {
+      const prefix = `${FILE_PREFIX}:kept`;
+      const store = createRedisStore({ client, prefix, waitReplicas: 1, waitReplicasTimeoutMs: 300 });
+      const input = { scope: 'shared', key: 'k-kept', fingerprint: FP, leaseMs: 60_000, retentionMs: 60_000 };
+      const { master, resume } = await isolateReplica(recordKey(prefix, 'shared', 'k-kept'));
+      try {
+        await expect(store.claim(input)).rejects.toThrow(/reached 0 of 1 replicas within 300 ms/);
+      } finally {
+        resume();
+      }
+      await cluster.replicated();
+      // The refused claim was handed back: the key is free, and the next claim waits for its replica.
+      expect(await store.get('shared', 'k-kept')).toBeUndefined();
+      const claimed = await store.claim(input);
+      expect(claimed.acquired).toBe(true);
+      await failOver(master);
+      const retry = await store.claim(input);
+      expect(retry.acquired).toBe(false);
+      if (!retry.acquired) expect(retry.record.state).toBe('in_progress');
+      await store.close();
+    });
+  });
+
+  /**
+   * 40 keys, 5 concurrent duplicates each, keys started 15 ms apart, a handler of 80 ms, a lease of 8 s (longer than a failover takes here); a
+   * master is SIGKILLed 250 ms in. Every duplicate retries (503 and 409 alike, 50 ms apart) until one
+   * duplicate of its key has an answer, as a client stops once answered. A claim the failover interrupted
+   * before its `WAIT` returned may survive on the promoted replica although its work never ran: its key
+   * answers 409 until the lease ends, then a retry takes it over. Returns the executions per key, the keys
+   * answered, and how many attempts met a 503.
+   */
+  const running = cluster;
+  async function storm(
+    prefix: string,
+    waitReplicas: number,
+  ): Promise<{ executions: Map<string, number>; answered: Set<string>; refused: number }> {
+    const receiver = createReceiver({ store: createRedisStore({ client, prefix, waitReplicas }), leaseMs: 8_000 });
+    const executions = new Map<string, number>();
+    const answered = new Set<string>();
+    let refused = 0;
+    const app = new Hono();
+    app.use(idempotency({ receiver }));
+    app.post('/charge', async (c) => {
+      const key = c.req.header('idempotency-key') ?? '';
+      executions.set(key, (executions.get(key) ?? 0) + 1);
+      await sleep(80);
+      return c.json({ charged: key }, 201);
+    });
+    const keys = Array.from({ length: 40 }, (_, i) => `"storm-${i}"`);
+    const deadline = Date.now() + 20_000;
+    const duplicate = async (key: string): Promise<void> => {
+      while (!answered.has(key) && Date.now() < deadline) {
+        const res = await app.request('/charge', { method: 'POST', headers: { 'idempotency-key': key, 'content-type': 'application/json' }, body: '{}' });
+        if (res.status === 201) answered.add(key);
+        else {
+          if (res.status === 503) refused++;
+          await sleep(50);
+        }
+      }
+    };
+    const shards = (await client.call('CLUSTER', 'SLOTS')) as Shard[];
+    const master = shards.find((shard) => shard[3] !== undefined)?.[2]?.[1];
+    if (master === undefined) throw new Error('no master has a replica');
+    // The operator's part: the killed node is started again and rejoins as the promoted replica's replica.
+    // Until then that shard has no replica, and with `waitReplicas: 1` its keys answer 503.
+    const kill = sleep(250)
+      .then(() => running.kill(master))
+      .then(() => running.settled())
+      .then(() => running.restart(master));
+    await Promise.all(keys.map(async (key, i) => {
+      await sleep(i * 15);
+      await Promise.all(Array.from({ length: 5 }, () => duplicate(key)));
+    }));
+    await kill;
+    return { executions, answered, refused };
+  }
+
+  describe('redis store: a storm of concurrent duplicates while a master is killed', () => {
+    it('without waitReplicas: every key is answered; a key whose claim the failover lost may run twice, never more', async () => {
+      const { executions, answered } = await storm(`${FILE_PREFIX}:storm-async`, 0);
+      expect(answered.size).toBe(40);
+      for (const count of executions.values()) expect(count).toBeGreaterThanOrEqual(1);
+      // One failover can lose a key's claim once: the retry's claim lands on the promoted replica, which
+      // stays the master for the rest of the run.
+      for (const count of executions.values()) expect(count).toBeLessThanOrEqual(2);
+    });
+
+    it('with waitReplicas: 1 every key is answered and runs exactly once', async () => {
+      const { executions, answered, refused } = await storm(`${FILE_PREFIX}:storm-wait`, 1);
+      expect(answered.size).toBe(40);
+      // The shard that lost its master refused claims (503) until it had a replica again.
+      expect(refused).toBeGreaterThan(0);
+      expect([...executions.values()].filter((count) => count !== 1)).toEqual([]);
+      expect(executions.size).toBe(40);
+    });
+  });
+}
