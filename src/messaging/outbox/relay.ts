@@ -7,8 +7,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { metrics, type Meter } from '@opentelemetry/api';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Clock } from '../../core/clock.js';
+import { isListenOption, listenClient, type ListenOption, poolerProblem } from '../../stores/postgres/listen-session.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
 import { PublishError, PublishTimeoutError } from './errors.js';
 import { OutboxMetrics, type OutboxEvent } from './metrics.js';
@@ -20,6 +21,15 @@ import type { ClaimedRow } from './statements.js';
 export interface RelayOptions {
   /** The pool claims and updates run on (never ended by the relay); LISTEN opens one extra connection with its settings. */
   readonly pool: pg.Pool;
+  /**
+   * The connection the relay LISTENs (and holds the outbox's waiting lock) on: a `pg.ClientConfig` (e.g.
+   * `{ connectionString }`) for a session straight to PostgreSQL, or `false` for none, the relay then
+   * polling every `pollIntervalMs`. Behind PgBouncer in transaction mode the pool's own settings cannot
+   * work (a LISTEN through the pooler never hears a notification): the relay reports an error naming this
+   * option once, through `onEvent`, and polls.
+   * @defaultValue a dedicated connection with the pool's settings
+   */
+  readonly listen?: pg.ClientConfig | false;
   /** The outbox whose rows to publish (its schema, statements and channel). */
   readonly outbox: Outbox;
   /** Where messages go. The relay never closes it: its owner does, after `stop()`. */
@@ -137,6 +147,7 @@ export function createRelay(options: RelayOptions): Relay {
 
 interface ResolvedRelayOptions {
   readonly pool: pg.Pool;
+  readonly listen: ListenOption;
   readonly outbox: Outbox;
   readonly publisher: OutboxPublisher;
   readonly batchSize: number;
@@ -178,9 +189,13 @@ function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
   if (typeof meter !== 'object' || meter === null || typeof meter.createCounter !== 'function') {
     throw new TypeError(`retrysafe: option "meter" must be an OpenTelemetry Meter, got ${describe(meter)}`);
   }
+  if (!isListenOption(options.listen)) {
+    throw new TypeError(`retrysafe: option "listen" must be a pg.ClientConfig or false, got ${describe(options.listen)}`);
+  }
   const d = RELAY_DEFAULTS;
   const resolved: ResolvedRelayOptions = {
     pool,
+    listen: options.listen,
     outbox,
     publisher,
     batchSize: requireCount('batchSize', options.batchSize ?? d.batchSize),
@@ -249,6 +264,8 @@ class OutboxRelay implements Relay {
   private notifications = 0;
   private readonly sleepers = new Set<() => void>();
   private listener: pg.Client | undefined;
+  /** Set once the LISTEN connection turned out to go through a pooler: the relay polls from then on. */
+  private listenRefused = false;
   /** This relay's batches between claim and record, settled (never rejecting), for claims to wait on. */
   private readonly inFlight = new Set<Promise<void>>();
   /** Whether the last claim came back empty while another batch of this relay was in flight. */
@@ -558,8 +575,8 @@ class OutboxRelay implements Relay {
    * turn; polling covers the gap.
    */
   private async ensureListener(): Promise<void> {
-    if (this.listener !== undefined) return;
-    const client = new pg.Client(this.o.pool.options);
+    if (this.listener !== undefined || this.o.listen === false || this.listenRefused) return;
+    const client = listenClient(this.o.pool, this.o.listen);
     const lost = (): void => {
       if (this.listener !== client) return;
       this.listener = undefined;
@@ -578,6 +595,12 @@ class OutboxRelay implements Relay {
     this.listener = client;
     try {
       await client.connect();
+      const problem = await poolerProblem(client, 'the outbox relay');
+      if (problem !== undefined) {
+        // Reported once: the pooler will not go away, and polling carries on meanwhile.
+        this.listenRefused = true;
+        throw new Error(problem);
+      }
       await client.query(this.o.outbox.statements.listen);
     } catch (error) {
       this.listener = undefined;

@@ -4,13 +4,15 @@
  * by the notification for its own key.
  *
  * The connection is a dedicated `pg.Client`, not a pooled one: a LISTEN session must stay open and must
- * not be handed to other users of the pool.
+ * not be handed to other users of the pool, and it must not go through a pooler in transaction mode
+ * (refused with an error naming the option `listen`).
  *
  * @module
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { StoreClosedError } from '../../core/errors.js';
+import { openListenSession } from './listen-session.js';
 
 /** The NOTIFY payload for (scope, key): short and bounded whatever the key's length (base64 SHA-256). */
 export function topicOf(scope: string, key: string): string {
@@ -96,8 +98,7 @@ export class CompletionListener {
     });
     this.current = client;
     try {
-      await client.connect();
-      await client.query(this.listen);
+      await openListenSession(client, this.listen, "the PostgreSQL store's waitFor (inFlight: 'wait')");
       return client;
     } catch (error) {
       await client.end().catch(() => undefined);

@@ -8,12 +8,13 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId } from '../../core/options.js';
-import { TransactionAbortedError } from '../../core/errors.js';
+import { StoreClosedError, TransactionAbortedError } from '../../core/errors.js';
 import { describe } from '../../core/duration.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, TransactionalStore, TransactionView } from '../../core/store.js';
 import { claimOn } from './claim.js';
 import { encodeToken } from './codec.js';
+import { isListenOption, listenClient, type ListenOption } from './listen-session.js';
 import { CompletionListener, topicOf } from './listener.js';
 import { toKeyedRecord, toRecord, type KeyedRecordRow, type RecordRow } from './rows.js';
 import { DEFAULT_SCHEMA, schemaNames, type SchemaNames } from './schema.js';
@@ -59,7 +60,20 @@ export interface PostgresStoreOptions {
    * the new columns anyway). @defaultValue true
    */
   readonly preparedStatements?: boolean;
+  /**
+   * The connection `waitFor` (the engine's `inFlight: 'wait'`) LISTENs on for completions: a `pg.ClientConfig`
+   * (e.g. `{ connectionString }`) for a session straight to PostgreSQL, or `false` for no LISTEN at all:
+   * `waitFor` then reads the record every {@link WAIT_POLL_MS} milliseconds until it is completed or gone.
+   * Behind PgBouncer in transaction mode the pool's own settings cannot work (a LISTEN through the pooler
+   * never hears a notification), and `waitFor` rejects with an error naming this option; every other
+   * operation runs through the pooler as usual.
+   * @defaultValue a dedicated connection with the pool's settings, opened on the first `waitFor`
+   */
+  readonly listen?: pg.ClientConfig | false;
 }
+
+/** How often `waitFor` reads the record when the store has no LISTEN connection (`listen: false`), in milliseconds. */
+export const WAIT_POLL_MS = 100;
 
 /** A PostgreSQL idempotency store; transactions hand out the `pg` `PoolClient` they run on. */
 export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
@@ -171,6 +185,9 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   if (typeof prepared !== 'boolean') {
     throw new TypeError(`retrysafe: option "preparedStatements" must be a boolean, got ${describe(prepared)}`);
   }
+  if (!isListenOption(options.listen)) {
+    throw new TypeError(`retrysafe: option "listen" must be a pg.ClientConfig or false, got ${describe(options.listen)}`);
+  }
   let ownedPool: pg.Pool | undefined;
   if (connectionString !== undefined) {
     ownedPool = new pg.Pool({ connectionString });
@@ -178,14 +195,15 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     // without a listener its 'error' event would crash the process.
     ownedPool.on('error', () => undefined);
   }
-  return new PgStore(ownedPool ?? (pool as pg.Pool), ownedPool !== undefined, names, clock, generateId, prepared);
+  return new PgStore(ownedPool ?? (pool as pg.Pool), ownedPool !== undefined, names, clock, generateId, prepared, options.listen);
 }
 
 class PgStore implements PostgresStore {
   readonly schema: string;
   private readonly sql: Statements;
-  private readonly listener: CompletionListener;
+  private readonly listener: CompletionListener | undefined;
   private readonly pending = new Set<Promise<unknown>>();
+  private closed = false;
 
   constructor(
     readonly pool: pg.Pool,
@@ -194,10 +212,11 @@ class PgStore implements PostgresStore {
     private readonly clock: Clock | undefined,
     private readonly generateId: () => string,
     prepared: boolean,
+    listen: ListenOption,
   ) {
     this.schema = names.name;
     this.sql = statements(names, prepared);
-    this.listener = new CompletionListener(() => new pg.Client(pool.options), this.sql.listen);
+    this.listener = listen === false ? undefined : new CompletionListener(() => listenClient(pool, listen), this.sql.listen);
   }
 
   claim(input: ClaimInput): Promise<ClaimResult> {
@@ -331,7 +350,8 @@ class PgStore implements PostgresStore {
   }
 
   async close(): Promise<void> {
-    await this.listener.close();
+    this.closed = true;
+    await this.listener?.close();
     await Promise.allSettled([...this.pending]);
     if (this.ownsPool) await this.pool.end();
   }
@@ -342,6 +362,7 @@ class PgStore implements PostgresStore {
   }
 
   private async wait(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    if (this.listener === undefined) return await this.poll(scope, key, timeoutMs);
     let wake!: () => void;
     const woken = new Promise<void>((resolve) => {
       wake = resolve;
@@ -360,6 +381,17 @@ class PgStore implements PostgresStore {
     } finally {
       clearTimeout(timer);
       unsubscribe();
+    }
+  }
+
+  /** `waitFor` without LISTEN: reads the record every {@link WAIT_POLL_MS} until it settles, the time is up or the store closes. */
+  private async poll(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    if (this.closed) throw new StoreClosedError('PostgreSQL');
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const current = await this.get(scope, key);
+      if (current?.state !== 'in_progress' || this.closed || Date.now() >= deadline) return current;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(WAIT_POLL_MS, deadline - Date.now())));
     }
   }
 }

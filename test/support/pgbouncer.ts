@@ -1,0 +1,107 @@
+/**
+ * A PgBouncer in transaction mode in front of the test PostgreSQL, for one test file: its own config in a
+ * temp dir, a free port, stopped by `stop()`. PgBouncer refuses to run as root, so as root it drops to the
+ * `postgres` user (`-u postgres`). With CI=true a missing `pgbouncer` binary fails the run.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { POSTGRES_URL, serviceAvailable } from './services.js';
+
+const run = promisify(execFile);
+
+/** A running PgBouncer. */
+export interface LocalPgBouncer {
+  /** `POSTGRES_URL` with the host and port of the pooler. */
+  readonly url: string;
+  /** Its version, e.g. `[1, 18, 0]`. */
+  readonly version: readonly number[];
+  /** Whether it keeps prepared statements across transactions (1.21+ with `max_prepared_statements`). */
+  readonly preparedStatements: boolean;
+  stop(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** Starts PgBouncer, or resolves `undefined` when the binary is missing outside CI. */
+export async function startPgBouncer(): Promise<LocalPgBouncer | undefined> {
+  let versionText = '';
+  const found = await serviceAvailable('pgbouncer', async () => {
+    versionText = (await run('pgbouncer', ['--version'])).stdout;
+  });
+  if (!found) return undefined;
+  const version = (/PgBouncer (\d+)\.(\d+)\.(\d+)/.exec(versionText) ?? []).slice(1).map(Number);
+  const [major = 0, minor = 0] = version;
+  const preparedStatements = major > 1 || (major === 1 && minor >= 21);
+  const target = new URL(POSTGRES_URL);
+  const port = await freePort();
+  const dir = await mkdtemp(join(tmpdir(), 'retrysafe-pgbouncer-'));
+  await chmod(dir, 0o755);
+  const user = decodeURIComponent(target.username || 'postgres');
+  await writeFile(join(dir, 'users.txt'), `"${user}" ""\n`, { mode: 0o644 });
+  await writeFile(
+    join(dir, 'pgbouncer.ini'),
+    [
+      '[databases]',
+      // Tests need no durability: without a flush per commit the 10,000-request session suites run in seconds.
+      `* = host=${target.hostname} port=${target.port || '5432'} connect_query='SET synchronous_commit = off'`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = trust',
+      `auth_file = ${join(dir, 'users.txt')}`,
+      'pool_mode = transaction',
+      'max_client_conn = 500',
+      'default_pool_size = 10',
+      'ignore_startup_parameters = extra_float_digits,options',
+      ...(preparedStatements ? ['max_prepared_statements = 100'] : []),
+    ].join('\n'),
+    { mode: 0o644 },
+  );
+  const asRoot = process.getuid?.() === 0;
+  const child: ChildProcess = spawn('pgbouncer', [...(asRoot ? ['-u', 'postgres'] : []), join(dir, 'pgbouncer.ini')], { stdio: 'ignore' });
+  const url = new URL(POSTGRES_URL);
+  url.hostname = '127.0.0.1';
+  url.port = String(port);
+  const stop = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    }
+    await rm(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const probe = new pg.Client({ connectionString: url.href, connectionTimeoutMillis: 1_000 });
+    probe.on('error', () => undefined);
+    try {
+      await probe.connect();
+      await probe.query('SELECT 1');
+      await probe.end();
+      break;
+    } catch (error) {
+      await probe.end().catch(() => undefined);
+      if (Date.now() > deadline || child.exitCode !== null) {
+        await stop();
+        throw new Error(`pgbouncer did not come up on port ${port}`, { cause: error });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  return { url: url.href, version, preparedStatements, stop };
+}
