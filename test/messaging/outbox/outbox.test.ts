@@ -85,6 +85,7 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
     const publisher = createWebhookPublisher({ url: hook.url, secret: WEBHOOK_SECRET });
     expect(() => createRelay({ pool: db.pool, outbox, publisher, leaseMs: 1_000, publishTimeoutMs: 1_000 })).toThrow(/"leaseMs"/);
     expect(() => createRelay({ pool: db.pool, outbox, publisher, batchSize: 0 })).toThrow(/"batchSize"/);
+    expect(() => createRelay({ pool: db.pool, outbox, publisher, listen: 'postgres://direct' as unknown as false })).toThrow(/"listen"/);
     expect(() => createWebhookPublisher({ url: 'ftp://x', secret: WEBHOOK_SECRET })).toThrow(/"url"/);
     expect(() => createWebhookPublisher({ url: hook.url, secret: 'short' })).toThrow(/"secret"/);
     await expect(outbox.enqueue(db.pool, { topic: '', key: 'k', payload: 'x' })).rejects.toThrow(/"topic"/);

@@ -287,6 +287,8 @@ describe.runIf(available)('PostgreSQL store', () => {
       ['generateId', { generateId: 'uuid' }],
       ['pool', { pool: 'postgres://nope' }],
       ['preparedStatements', { preparedStatements: 'yes' }],
+      ['listen', { listen: 'postgres://direct' }],
+      ['listen', { listen: true }],
     ])('rejects a bad "%s" with a TypeError naming it', (option, bad) => {
       const options = { pool: db.pool, ...bad } as unknown as Parameters<typeof createPostgresStore>[0];
       expect(() => createPostgresStore(options)).toThrow(TypeError);

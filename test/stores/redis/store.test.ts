@@ -226,6 +226,9 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       expect(() => createRedisStore({ client, clock: {} as ManualClock })).toThrow(/option "clock"/);
       expect(() => createRedisStore({ client, generateId: 'x' as unknown as () => string })).toThrow(/option "generateId"/);
       expect(() => createRedisStore({ client, subscriber: {} as Redis })).toThrow(/option "subscriber"/);
+      expect(() => createRedisStore({ client, waitReplicas: -1 })).toThrow(/option "waitReplicas"/);
+      expect(() => createRedisStore({ client, waitReplicas: 1.5 })).toThrow(/option "waitReplicas"/);
+      expect(() => createRedisStore({ client, waitReplicasTimeoutMs: 0 })).toThrow(/option "waitReplicasTimeoutMs"/);
       expect(() => createRedisStore(undefined as unknown as { client: Redis })).toThrow(TypeError);
     });
 
