@@ -62,10 +62,22 @@ if (cluster) {
   const isolateReplica = async (key: string): Promise<{ master: number; replica: number; resume: () => void }> => {
     const shard = await shardOf(client, key);
     const replica = await cluster.node(shard.replica);
-    await replica.call('CLIENT', 'KILL', 'TYPE', 'master');
+    const master = await cluster.node(shard.master);
     const node = cluster.nodes.find((candidate) => candidate.port === shard.replica);
-    node?.process.kill('SIGSTOP');
-    return { ...shard, resume: () => node?.process.kill('SIGCONT') };
+    if (!node) throw new Error(`no node on port ${shard.replica}`);
+    // The replica reconnects by itself within a second; under load it may do so before the SIGSTOP lands,
+    // so the cut is checked on the master's side (no replica connected) and made again until it holds.
+    for (let attempt = 0; attempt < 10; attempt++) {
+      await replica.call('CLIENT', 'KILL', 'TYPE', 'master');
+      node.process.kill('SIGSTOP');
+      await sleep(50);
+      if (/connected_slaves:0/.test(String(await master.info('replication')))) {
+        return { ...shard, resume: () => node.process.kill('SIGCONT') };
+      }
+      node.process.kill('SIGCONT');
+      await cluster.replicated();
+    }
+    throw new Error(`could not cut the replica on port ${shard.replica} off its master`);
   };
 
   /** Kills `master` and waits until its replica serves its slots. */
