@@ -90,7 +90,7 @@ function isRedisClient(value: unknown): value is Redis {
  */
 export function createRedisStore(
   options: RedisStoreOptions,
-): IdempotencyStore & Pick<Required<IdempotencyStore>, 'waitFor' | 'checkpoint' | 'listAbandoned'> {
+): IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases'> {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`retrysafe: createRedisStore expects an options object, got ${describe(options)}`);
   }

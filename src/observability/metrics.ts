@@ -1,0 +1,153 @@
+/**
+ * The receiver's OpenTelemetry instruments (`@opentelemetry/api`): without an SDK registered (or a
+ * `meterProvider` given) the API's no-op meter records nothing and costs a few calls per request.
+ *
+ * Naming follows the OpenTelemetry semantic conventions: dotted lower-case names under `retrysafe.`,
+ * durations as histograms in seconds (unit `s`, like `http.server.request.duration`), counts with a
+ * curly-brace annotation unit (`{request}`). Attributes are bounded: `outcome`, `operation` and `store`
+ * take values from fixed lists; the idempotency key is never an attribute, and the scope only when it is
+ * on the `metricScopes` allow-list (as `retrysafe.scope`).
+ *
+ * @module
+ */
+import { metrics, type Attributes, type Counter, type Histogram, type MeterProvider, type UpDownCounter } from '@opentelemetry/api';
+
+/** Name and version of the instrumentation scope every retrysafe meter and tracer is obtained under. */
+export const INSTRUMENTATION_SCOPE = 'retrysafe';
+/** The package version reported with the instrumentation scope. */
+export const INSTRUMENTATION_VERSION = '0.1.0';
+
+/**
+ * How one request through the receiver ended (the `outcome` attribute of `retrysafe.requests`):
+ * - `executed`: the work ran to a response (saved for replay, or released as `shouldPersist` decided);
+ * - `replayed`: a saved response was replayed without running the work;
+ * - `waited`: a duplicate waited for the original (`inFlight: 'wait'`) and replayed its response;
+ * - `in_flight_rejected`: a duplicate of a running request was refused (409);
+ * - `mismatch`: the key was reused with another fingerprint (422);
+ * - `invalid_key`: an HTTP adapter refused a missing (when required) or malformed Idempotency-Key (400);
+ * - `store_unavailable`: the store failed before the work ran (503);
+ * - `lease_lost`: the work ran but its lease had been taken over, so its response was not saved (409);
+ * - `released_after_error`: the work threw; the key was released for a retry.
+ */
+export type RequestOutcome =
+  | 'executed'
+  | 'replayed'
+  | 'waited'
+  | 'in_flight_rejected'
+  | 'mismatch'
+  | 'invalid_key'
+  | 'store_unavailable'
+  | 'lease_lost'
+  | 'released_after_error';
+
+/** A store operation the receiver times (the `operation` attribute of `retrysafe.store.operation.duration`). */
+export type StoreOperation = 'claim' | 'complete' | 'release' | 'get' | 'wait_for' | 'reap' | 'ping';
+
+/** Instrument names of the receiver. */
+export const RECEIVER_INSTRUMENTS = Object.freeze({
+  /** Counter, `{request}`; attributes `outcome` (a {@link RequestOutcome}), `retrysafe.scope` (allow-listed only). */
+  requests: 'retrysafe.requests',
+  /** Histogram, `s`: the work (handler) from its start to its response or throw; attribute `outcome`. */
+  handlerDuration: 'retrysafe.handler.duration',
+  /** Histogram, `s`: one store call; attributes `operation` (a {@link StoreOperation}), `store`, `error` (`true` when it failed). */
+  storeDuration: 'retrysafe.store.operation.duration',
+  /** UpDownCounter, `{request}`: works running now under a lease this process holds. */
+  inFlight: 'retrysafe.requests.in_flight',
+  /** Counter, `{takeover}`: claims that took over a record whose lease had expired (a crashed or slow holder). */
+  takeovers: 'retrysafe.lease.takeovers',
+  /** Counter, `{record}`: expired records deleted by the reaper (`retrysafe reap`); attribute `store`. */
+  reaped: 'retrysafe.records.reaped',
+});
+
+/** Where the receiver's instruments come from, and which scopes may be attributes. */
+export interface MetricsOptions {
+  /** @defaultValue the global provider (`metrics.getMeterProvider()`), read on first use */
+  readonly meterProvider?: MeterProvider | undefined;
+  /** Scopes recorded as the `retrysafe.scope` attribute; every other scope is left out. @defaultValue none */
+  readonly metricScopes?: readonly string[] | undefined;
+}
+
+/** The receiver's instruments, created on first use so a provider registered after the receiver is seen. */
+export class ReceiverMetrics {
+  private instruments: Instruments | undefined;
+  private readonly scopes: ReadonlySet<string>;
+  /** Attribute objects are shared, one per value, so recording allocates nothing. */
+  private readonly outcomeAttributes = new Map<string, Attributes>();
+  private readonly storeAttributes = new Map<string, Attributes>();
+
+  constructor(
+    private readonly options: MetricsOptions,
+    /** The `store` attribute: `memory`, `sqlite`, `postgres`, `redis` or `custom`. */
+    readonly storeKind: string,
+  ) {
+    this.scopes = new Set(options.metricScopes ?? []);
+  }
+
+  request(outcome: RequestOutcome, scope: string): void {
+    this.get().requests.add(1, this.outcome(outcome, scope));
+  }
+
+  handler(outcome: RequestOutcome, seconds: number, scope: string): void {
+    this.get().handlerDuration.record(seconds, this.outcome(outcome, scope));
+  }
+
+  store(operation: StoreOperation, seconds: number, failed: boolean): void {
+    const name = failed ? `${operation}!` : operation;
+    let attributes = this.storeAttributes.get(name);
+    if (attributes === undefined) {
+      attributes = Object.freeze({ operation, store: this.storeKind, ...(failed && { error: true }) });
+      this.storeAttributes.set(name, attributes);
+    }
+    this.get().storeDuration.record(seconds, attributes);
+  }
+
+  inFlight(delta: 1 | -1): void {
+    this.get().inFlight.add(delta);
+  }
+
+  takeover(): void {
+    this.get().takeovers.add(1);
+  }
+
+  reaped(count: number): void {
+    this.get().reaped.add(count, { store: this.storeKind });
+  }
+
+  private outcome(outcome: RequestOutcome, scope: string): Attributes {
+    const named = this.scopes.has(scope);
+    const name = named ? `${outcome}\n${scope}` : outcome;
+    let attributes = this.outcomeAttributes.get(name);
+    if (attributes === undefined) {
+      attributes = Object.freeze(named ? { outcome, 'retrysafe.scope': scope } : { outcome });
+      this.outcomeAttributes.set(name, attributes);
+    }
+    return attributes;
+  }
+
+  private get(): Instruments {
+    this.instruments ??= createInstruments(this.options.meterProvider);
+    return this.instruments;
+  }
+}
+
+interface Instruments {
+  readonly requests: Counter;
+  readonly handlerDuration: Histogram;
+  readonly storeDuration: Histogram;
+  readonly inFlight: UpDownCounter;
+  readonly takeovers: Counter;
+  readonly reaped: Counter;
+}
+
+function createInstruments(provider: MeterProvider | undefined): Instruments {
+  const meter = (provider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+  const n = RECEIVER_INSTRUMENTS;
+  return {
+    requests: meter.createCounter(n.requests, { description: 'Requests through the idempotency receiver, by outcome', unit: '{request}' }),
+    handlerDuration: meter.createHistogram(n.handlerDuration, { description: 'Duration of the work behind an idempotency key', unit: 's' }),
+    storeDuration: meter.createHistogram(n.storeDuration, { description: 'Duration of one idempotency store operation', unit: 's' }),
+    inFlight: meter.createUpDownCounter(n.inFlight, { description: 'Works running under a lease held by this process', unit: '{request}' }),
+    takeovers: meter.createCounter(n.takeovers, { description: 'Claims that took over an expired lease', unit: '{takeover}' }),
+    reaped: meter.createCounter(n.reaped, { description: 'Expired idempotency records deleted by the reaper', unit: '{record}' }),
+  };
+}
