@@ -60,7 +60,7 @@ export function telemetry(): Telemetry {
       const metric = (await metrics()).get(name);
       if (metric === undefined) return 0;
       if (metric.dataPointType !== DataPointType.SUM && metric.dataPointType !== DataPointType.GAUGE) throw new Error(`${name} is not a sum`);
-      return metric.dataPoints.filter((p) => matches(p.attributes, match)).reduce((total, p) => total + (p.value as number), 0);
+      return metric.dataPoints.filter((p) => matches(p.attributes, match)).reduce((total, p) => total + p.value, 0);
     },
     async count(name, match) {
       const metric = (await metrics()).get(name);
