@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { MeterProvider, MetricReader, type MetricData } from '@opentelemetry/sdk-metrics';
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { RECEIVER_INSTRUMENTS } from '../../observability/metrics.js';
 import type { ReceiverCounts } from './metrics.js';
 
