@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { metrics, type Attributes, type Counter, type Histogram, type MeterProvider, type UpDownCounter } from '@opentelemetry/api';
+import { metrics, type Attributes, type Counter, type Histogram, type MeterProvider } from '@opentelemetry/api';
 
 /** Name and version of the instrumentation scope every retrysafe meter and tracer is obtained under. */
 export const INSTRUMENTATION_SCOPE = 'retrysafe';
@@ -51,7 +51,10 @@ export const RECEIVER_INSTRUMENTS = Object.freeze({
   handlerDuration: 'retrysafe.handler.duration',
   /** Histogram, `s`: one store call; attributes `operation` (a {@link StoreOperation}), `store`, `error` (`true` when it failed). */
   storeDuration: 'retrysafe.store.operation.duration',
-  /** UpDownCounter, `{request}`: works running now under a lease this process holds. */
+  /**
+   * Asynchronous (observable) UpDownCounter, `{request}`: works running now under a lease this process
+   * holds. Kept as a plain number and reported at each collection, so a request costs no SDK call for it.
+   */
   inFlight: 'retrysafe.requests.in_flight',
   /** Counter, `{takeover}`: claims that took over a record whose lease had expired (a crashed or slow holder). */
   takeovers: 'retrysafe.lease.takeovers',
@@ -70,6 +73,7 @@ export interface MetricsOptions {
 /** The receiver's instruments, created on first use so a provider registered after the receiver is seen. */
 export class ReceiverMetrics {
   private instruments: Instruments | undefined;
+  private running = 0;
   private readonly scopes: ReadonlySet<string>;
   /** Attribute objects are shared, one per value, so recording allocates nothing. */
   private readonly outcomeAttributes = new Map<string, Attributes>();
@@ -102,7 +106,9 @@ export class ReceiverMetrics {
   }
 
   inFlight(delta: 1 | -1): void {
-    this.get().inFlight.add(delta);
+    // The observable counter is registered with the other instruments, on first use.
+    if (this.instruments === undefined) this.get();
+    this.running += delta;
   }
 
   takeover(): void {
@@ -125,7 +131,7 @@ export class ReceiverMetrics {
   }
 
   private get(): Instruments {
-    this.instruments ??= createInstruments(this.options.meterProvider);
+    this.instruments ??= createInstruments(this.options.meterProvider, () => this.running);
     return this.instruments;
   }
 }
@@ -134,19 +140,20 @@ interface Instruments {
   readonly requests: Counter;
   readonly handlerDuration: Histogram;
   readonly storeDuration: Histogram;
-  readonly inFlight: UpDownCounter;
   readonly takeovers: Counter;
   readonly reaped: Counter;
 }
 
-function createInstruments(provider: MeterProvider | undefined): Instruments {
+function createInstruments(provider: MeterProvider | undefined, running: () => number): Instruments {
   const meter = (provider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
   const n = RECEIVER_INSTRUMENTS;
+  meter
+    .createObservableUpDownCounter(n.inFlight, { description: 'Works running under a lease held by this process', unit: '{request}' })
+    .addCallback((result) => result.observe(running()));
   return {
     requests: meter.createCounter(n.requests, { description: 'Requests through the idempotency receiver, by outcome', unit: '{request}' }),
     handlerDuration: meter.createHistogram(n.handlerDuration, { description: 'Duration of the work behind an idempotency key', unit: 's' }),
     storeDuration: meter.createHistogram(n.storeDuration, { description: 'Duration of one idempotency store operation', unit: 's' }),
-    inFlight: meter.createUpDownCounter(n.inFlight, { description: 'Works running under a lease held by this process', unit: '{request}' }),
     takeovers: meter.createCounter(n.takeovers, { description: 'Claims that took over an expired lease', unit: '{takeover}' }),
     reaped: meter.createCounter(n.reaped, { description: 'Expired idempotency records deleted by the reaper', unit: '{record}' }),
   };
