@@ -45,7 +45,10 @@ export type StoreOperation = 'claim' | 'complete' | 'release' | 'get' | 'wait_fo
 
 /** Instrument names of the receiver. */
 export const RECEIVER_INSTRUMENTS = Object.freeze({
-  /** Counter, `{request}`; attributes `outcome` (a {@link RequestOutcome}), `retrysafe.scope` (allow-listed only). */
+  /**
+   * Asynchronous (observable) counter, `{request}`; attributes `outcome` (a {@link RequestOutcome}),
+   * `retrysafe.scope` (allow-listed only). Counted in a plain map and reported at each collection.
+   */
   requests: 'retrysafe.requests',
   /** Histogram, `s`: the work (handler) from its start to its response or throw; attribute `outcome`. */
   handlerDuration: 'retrysafe.handler.duration',
@@ -77,6 +80,8 @@ export class ReceiverMetrics {
   private readonly scopes: ReadonlySet<string>;
   /** Attribute objects are shared, one per value, so recording allocates nothing. */
   private readonly outcomeAttributes = new Map<string, Attributes>();
+  /** Requests by their attribute object, reported by the observable counter. */
+  private readonly requestCounts = new Map<Attributes, number>();
   private readonly storeAttributes = new Map<string, Attributes>();
 
   constructor(
@@ -88,7 +93,9 @@ export class ReceiverMetrics {
   }
 
   request(outcome: RequestOutcome, scope: string): void {
-    this.get().requests.add(1, this.outcome(outcome, scope));
+    if (this.instruments === undefined) this.get();
+    const attributes = this.outcome(outcome, scope);
+    this.requestCounts.set(attributes, (this.requestCounts.get(attributes) ?? 0) + 1);
   }
 
   handler(outcome: RequestOutcome, seconds: number, scope: string): void {
@@ -131,27 +138,34 @@ export class ReceiverMetrics {
   }
 
   private get(): Instruments {
-    this.instruments ??= createInstruments(this.options.meterProvider, () => this.running);
+    this.instruments ??= createInstruments(this.options.meterProvider, () => this.running, this.requestCounts);
     return this.instruments;
   }
 }
 
 interface Instruments {
-  readonly requests: Counter;
   readonly handlerDuration: Histogram;
   readonly storeDuration: Histogram;
   readonly takeovers: Counter;
   readonly reaped: Counter;
 }
 
-function createInstruments(provider: MeterProvider | undefined, running: () => number): Instruments {
+function createInstruments(
+  provider: MeterProvider | undefined,
+  running: () => number,
+  requests: ReadonlyMap<Attributes, number>,
+): Instruments {
   const meter = (provider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
   const n = RECEIVER_INSTRUMENTS;
   meter
     .createObservableUpDownCounter(n.inFlight, { description: 'Works running under a lease held by this process', unit: '{request}' })
     .addCallback((result) => result.observe(running()));
+  meter
+    .createObservableCounter(n.requests, { description: 'Requests through the idempotency receiver, by outcome', unit: '{request}' })
+    .addCallback((result) => {
+      for (const [attributes, count] of requests) result.observe(count, attributes);
+    });
   return {
-    requests: meter.createCounter(n.requests, { description: 'Requests through the idempotency receiver, by outcome', unit: '{request}' }),
     handlerDuration: meter.createHistogram(n.handlerDuration, { description: 'Duration of the work behind an idempotency key', unit: 's' }),
     storeDuration: meter.createHistogram(n.storeDuration, { description: 'Duration of one idempotency store operation', unit: 's' }),
     takeovers: meter.createCounter(n.takeovers, { description: 'Claims that took over an expired lease', unit: '{takeover}' }),
