@@ -1,5 +1,5 @@
 /**
- * One scripted scenario through every HTTP adapter, read back through the OpenTelemetry SDK's in-memory
+ * One scripted scenario through every HTTP adapter (Express, Fastify, Hono, NestJS on both platforms), read back through the OpenTelemetry SDK's in-memory
  * metric reader and span exporter: each outcome counted once where it happened, the store operations and
  * handler runs timed, the in-flight gauge up while a handler runs and back to zero, the takeover counted,
  * and no idempotency key in any attribute.
@@ -16,6 +16,7 @@ import { createMemoryStore } from '../../src/stores/memory.js';
 import { expressDriver } from '../http/express-driver.js';
 import { fastifyDriver } from '../http/fastify-driver.js';
 import { honoDriver } from '../http/hono-driver.js';
+import { nestDriver } from '../http/nestjs-driver.js';
 import { gate, instrument, type Driver, type HandlerReply, type TestClient } from '../support/http.js';
 import { telemetry, type Telemetry } from '../support/telemetry.js';
 
@@ -29,7 +30,7 @@ afterAll(() => {
 
 const KEYS = ['k-first', 'k-fail', 'k-held', 'k-down', 'k-slow'];
 
-for (const driver of [expressDriver('express', express), fastifyDriver, honoDriver] satisfies Driver[]) {
+for (const driver of [expressDriver('express', express), fastifyDriver, honoDriver, nestDriver('express'), nestDriver('fastify')] satisfies Driver[]) {
   describe(`${driver.name}: receiver metrics and spans`, () => {
     let t: Telemetry;
     let client: TestClient | undefined;
@@ -60,45 +61,47 @@ for (const driver of [expressDriver('express', express), fastifyDriver, honoDriv
         slowTakenOver.open();
       };
       let slowRuns = 0;
-      client = await driver.start({ receiver }, async ({ path }): Promise<HandlerReply> => {
-        if (path === '/fail') throw new Error('handler failed');
-        if (path === '/held') {
+      // One route for every framework driver; the behaviour is picked by the key.
+      client = await driver.start({ receiver }, async ({ idempotency }): Promise<HandlerReply> => {
+        const key = idempotency?.key;
+        if (key === 'k-fail') throw new Error('handler failed');
+        if (key === 'k-held') {
           heldStarted.open();
           await held.promise;
         }
-        if (path === '/slow' && ++slowRuns === 1) {
+        if (key === 'k-slow' && ++slowRuns === 1) {
           // Outrun the lease, then let a retry take the key over before finishing.
           clock.advance(2_000);
           slowStarted.open();
           await slowTakenOver.promise;
         }
-        return { status: 201, headers: { 'content-type': 'text/plain' }, body: `done ${path}` };
+        return { status: 201, headers: { 'content-type': 'text/plain' }, body: `done ${String(key)}` };
       });
-      const post = (path: string, key: string | undefined, body = 'a') =>
-        client!.request({ method: 'POST', path, headers: { 'content-type': 'text/plain', ...(key !== undefined && { 'idempotency-key': key }) }, body });
+      const post = (key: string | undefined, body = 'a') =>
+        client!.request({ method: 'POST', path: '/payments', headers: { 'content-type': 'text/plain', ...(key !== undefined && { 'idempotency-key': key }) }, body });
 
-      expect((await post('/pay', 'k-first')).status).toBe(201);
-      expect((await post('/pay', 'k-first')).header('idempotent-replayed')).toBe('true');
-      expect((await post('/pay', 'k-first', 'b')).status).toBe(422);
-      expect((await post('/pay', 'x'.repeat(MAX_KEY_LENGTH + 1))).status).toBe(400);
-      expect((await post('/pay', undefined)).status).toBe(400);
-      expect((await post('/fail', 'k-fail')).status).toBe(500);
+      expect((await post('k-first')).status).toBe(201);
+      expect((await post('k-first')).header('idempotent-replayed')).toBe('true');
+      expect((await post('k-first', 'b')).status).toBe(422);
+      expect((await post('x'.repeat(MAX_KEY_LENGTH + 1))).status).toBe(400);
+      expect((await post(undefined)).status).toBe(400);
+      expect((await post('k-fail')).status).toBe(500);
 
-      const first = post('/held', 'k-held');
+      const first = post('k-held');
       await heldStarted.promise;
       expect(await t.sum(I.inFlight)).toBe(1);
-      expect((await post('/held', 'k-held')).status).toBe(409);
+      expect((await post('k-held')).status).toBe(409);
       held.open();
       expect((await first).status).toBe(201);
       expect(await t.sum(I.inFlight)).toBe(0);
 
       store.failClaims = true;
-      expect((await post('/pay', 'k-down')).status).toBe(503);
+      expect((await post('k-down')).status).toBe(503);
       store.failClaims = false;
 
-      const slow = post('/slow', 'k-slow');
+      const slow = post('k-slow');
       await slowStarted.promise;
-      const retry = await post('/slow', 'k-slow');
+      const retry = await post('k-slow');
       expect(retry.status).toBe(201);
       slowTakenOver.open();
       expect((await slow).status).toBe(409);
