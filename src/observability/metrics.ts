@@ -1,6 +1,7 @@
 /**
  * The receiver's OpenTelemetry instruments (`@opentelemetry/api`): without an SDK registered (or a
- * `meterProvider` given) the API's no-op meter records nothing and costs a few calls per request.
+ * `meterProvider` given) the API's no-op meter records nothing and costs a few calls per request; without
+ * the API installed nothing is recorded at all.
  *
  * Naming follows the OpenTelemetry semantic conventions: dotted lower-case names under `retrysafe.`,
  * durations as histograms in seconds (unit `s`, like `http.server.request.duration`), counts with a
@@ -10,7 +11,8 @@
  *
  * @module
  */
-import { metrics, type Attributes, type Counter, type Histogram, type MeterProvider } from '@opentelemetry/api';
+import type { Attributes, Counter, Histogram, MeterProvider } from '@opentelemetry/api';
+import { otel } from './api.js';
 
 /** Name and version of the instrumentation scope every retrysafe meter and tracer is obtained under. */
 export const INSTRUMENTATION_SCOPE = 'retrysafe';
@@ -75,7 +77,8 @@ export interface MetricsOptions {
 
 /** The receiver's instruments, created on first use so a provider registered after the receiver is seen. */
 export class ReceiverMetrics {
-  private instruments: Instruments | undefined;
+  /** `null` once it is known there is nothing to record to (no provider given, no API installed). */
+  private instruments: Instruments | null | undefined;
   private running = 0;
   private readonly scopes: ReadonlySet<string>;
   /** Attribute objects are shared, one per value, so recording allocates nothing. */
@@ -99,7 +102,7 @@ export class ReceiverMetrics {
   }
 
   handler(outcome: RequestOutcome, seconds: number, scope: string): void {
-    this.get().handlerDuration.record(seconds, this.outcome(outcome, scope));
+    this.get()?.handlerDuration.record(seconds, this.outcome(outcome, scope));
   }
 
   store(operation: StoreOperation, seconds: number, failed: boolean): void {
@@ -109,7 +112,7 @@ export class ReceiverMetrics {
       attributes = Object.freeze({ operation, store: this.storeKind, ...(failed && { error: true }) });
       this.storeAttributes.set(name, attributes);
     }
-    this.get().storeDuration.record(seconds, attributes);
+    this.get()?.storeDuration.record(seconds, attributes);
   }
 
   inFlight(delta: 1 | -1): void {
@@ -119,11 +122,11 @@ export class ReceiverMetrics {
   }
 
   takeover(): void {
-    this.get().takeovers.add(1);
+    this.get()?.takeovers.add(1);
   }
 
   reaped(count: number): void {
-    this.get().reaped.add(count, { store: this.storeKind });
+    this.get()?.reaped.add(count, { store: this.storeKind });
   }
 
   private outcome(outcome: RequestOutcome, scope: string): Attributes {
@@ -137,8 +140,11 @@ export class ReceiverMetrics {
     return attributes;
   }
 
-  private get(): Instruments {
-    this.instruments ??= createInstruments(this.options.meterProvider, () => this.running, this.requestCounts);
+  private get(): Instruments | null {
+    if (this.instruments === undefined) {
+      const provider = this.options.meterProvider ?? otel?.metrics.getMeterProvider();
+      this.instruments = provider ? createInstruments(provider, () => this.running, this.requestCounts) : null;
+    }
     return this.instruments;
   }
 }
@@ -151,11 +157,11 @@ interface Instruments {
 }
 
 function createInstruments(
-  provider: MeterProvider | undefined,
+  provider: MeterProvider,
   running: () => number,
   requests: ReadonlyMap<Attributes, number>,
 ): Instruments {
-  const meter = (provider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+  const meter = provider.getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
   const n = RECEIVER_INSTRUMENTS;
   meter
     .createObservableUpDownCounter(n.inFlight, { description: 'Works running under a lease held by this process', unit: '{request}' })

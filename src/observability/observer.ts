@@ -77,12 +77,12 @@ export class ReceiverObserver {
   }
 
   /** @internal */
-  traceSpan(name: string): Span {
+  traceSpan(name: string): Span | undefined {
     return this.traces.start(name);
   }
 
   /** @internal */
-  within<T>(span: Span, fn: () => Promise<T>): Promise<T> {
+  within<T>(span: Span | undefined, fn: () => Promise<T>): Promise<T> {
     return this.traces.within(span, fn);
   }
 
@@ -114,6 +114,7 @@ export class ReceiverObserver {
         endFailed(span, error);
         return;
       }
+      if (span === undefined) return;
       span.setAttribute('retrysafe.claim.result', result);
       if (takeover !== undefined) span.setAttribute('retrysafe.takeover', takeover);
       span.end();
@@ -148,7 +149,7 @@ class RequestObservation implements Observation {
     private readonly observer: ReceiverObserver,
     readonly scope: string,
     readonly key: string,
-    private readonly span: Span,
+    private readonly span: Span | undefined,
   ) {}
 
   waiting(): void {
@@ -182,16 +183,16 @@ class RequestObservation implements Observation {
   end(replayed: boolean): void {
     const outcome: RequestOutcome = replayed ? (this.waited ? 'waited' : 'replayed') : 'executed';
     this.observer.finish(this, outcome);
-    this.span.setAttribute('retrysafe.outcome', outcome);
-    this.span.end();
+    this.span?.setAttribute('retrysafe.outcome', outcome);
+    this.span?.end();
   }
 
   fail(error: unknown): void {
     const outcome = this.classify(error);
     this.observer.finish(this, outcome);
-    this.span.setAttribute('retrysafe.outcome', outcome);
+    this.span?.setAttribute('retrysafe.outcome', outcome);
     if (outcome === 'released_after_error' || outcome === 'store_unavailable') endFailed(this.span, error);
-    else this.span.end();
+    else this.span?.end();
   }
 
   private classify(error: unknown): RequestOutcome {

@@ -7,7 +7,8 @@
  *
  * @module
  */
-import { context, trace, SpanKind, SpanStatusCode, type Context, type Span, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import type { Context, Span, Tracer, TracerProvider } from '@opentelemetry/api';
+import { otel } from './api.js';
 import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from './metrics.js';
 
 /** Span names of the receiver. */
@@ -36,23 +37,26 @@ export class ReceiverTraces {
 
   constructor(private readonly options: TracesOptions) {}
 
-  /** Starts a span under the active one (or `parent`). */
-  start(name: string, parent?: Context): Span {
-    this.tracer ??= (this.options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
-    return this.tracer.startSpan(name, { kind: SpanKind.INTERNAL }, parent ?? context.active());
+  /** Starts a span under the active one (or `parent`); `undefined` when the API is not installed. */
+  start(name: string, parent?: Context): Span | undefined {
+    if (otel === undefined) return undefined;
+    this.tracer ??= (this.options.tracerProvider ?? otel.trace.getTracerProvider()).getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+    return this.tracer.startSpan(name, { kind: otel.SpanKind.INTERNAL }, parent ?? otel.context.active());
   }
 
   /** Runs `fn` with `span` as the active span, so spans started inside are its children. */
-  within<T>(span: Span, fn: () => T): T {
-    return context.with(trace.setSpan(context.active(), span), fn);
+  within<T>(span: Span | undefined, fn: () => T): T {
+    if (span === undefined || otel === undefined) return fn();
+    return otel.context.with(otel.trace.setSpan(otel.context.active(), span), fn);
   }
 }
 
 /** Ends `span` as failed by `error` (recorded as an exception event). */
-export function endFailed(span: Span, error: unknown): void {
-  if (span.isRecording()) {
+export function endFailed(span: Span | undefined, error: unknown): void {
+  if (span === undefined) return;
+  if (span.isRecording() && otel !== undefined) {
     span.recordException(error instanceof Error ? error : String(error));
-    span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+    span.setStatus({ code: otel.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
   }
   span.end();
 }
