@@ -55,4 +55,25 @@ export {
 export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './phases/recovery-point.js';
 export { type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';
 export { createMemoryStore, type MemoryStoreOptions } from './stores/memory.js';
+export {
+  checkHealth,
+  inboxHealthCheck,
+  outboxHealthCheck,
+  STUCK_KEY_LIMIT,
+  type ComponentHealth,
+  type HealthCheck,
+  type HealthReport,
+  type OutboxBacklog,
+  type ReceiverHealth,
+} from './observability/health.js';
+export { keyHash, type LogEvent, type Logger } from './observability/logging.js';
+export {
+  INSTRUMENTATION_SCOPE,
+  RECEIVER_INSTRUMENTS,
+  type MetricsOptions,
+  type RequestOutcome,
+  type StoreOperation,
+} from './observability/metrics.js';
+export type { ObservabilityOptions, Observation, ReceiverObserver } from './observability/observer.js';
+export { RECEIVER_SPANS, type TracesOptions } from './observability/traces.js';
 export type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from './core/store.js';

@@ -9,6 +9,7 @@
  */
 import type { Command } from 'commander';
 import type { IdempotencyStore } from '../core/store.js';
+import { ReceiverMetrics } from '../observability/metrics.js';
 import { integerFlag, storeFlag } from './store-flag.js';
 import type { StoreTarget } from './store-url.js';
 
@@ -36,10 +37,12 @@ export interface ReapSummary {
  * @throws the store's error, as the store rejects
  */
 export async function reapInBatches(store: IdempotencyStore, batch: number, maxBatches?: number): Promise<ReapSummary> {
+  const reapedMetric = new ReceiverMetrics({}, store.kind ?? 'custom');
   const batches: number[] = [];
   let deleted = 0;
   while (maxBatches === undefined || batches.length < maxBatches) {
     const count = await store.reap(batch);
+    reapedMetric.reaped(count);
     batches.push(count);
     deleted += count;
     if (count < batch) return { deleted, batches, exhausted: true };

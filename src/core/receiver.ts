@@ -19,6 +19,8 @@ import {
 } from './errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
 import type { ClaimedTransaction, ClaimInput, IdempotencyStore, TransactionalStore } from './store.js';
+import { receiverHealth, type ReceiverHealth } from '../observability/health.js';
+import { ReceiverObserver, type Observation, type ObservabilityOptions } from '../observability/observer.js';
 
 /** What identifies one logical operation. */
 export interface OperationId {
@@ -69,13 +71,13 @@ export interface ReceiverOptions {
 }
 
 /** Options of a receiver over a plain store. */
-export interface PlainReceiverOptions extends ReceiverOptions {
+export interface PlainReceiverOptions extends ReceiverOptions, ObservabilityOptions {
   readonly store: IdempotencyStore;
   readonly transactional?: false;
 }
 
 /** Options of a receiver in transactional mode. */
-export interface TransactionalReceiverOptions<Tx> extends ReceiverOptions {
+export interface TransactionalReceiverOptions<Tx> extends ReceiverOptions, ObservabilityOptions {
   readonly store: TransactionalStore<Tx>;
   /** The work's writes and the saved response commit in one transaction; the work writes through `context.tx`. */
   readonly transactional: true;
@@ -131,6 +133,13 @@ export interface Receiver<Tx = undefined> {
    * ```
    */
   run<T>(id: OperationId, fn: (context: ExecutionContext<Tx>) => Promise<T>): Promise<T>;
+  /**
+   * Whether the store answers, and how many keys sit `in_progress` past their lease (see
+   * {@link ReceiverHealth}). Never throws: an unreachable store is reported as such.
+   */
+  health(): Promise<ReceiverHealth>;
+  /** Where the receiver reports metrics, spans and log lines (the HTTP adapters report invalid keys here). */
+  readonly observer: ReceiverObserver;
 }
 
 /**
@@ -178,6 +187,9 @@ type Attempt = { readonly done: Execution } | { readonly inFlight: IdempotencyRe
 class Engine<Tx> implements Receiver<Tx> {
   readonly options: Receiver<Tx>['options'];
   readonly store: IdempotencyStore;
+  readonly observer: ReceiverObserver;
+  /** The store as the engine calls it: timed and traced. */
+  private readonly timed: IdempotencyStore;
   private readonly transactional: boolean;
 
   constructor(options: PlainReceiverOptions | TransactionalReceiverOptions<Tx>) {
@@ -219,9 +231,31 @@ class Engine<Tx> implements Receiver<Tx> {
       shouldPersist,
       clock,
     });
+    this.observer = new ReceiverObserver(options, options.store);
+    this.timed = this.observer.timed(options.store);
+  }
+
+  health(): Promise<ReceiverHealth> {
+    return receiverHealth(this.store);
   }
 
   async execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution> {
+    const observation = this.observer.start(id.scope, id.key);
+    try {
+      const execution = await observation.within(() => this.attempts(id, observation.work(work), observation));
+      observation.end(execution.replayed);
+      return execution;
+    } catch (error) {
+      observation.fail(error);
+      throw error;
+    }
+  }
+
+  private async attempts(
+    id: OperationId,
+    work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>,
+    observation: Observation,
+  ): Promise<Execution> {
     // The wait budget is counted in the time actually waited, so a fake clock cannot stall it.
     let budget = this.options.waitTimeoutMs;
     for (;;) {
@@ -234,6 +268,7 @@ class Engine<Tx> implements Receiver<Tx> {
       const untilLeaseEnds = attempt.inFlight.leaseExpiresAt - this.options.clock.now();
       const slice = Math.min(budget, untilLeaseEnds > 0 ? untilLeaseEnds : this.options.pollIntervalMs);
       budget -= slice;
+      observation.waiting();
       await this.waitForChange(id, slice);
       // Completed, released or taken over: claim again and let the store decide.
     }
@@ -251,23 +286,23 @@ class Engine<Tx> implements Receiver<Tx> {
 
   /** Plain mode: claim, work, complete (or release) as separate store operations. */
   private async attempt(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Attempt> {
-    const claimed = await this.claim(this.store, id);
+    const claimed = await this.claim(this.timed, id);
     if (!('claim' in claimed)) return claimed;
     const claim = claimed.claim;
     let response: StoredResponse;
     try {
       response = await work({ claim, tx: undefined as Tx });
     } catch (error) {
-      await this.store.release(claim).catch(() => false);
+      await this.timed.release(claim).catch(() => false);
       throw error;
     }
     if (!this.options.shouldPersist(response)) {
-      await this.store.release(claim).catch(() => false);
+      await this.timed.release(claim).catch(() => false);
       return { done: { response, replayed: false, saved: false } };
     }
     let saved: boolean;
     try {
-      saved = await this.store.complete(claim, response, this.options.retentionMs);
+      saved = await this.timed.complete(claim, response, this.options.retentionMs);
     } catch {
       // The effect happened; answer it. The key stays claimed until its lease expires.
       return { done: { response, replayed: false, saved: false } };
@@ -288,7 +323,7 @@ class Engine<Tx> implements Receiver<Tx> {
     let claim: Claim | undefined;
     let outcome: ClaimedTransaction<Attempt>;
     try {
-      outcome = await store.claimTransaction(this.claimInput(id), async (tx, view, held): Promise<Attempt> => {
+      outcome = await this.observer.claimTransaction(store, this.claimInput(id), async (tx, view, held): Promise<Attempt> => {
         claim = held;
         let response: StoredResponse;
         try {
@@ -303,7 +338,7 @@ class Engine<Tx> implements Receiver<Tx> {
         return { done: { response, replayed: false, saved: true } };
       });
     } catch (failure) {
-      if (claim) await this.store.release(claim).catch(() => false);
+      if (claim) await this.timed.release(claim).catch(() => false);
       if (failure instanceof Rollback) return { done: { response: failure.response, replayed: false, saved: false } };
       if (failure instanceof WorkFailed) throw failure.error;
       // A store's own typed faults (closed, misused, an aborted transaction) still mean the store could
@@ -348,12 +383,12 @@ class Engine<Tx> implements Receiver<Tx> {
   /** Waits until the record changes state (completed, released, lease expired) or `timeoutMs` passes. */
   private async waitForChange(id: OperationId, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
     try {
-      if (this.store.waitFor) return await this.store.waitFor(id.scope, id.key, timeoutMs);
-      let record = await this.store.get(id.scope, id.key);
+      if (this.timed.waitFor) return await this.timed.waitFor(id.scope, id.key, timeoutMs);
+      let record = await this.timed.get(id.scope, id.key);
       for (let waited = 0; waited < timeoutMs; waited += this.options.pollIntervalMs) {
         if (record?.state !== 'in_progress' || record.leaseExpiresAt <= this.options.clock.now()) break;
         await new Promise((resolve) => setTimeout(resolve, Math.min(this.options.pollIntervalMs, timeoutMs - waited)));
-        record = await this.store.get(id.scope, id.key);
+        record = await this.timed.get(id.scope, id.key);
       }
       return record;
     } catch (error) {

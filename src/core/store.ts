@@ -58,6 +58,24 @@ export interface IdempotencyStore {
   /** Releases the store's resources (connections, timers). */
   close(): Promise<void>;
   /**
+   * Optional: the backend's name (`memory`, `sqlite`, `postgres`, `redis`), reported as the `store`
+   * attribute of the receiver's metrics and in health reports; a store without one reports `custom`.
+   */
+  readonly kind?: string;
+  /**
+   * Optional (health checks): resolves once the backend answered one trivial round trip (`SELECT 1`,
+   * `PING`); rejects with the driver's error when it cannot be reached or the store is closed.
+   */
+  ping?(): Promise<void>;
+  /**
+   * Optional (health checks): how many `in_progress` records have a lease that has expired — keys whose
+   * holder crashed or outran its lease and that no retry has taken over yet — counting at most `limit`
+   * (one bounded query). Times by the store's clock, as for `claim`.
+   *
+   * @throws TypeError (as a rejection) when `limit` is not a positive safe integer
+   */
+  countExpiredLeases?(limit: number): Promise<number>;
+  /**
    * Optional: resolves with the record once (scope, key) is completed or gone, or with the record as it
    * stands after `timeoutMs` milliseconds (`undefined` when absent). Lets a concurrent duplicate wait for
    * the original's response without polling.

@@ -346,14 +346,20 @@ class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
     if (!this.applies(request.method)) return PASS;
     const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
     if (header === null || header === undefined) {
-      if (request.required ?? this.options.required) return this.problemOutcome(new IdempotencyKeyMissingError());
+      if (request.required ?? this.options.required) {
+        this.options.receiver.observer.invalidKey();
+        return this.problemOutcome(new IdempotencyKeyMissingError());
+      }
       return PASS;
     }
     let key: string;
     try {
       key = parseIdempotencyKey(header);
     } catch (error) {
-      if (error instanceof IdempotencyError) return this.problemOutcome(error);
+      if (error instanceof IdempotencyError) {
+        this.options.receiver.observer.invalidKey();
+        return this.problemOutcome(error);
+      }
       throw error;
     }
     // Awaiting a value that is not a promise still costs a microtask hop; the usual scope and body are plain.

@@ -28,6 +28,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Receiver } from '../core/receiver.js';
+import { checkHealth, type HealthCheck } from '../observability/health.js';
 import {
   canonicalBody,
   contextOf,
@@ -179,4 +180,22 @@ function capture(req: Request, res: Response, next: NextFunction, context: Idemp
   req.idempotency = context;
   next();
   return held;
+}
+
+/**
+ * An Express route handler answering a health check: 200 `{ "status": "ok", "checks": { … } }` when every
+ * check is healthy, 503 `{ "status": "unavailable", … }` otherwise (see `checkHealth`). Each check runs at
+ * every request; answers carry `cache-control: no-store`.
+ *
+ * @example
+ * ```ts
+ * app.get('/health', healthRoute({ idempotency: () => receiver.health() }));
+ * ```
+ */
+export function healthRoute(checks: Readonly<Record<string, HealthCheck>>): RequestHandler {
+  return (_req: Request, res: Response, next: NextFunction) => {
+    checkHealth(checks).then(({ status, body }) => {
+      res.status(status).set('cache-control', 'no-store').json(body);
+    }, next);
+  };
 }

@@ -20,6 +20,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { fastifyPlugin } from 'fastify-plugin';
 import type { Receiver } from '../core/receiver.js';
+import { checkHealth, type HealthCheck, type HealthReport } from '../observability/health.js';
 import {
   BodyTooLargeError,
   canonicalBody,
@@ -340,3 +341,23 @@ function replayable(bytes: Buffer): Readable {
 }
 
 function noop(): void {}
+
+/**
+ * A Fastify route handler answering a health check: 200 `{ "status": "ok", "checks": { … } }` when every
+ * check is healthy, 503 `{ "status": "unavailable", … }` otherwise (see `checkHealth`). Each check runs at
+ * every request; answers carry `cache-control: no-store`.
+ *
+ * @example
+ * ```ts
+ * fastify.get('/health', healthRoute({ idempotency: () => receiver.health() }));
+ * ```
+ */
+export function healthRoute(
+  checks: Readonly<Record<string, HealthCheck>>,
+): (request: FastifyRequest, reply: FastifyReply) => Promise<HealthReport> {
+  return async function health(_request, reply) {
+    const { status, body } = await checkHealth(checks);
+    void reply.code(status).header('cache-control', 'no-store');
+    return body;
+  };
+}

@@ -12,6 +12,7 @@
  */
 import type { Context, MiddlewareHandler, Next } from 'hono';
 import type { Receiver } from '../core/receiver.js';
+import { checkHealth, type HealthCheck } from '../observability/health.js';
 import {
   contextOf,
   createExchange,
@@ -177,4 +178,22 @@ function toResponse(response: OutgoingResponse): Response {
 /** A fetch `Response` refuses a body, even an empty one, on a null-body status. */
 function responseBody(status: number, body: Uint8Array): Uint8Array | null {
   return status === 204 || status === 205 || status === 304 ? null : body;
+}
+
+/**
+ * A Hono handler answering a health check: 200 `{ "status": "ok", "checks": { … } }` when every check is
+ * healthy, 503 `{ "status": "unavailable", … }` otherwise (see `checkHealth`). Each check runs at every
+ * request; answers carry `cache-control: no-store`.
+ *
+ * @example
+ * ```ts
+ * app.get('/health', healthRoute({ idempotency: () => receiver.health() }));
+ * ```
+ */
+export function healthRoute(checks: Readonly<Record<string, HealthCheck>>): (c: Context) => Promise<Response> {
+  return async function health(c) {
+    const { status, body } = await checkHealth(checks);
+    c.header('cache-control', 'no-store');
+    return c.json(body, status);
+  };
 }

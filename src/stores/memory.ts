@@ -54,10 +54,32 @@ class MemoryStore implements IdempotencyStore {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private nextSweepAt = Number.NEGATIVE_INFINITY;
 
+  readonly kind = 'memory';
+
   constructor(
     private readonly clock: Clock,
     private readonly generateId: () => string,
   ) {}
+
+  ping(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  countExpiredLeases(limit: number): Promise<number> {
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      return Promise.reject(new TypeError(`retrysafe: countExpiredLeases limit must be a positive integer, got ${String(limit)}`));
+    }
+    const now = this.clock.now();
+    let count = 0;
+    for (const scoped of this.records.values()) {
+      for (const record of scoped.values()) {
+        if (record.state === 'in_progress' && record.leaseExpiresAt <= now && record.expiresAt > now && ++count >= limit) {
+          return Promise.resolve(count);
+        }
+      }
+    }
+    return Promise.resolve(count);
+  }
 
   claim(input: ClaimInput): Promise<ClaimResult> {
     const now = this.clock.now();

@@ -92,6 +92,7 @@ export function instrument(store: IdempotencyStore): InstrumentedStore {
     reap: (limit) => store.reap(limit),
     close: () => store.close(),
     ...(store.waitFor && { waitFor: store.waitFor.bind(store) }),
+    ...(store.kind !== undefined && { kind: store.kind }),
   };
   return wrapped;
 }

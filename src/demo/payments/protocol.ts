@@ -5,6 +5,7 @@
  * @module
  */
 import type { Charge } from './ledger.js';
+import type { ReceiverCounts } from './metrics.js';
 import type { ServerFault } from '../harness/plan.js';
 
 /** The server's configuration, passed as one JSON argument. */
@@ -34,7 +35,9 @@ export type ServerMessage =
   | { readonly type: 'listen-failed'; readonly code: string; readonly message: string }
   /** A fault took effect on a request with this key; for the crash faults the parent kills the server now. */
   | { readonly type: 'fault'; readonly key: string; readonly fault: ServerFault }
-  | { readonly type: 'charges'; readonly charges: readonly Charge[] };
+  | { readonly type: 'charges'; readonly charges: readonly Charge[] }
+  /** The receiver's metric counts so far in this process (cumulative; sent after each answer and before a fault). */
+  | { readonly type: 'metrics'; readonly counts: ReceiverCounts };
 
 /** Parent → child. */
 export type ParentMessage =
@@ -43,7 +46,7 @@ export type ParentMessage =
 
 /** Narrows an IPC payload to a {@link ServerMessage}. */
 export function isServerMessage(value: unknown): value is ServerMessage {
-  return hasType(value, ['ready', 'listen-failed', 'fault', 'charges']);
+  return hasType(value, ['ready', 'listen-failed', 'fault', 'charges', 'metrics']);
 }
 
 /** Narrows an IPC payload to a {@link ParentMessage}. */

@@ -11,6 +11,7 @@ import { formatRows, type ReportRow } from '../harness/table.js';
 import type { Charge } from './ledger.js';
 import type { TrafficCounters } from '../harness/client.js';
 import type { PlannedPayment, ServerFault } from '../harness/plan.js';
+import type { ReceiverCounts } from './metrics.js';
 
 /** The report `retrysafe demo` prints (`--json` prints exactly this object). */
 export interface DemoReport {
@@ -57,6 +58,12 @@ export interface DemoReport {
   readonly passed: boolean;
   /** The first few problems found, one line each. */
   readonly problems: readonly string[];
+  /**
+   * The receiver's own OpenTelemetry counts, read through an in-memory metric reader in the server
+   * (`retrysafe.requests` by outcome, `retrysafe.lease.takeovers`); `null` in unsafe mode or when
+   * `@opentelemetry/sdk-metrics` is not installed.
+   */
+  readonly metrics: ReceiverCounts | null;
 }
 
 /** What {@link buildReport} judges. */
@@ -74,6 +81,7 @@ export interface ReportInput {
   readonly restarts: number;
   readonly crashesSkipped: string | null;
   readonly durationMs: number;
+  readonly metrics: ReceiverCounts | null;
 }
 
 /** Most problems listed in a report. */
@@ -132,6 +140,7 @@ export function buildReport(input: ReportInput): DemoReport {
     durationMs: Math.round(input.durationMs),
     passed: doubles === 0 && lost === 0 && identical === input.plan.length && rowsByKey.size === 0,
     problems: problems.slice(0, MAX_PROBLEMS),
+    metrics: input.metrics,
   };
 }
 
@@ -171,6 +180,12 @@ export function formatReport(report: DemoReport): string {
     ...formatRows([...rows, ['verdict', verdict]]),
     ...(problems.length > 0 ? ['  first problems:', ...problems] : []),
     `  (repeat the same faults with --seed ${report.seed})`,
+    ...(report.metrics === null
+      ? []
+      : [
+          `  metrics (retrysafe.requests, retrysafe.lease.takeovers): executions ${report.metrics.executions}, ` +
+            `replays ${report.metrics.replays}, 409s ${report.metrics.conflicts}, takeovers ${report.metrics.takeovers}`,
+        ]),
     '',
   ].join('\n');
 }

@@ -124,6 +124,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
         restarts: server.restarts,
         crashesSkipped,
         durationMs: performance.now() - started,
+        metrics: unsafe || !server.metricsSeen ? null : server.receiverCounts,
       });
     } finally {
       options.signal?.removeEventListener('abort', onInterrupt);

@@ -16,12 +16,39 @@ import { parseStoreUrl, type OpenedStore } from '../../cli/store-url.js';
 import { createPaymentsApp, type PaymentsAppOptions } from './app.js';
 import type { ChargeReader } from './ledger.js';
 import { PostgresChargeLedger } from './postgres-ledger.js';
+import type { ServerMetrics } from './server-metrics.js';
 import { isParentMessage, type ServerConfig, type ServerMessage } from './protocol.js';
 import { SqliteChargeLedger } from './sqlite-ledger.js';
 
 const send = (message: ServerMessage): void => {
   process.send?.(message);
 };
+
+// The SDK is a development dependency: without it the receiver records through the API's no-op and the
+// report shows no metric counts.
+const metrics: ServerMetrics | undefined = await import('./server-metrics.js').then(
+  (module) => new module.ServerMetrics(),
+  () => undefined,
+);
+const meterProvider = metrics?.meterProvider;
+
+/** Sends the receiver's counts, then `after` (in that order on the channel, so a crash fault follows them). */
+function sendCounts(after?: ServerMessage): void {
+  if (metrics === undefined) {
+    if (after) send(after);
+    return;
+  }
+  metrics.snapshot().then(
+    (counts) => {
+      send({ type: 'metrics', counts });
+      if (after) send(after);
+    },
+    (error: unknown) => {
+      process.stderr.write(`retrysafe demo: cannot read the metrics: ${error instanceof Error ? error.message : String(error)}\n`);
+      if (after) send(after);
+    },
+  );
+}
 
 /** What every kind of store shares in the app's options. */
 type Common = Pick<PaymentsAppOptions<unknown>, 'slowMs' | 'onFault'>;
@@ -33,14 +60,14 @@ async function wire(opened: OpenedStore, config: ServerConfig, common: Common): 
     case 'sqlite': {
       // The charges share the store's connection, so a charge commits with its idempotency record.
       const ledger = new SqliteChargeLedger(opened.database);
-      const guard = unsafe ? undefined : idempotency({ receiver: createReceiver({ store: opened.store, transactional: true, leaseMs }) });
+      const guard = unsafe ? undefined : idempotency({ receiver: createReceiver({ store: opened.store, transactional: true, leaseMs, meterProvider }) });
       return { app: createPaymentsApp({ ...common, ledger, idempotency: guard, transactional: !unsafe }), ledger };
     }
     case 'postgres':
     case 'postgresql': {
       // The charges live in the same database and are written through the request's transaction.
       const ledger = await PostgresChargeLedger.open(opened.store.pool, config.runId);
-      const guard = unsafe ? undefined : idempotency({ receiver: createReceiver({ store: opened.store, transactional: true, leaseMs }) });
+      const guard = unsafe ? undefined : idempotency({ receiver: createReceiver({ store: opened.store, transactional: true, leaseMs, meterProvider }) });
       return { app: createPaymentsApp({ ...common, ledger, idempotency: guard, transactional: !unsafe }), ledger };
     }
     case 'memory':
@@ -48,7 +75,7 @@ async function wire(opened: OpenedStore, config: ServerConfig, common: Common): 
     case 'rediss': {
       // A plain store cannot join a business transaction: the charges go to a SQLite file of their own.
       const ledger = new SqliteChargeLedger(new BetterSqlite3(join(config.directory, 'charges.db')), true);
-      const guard = unsafe ? undefined : idempotency({ receiver: createReceiver({ store: opened.store, leaseMs }) });
+      const guard = unsafe ? undefined : idempotency({ receiver: createReceiver({ store: opened.store, leaseMs, meterProvider }) });
       return { app: createPaymentsApp({ ...common, ledger, idempotency: guard, transactional: false }), ledger };
     }
   }
@@ -58,10 +85,13 @@ const config = JSON.parse(process.argv[2] ?? '{}') as ServerConfig;
 const opened = await parseStoreUrl(config.store).open('create');
 const { app, ledger } = await wire(opened, config, {
   slowMs: config.slowMs,
-  onFault: ({ key, fault }) => send({ type: 'fault', key, fault }),
+  onFault: ({ key, fault }) => sendCounts({ type: 'fault', key, fault }),
 });
 
-const server = createServer(app);
+const server = createServer((req, res) => {
+  res.once('finish', () => sendCounts());
+  app(req, res);
+});
 server.once('error', (error: NodeJS.ErrnoException) => {
   send({ type: 'listen-failed', code: error.code ?? 'UNKNOWN', message: error.message });
   process.exit(1);
@@ -75,7 +105,7 @@ process.on('message', (message: unknown) => {
   if (!isParentMessage(message)) return;
   if (message.type === 'charges') {
     ledger.list(message.keyPrefix).then(
-      (charges) => send({ type: 'charges', charges }),
+      (charges) => sendCounts({ type: 'charges', charges }),
       (error: unknown) => {
         process.stderr.write(`retrysafe demo: cannot list the charges: ${error instanceof Error ? error.message : String(error)}\n`);
         process.exit(1);

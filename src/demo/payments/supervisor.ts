@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { Charge } from './ledger.js';
 import type { ServerFault } from '../harness/plan.js';
 import { isServerMessage, type ParentMessage, type ServerConfig, type ServerMessage } from './protocol.js';
+import { addCounts, NO_COUNTS, type ReceiverCounts } from './metrics.js';
 
 /** Options of {@link ServerSupervisor}. Durations are in milliseconds. */
 export interface SupervisorOptions {
@@ -67,6 +68,8 @@ export class ServerSupervisor {
   private readonly serving = new WeakSet<ChildProcess>();
   private readonly stderr: string[] = [];
   private recovery: Promise<void> = Promise.resolve();
+  /** The last metric counts of each server process; a restarted server counts from zero. */
+  private readonly counts = new Map<ChildProcess, ReceiverCounts>();
 
   constructor(private readonly options: SupervisorOptions) {}
 
@@ -111,6 +114,16 @@ export class ServerSupervisor {
       child.once('exit', onExit);
       this.tell(child, { type: 'charges', keyPrefix });
     });
+  }
+
+  /** Whether any server sent metric counts (it does when `@opentelemetry/sdk-metrics` is installed). */
+  get metricsSeen(): boolean {
+    return this.counts.size > 0;
+  }
+
+  /** The receiver's metric counts summed over every server process this supervisor ran. */
+  get receiverCounts(): ReceiverCounts {
+    return [...this.counts.values()].reduce(addCounts, NO_COUNTS);
   }
 
   /** Stops the server: asks it to shut down, and kills it if it has not exited within two seconds. */
@@ -171,6 +184,8 @@ export class ServerSupervisor {
   }
 
   private onMessage(child: ChildProcess, message: ServerMessage): void {
+    // A killed server's last snapshots may still arrive after its successor started: keyed by process.
+    if (message.type === 'metrics') this.counts.set(child, message.counts);
     if (message.type !== 'fault' || child !== this.child) return;
     this.options.onFault(message.key, message.fault);
     if (message.fault !== 'crash-mid-handler' && message.fault !== 'crash-after-commit') return;

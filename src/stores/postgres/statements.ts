@@ -62,6 +62,13 @@ export interface Statements {
    * `records_abandoned_idx` (migration 0004). Columns: scope, key, then the record's.
    */
   readonly listAbandoned: Statement;
+  /**
+   * `[now?, limit]` → one row `{ n }`: how many in-progress records (at most `$2`) have a lease that
+   * ended by `$1` (the server's clock when null) and a retention that has not. `LIMIT` bounds the scan.
+   */
+  readonly countExpiredLeases: Statement;
+  /** `SELECT 1`: a health check's round trip. */
+  readonly ping: Statement;
   /** `LISTEN` on the schema's channel. */
   readonly listen: string;
   /** `BEGIN` with the isolation level of transactional mode. */
@@ -127,6 +134,12 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
         AND expires_at > (SELECT ms FROM clock)
       ORDER BY lease_expires_at
       LIMIT $2`),
+    countExpiredLeases: unnamed(`WITH clock AS (SELECT ${nowOf('$1')} AS ms)
+      SELECT count(*)::int AS n FROM (
+        SELECT 1 FROM ${s}.records
+        WHERE completed_at IS NULL AND lease_expires_at <= (SELECT ms FROM clock) AND expires_at > (SELECT ms FROM clock)
+        LIMIT $2) AS expired`),
+    ping: unnamed('SELECT 1'),
     listen: `LISTEN ${escapeIdentifier(names.channel)}`,
     begin: BEGIN,
   });

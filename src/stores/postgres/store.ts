@@ -199,6 +199,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
 }
 
 class PgStore implements PostgresStore {
+  readonly kind = 'postgres';
   readonly schema: string;
   private readonly sql: Statements;
   private readonly listener: CompletionListener | undefined;
@@ -288,6 +289,18 @@ class PgStore implements PostgresStore {
     ]);
     const row = result.rows[0];
     return row === undefined ? undefined : { ...claim, leaseExpiresAt: Number(row.lease_expires_at), recoveryPoint };
+  }
+
+  async ping(): Promise<void> {
+    await run(this.pool, this.sql.ping, []);
+  }
+
+  async countExpiredLeases(limit: number): Promise<number> {
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new TypeError(`retrysafe: countExpiredLeases limit must be a positive integer, got ${describe(limit)}`);
+    }
+    const result = await run<{ n: number }>(this.pool, this.sql.countExpiredLeases, [this.now(), limit]);
+    return result.rows[0]?.n ?? 0;
   }
 
   async listAbandoned(limit: number): Promise<IdempotencyRecord[]> {

@@ -99,7 +99,7 @@ const DEFAULT_READY_TIMEOUT_MS = 5_000;
  */
 export function createRedisStore(
   options: RedisStoreOptions,
-): IdempotencyStore & Pick<Required<IdempotencyStore>, 'waitFor' | 'checkpoint' | 'listAbandoned'> {
+): IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases'> {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`retrysafe: createRedisStore expects an options object, got ${describe(options)}`);
   }

@@ -46,6 +46,7 @@ export interface RedisStoreConfig {
 
 /** See `createRedisStore` in `factory.ts`, which validates the configuration. */
 export class RedisStore implements IdempotencyStore {
+  readonly kind = 'redis';
   private readonly notifier: Notifier;
 
   constructor(private readonly config: RedisStoreConfig) {
@@ -150,6 +151,34 @@ export class RedisStore implements IdempotencyStore {
     );
     if (Buffer.isBuffer(reply)) await this.replicated(claim, 'checkpoint');
     return Buffer.isBuffer(reply) ? { ...claim, leaseExpiresAt: Number(reply.toString('latin1')), recoveryPoint } : undefined;
+  }
+
+  async ping(): Promise<void> {
+    await this.config.client.ping();
+  }
+
+  /**
+   * Walks the prefix with SCAN as `listAbandoned` does, and stops as soon as `limit` expired leases are
+   * counted; on Redis Cluster it sees only the node the client talks to.
+   */
+  async countExpiredLeases(limit: number): Promise<number> {
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new TypeError(`retrysafe: countExpiredLeases limit must be a positive integer, got ${String(limit)}`);
+    }
+    const { client } = this.config;
+    const now = this.config.clock?.now() ?? (await serverTime(client));
+    const expired = new Set<string>();
+    let cursor = '0';
+    do {
+      const [next, keys] = await client.scan(cursor, 'MATCH', recordPattern(this.config.prefix), 'COUNT', SCAN_COUNT);
+      cursor = next;
+      const heads = await Promise.all(keys.map((key) => client.hmget(key, 'state', 'lease', 'expires')));
+      keys.forEach((key, i) => {
+        const [state, lease, expires] = heads[i] ?? [];
+        if (state === 'in_progress' && Number(lease) <= now && Number(expires) > now) expired.add(key);
+      });
+    } while (cursor !== '0' && expired.size < limit);
+    return Math.min(expired.size, limit);
   }
 
   /**

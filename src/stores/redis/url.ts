@@ -30,7 +30,7 @@ import { createRedisStore, type RedisStoreOptions } from './factory.js';
 export async function openRedisStore(
   url: string,
   options: Omit<RedisStoreOptions, 'client' | 'subscriber'> = {},
-): Promise<IdempotencyStore & Pick<Required<IdempotencyStore>, 'waitFor' | 'checkpoint' | 'listAbandoned'>> {
+): Promise<IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases'>> {
   if (typeof url !== 'string' || !/^rediss?:\/\//i.test(url)) {
     throw new TypeError(`retrysafe: the Redis URL must start with redis:// or rediss://, got ${describe(url)}`);
   }
@@ -58,6 +58,9 @@ export async function openRedisStore(
     waitFor: (scope, key, timeoutMs) => store.waitFor(scope, key, timeoutMs),
     checkpoint: (claim, recoveryPoint, leaseMs) => store.checkpoint(claim, recoveryPoint, leaseMs),
     listAbandoned: (limit) => store.listAbandoned(limit),
+    kind: store.kind,
+    ping: () => store.ping(),
+    countExpiredLeases: (limit) => store.countExpiredLeases(limit),
     close: async () => {
       await store.close();
       await client.quit();

@@ -52,6 +52,11 @@ export interface Statements {
    * has not, oldest lease expiry first. Parameters: @now, @limit.
    */
   readonly listAbandoned: Statement<[{ now: number; limit: number }], RecordRow>;
+  /**
+   * How many in_progress records (at most @limit) have a lease that ended by @now and a retention that
+   * has not. Parameters: @now, @limit. Returns one row `{ n }`.
+   */
+  readonly countExpiredLeases: Statement<[{ now: number; limit: number }], { n: number }>;
 }
 
 export interface CheckpointParams {
@@ -110,6 +115,11 @@ export function prepareStatements(database: Database, table: string): Statements
       WHERE state = 'in_progress' AND recovery_point IS NOT NULL AND lease_expires_at <= @now AND expires_at > @now
       ORDER BY lease_expires_at
       LIMIT @limit`),
+    countExpiredLeases: prepare<[{ now: number; limit: number }], { n: number }>(`
+      SELECT count(*) AS n FROM (
+        SELECT 1 FROM ${t}
+        WHERE state = 'in_progress' AND lease_expires_at <= @now AND expires_at > @now
+        LIMIT @limit)`),
   };
 }
 

@@ -125,6 +125,7 @@ class SqliteStoreImpl implements SqliteStore {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private readonly current = new AsyncLocalStorage<OpenTransaction>();
   private closing = false;
+  readonly kind = 'sqlite';
 
   constructor(
     readonly database: Database,
@@ -161,6 +162,19 @@ class SqliteStoreImpl implements SqliteStore {
 
   listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
     return this.exclusive(() => this.listAbandonedNow(limit));
+  }
+
+  ping(): Promise<void> {
+    return this.exclusive(() => {
+      this.database.prepare('SELECT 1').get();
+    });
+  }
+
+  countExpiredLeases(limit: number): Promise<number> {
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      return Promise.reject(new TypeError(`retrysafe: countExpiredLeases limit must be a positive integer, got ${String(limit)}`));
+    }
+    return this.exclusive(() => this.sql.countExpiredLeases.get({ now: this.clock.now(), limit })?.n ?? 0);
   }
 
   async waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {

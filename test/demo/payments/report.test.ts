@@ -29,6 +29,7 @@ function input(plan: PlannedPayment[], calls: CallResult[], charges: Charge[]): 
     restarts: 0,
     crashesSkipped: 'memory: dies with the process',
     durationMs: 1234.4,
+    metrics: null,
   };
 }
 

@@ -1,0 +1,62 @@
+/**
+ * The receiver's spans (`@opentelemetry/api`; non-recording unless an SDK's tracer provider is registered
+ * or given). One `retrysafe.execute` span per request, a child of the request's active span (the HTTP
+ * server span of an instrumented framework), carries the outcome; the work runs inside it, so the
+ * handler's own spans nest under it. Each store call the receiver makes is a child span:
+ * `retrysafe.claim` (with the claim's result), `retrysafe.complete`, `retrysafe.release`, `retrysafe.wait`.
+ *
+ * @module
+ */
+import type { Context, Span, Tracer, TracerProvider } from '@opentelemetry/api';
+import { otel } from './api.js';
+import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from './metrics.js';
+
+/** Span names of the receiver. */
+export const RECEIVER_SPANS = Object.freeze({
+  /** One request through the receiver; attributes `retrysafe.outcome`, `retrysafe.scope` (allow-listed only). */
+  execute: 'retrysafe.execute',
+  /** The claim; attributes `retrysafe.claim.result` (`acquired`, `replay`, `in_flight`, `mismatch`), `retrysafe.takeover`. */
+  claim: 'retrysafe.claim',
+  /** Saving the response; attribute `retrysafe.saved` (`false` when fenced off: the lease was lost). */
+  complete: 'retrysafe.complete',
+  /** Releasing the key after a failed work or a response not to be saved; attribute `retrysafe.released`. */
+  release: 'retrysafe.release',
+  /** A duplicate waiting for the original (`inFlight: 'wait'`). */
+  wait: 'retrysafe.wait',
+});
+
+/** Where the receiver's spans go. */
+export interface TracesOptions {
+  /** @defaultValue the global provider (`trace.getTracerProvider()`), read on first use */
+  readonly tracerProvider?: TracerProvider | undefined;
+}
+
+/** Starts the receiver's spans on a tracer obtained on first use. */
+export class ReceiverTraces {
+  private tracer: Tracer | undefined;
+
+  constructor(private readonly options: TracesOptions) {}
+
+  /** Starts a span under the active one (or `parent`); `undefined` when the API is not installed. */
+  start(name: string, parent?: Context): Span | undefined {
+    if (otel === undefined) return undefined;
+    this.tracer ??= (this.options.tracerProvider ?? otel.trace.getTracerProvider()).getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+    return this.tracer.startSpan(name, { kind: otel.SpanKind.INTERNAL }, parent ?? otel.context.active());
+  }
+
+  /** Runs `fn` with `span` as the active span, so spans started inside are its children. */
+  within<T>(span: Span | undefined, fn: () => T): T {
+    if (span === undefined || otel === undefined) return fn();
+    return otel.context.with(otel.trace.setSpan(otel.context.active(), span), fn);
+  }
+}
+
+/** Ends `span` as failed by `error` (recorded as an exception event). */
+export function endFailed(span: Span | undefined, error: unknown): void {
+  if (span === undefined) return;
+  if (span.isRecording() && otel !== undefined) {
+    span.recordException(error instanceof Error ? error : String(error));
+    span.setStatus({ code: otel.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+  }
+  span.end();
+}

@@ -1,0 +1,153 @@
+/**
+ * The function API's observability: spans under the caller's active span, the `waited` outcome, the scope
+ * allow-list, and the logger hook writing through a real pino instance with keys hashed.
+ */
+import { readFileSync } from 'node:fs';
+import { Writable } from 'node:stream';
+import { context, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/core/clock.js';
+import { IdempotencyKeyReusedError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
+import { createReceiver } from '../../src/core/receiver.js';
+import { INSTRUMENTATION_SCOPE, keyHash, RECEIVER_INSTRUMENTS as I, RECEIVER_SPANS } from '../../src/index.js';
+import { INSTRUMENTATION_VERSION } from '../../src/observability/metrics.js';
+import { createMemoryStore } from '../../src/stores/memory.js';
+import { gate, instrument } from '../support/http.js';
+import { telemetry, type Telemetry } from '../support/telemetry.js';
+
+beforeAll(() => {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+});
+afterAll(() => {
+  context.disable();
+});
+
+const id = (key: string, fingerprint = 'f1', scope = 'tenant-a') => ({ scope, key, fingerprint });
+
+/** A pino logger writing JSON lines into an array. */
+function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown>[]; raw: string[] } {
+  const lines: Record<string, unknown>[] = [];
+  const raw: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      const text = chunk.toString('utf8');
+      raw.push(text);
+      for (const line of text.split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { logger: pino({ level: 'info' }, stream), lines, raw };
+}
+
+describe('receiver observability (function API)', () => {
+  let t: Telemetry;
+  afterEach(async () => {
+    await t.shutdown();
+  });
+
+  it('nests its spans under the caller’s active span and reports the outcome on the request span', async () => {
+    t = telemetry();
+    const receiver = createReceiver({ store: createMemoryStore(), tracerProvider: t.tracerProvider, meterProvider: t.meterProvider });
+    const tracer = t.tracerProvider.getTracer('test');
+    await tracer.startActiveSpan('POST /jobs', async (parent) => {
+      await receiver.run(id('job-1'), () => {
+        tracer.startSpan('inside the work').end();
+        return Promise.resolve({ ok: true });
+      });
+      await receiver.run(id('job-1'), () => Promise.resolve({ ok: false }));
+      parent.end();
+    });
+    const spans = t.spans.getFinishedSpans();
+    const parent = spans.find((s) => s.name === 'POST /jobs');
+    const executes = spans.filter((s) => s.name === RECEIVER_SPANS.execute);
+    expect(executes.map((s) => s.attributes['retrysafe.outcome'])).toEqual(['executed', 'replayed']);
+    for (const execute of executes) expect(execute.parentSpanContext?.spanId).toBe(parent?.spanContext().spanId);
+    const inside = spans.find((s) => s.name === 'inside the work');
+    expect(inside?.parentSpanContext?.spanId).toBe(executes[0]?.spanContext().spanId);
+    expect(executes.every((s) => s.instrumentationScope.name === INSTRUMENTATION_SCOPE)).toBe(true);
+    const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+    expect(INSTRUMENTATION_VERSION).toBe(version);
+  });
+
+  it('counts a duplicate that waited for the original as waited, and records the scope only when allow-listed', async () => {
+    t = telemetry();
+    const receiver = createReceiver({
+      store: createMemoryStore(),
+      inFlight: 'wait',
+      meterProvider: t.meterProvider,
+      metricScopes: ['tenant-a'],
+    });
+    const held = gate();
+    const started = gate();
+    const original = receiver.run(id('w-1'), async () => {
+      started.open();
+      await held.promise;
+      return 1;
+    });
+    await started.promise;
+    const duplicate = receiver.run(id('w-1'), () => Promise.resolve(2));
+    held.open();
+    expect(await Promise.all([original, duplicate])).toEqual([1, 1]);
+    await receiver.run(id('w-2', 'f1', 'tenant-b'), () => Promise.resolve(3));
+    expect(await t.sum(I.requests, { outcome: 'waited', 'retrysafe.scope': 'tenant-a' })).toBe(1);
+    expect(await t.sum(I.requests, { outcome: 'executed', 'retrysafe.scope': 'tenant-a' })).toBe(1);
+    const metric = (await t.metrics()).get(I.requests);
+    const tenantB = metric?.dataPoints.filter((p) => p.attributes['outcome'] === 'executed' && p.attributes['retrysafe.scope'] === undefined);
+    expect(tenantB?.map((p) => p.value)).toEqual([1]);
+    expect(metric?.dataPoints.some((p) => p.attributes['retrysafe.scope'] === 'tenant-b')).toBe(false);
+  });
+
+  it('logs mismatch, takeover, lease lost and store unavailable through pino, with the key hashed', async () => {
+    t = telemetry();
+    const { logger, lines, raw } = capturingLogger();
+    const clock = new ManualClock(0);
+    const store = instrument(createMemoryStore({ clock }));
+    const receiver = createReceiver({ store, clock, leaseMs: 1_000, logger, meterProvider: t.meterProvider });
+    const secret = 'customer-4711-card-4242';
+
+    await receiver.run(id(secret), () => Promise.resolve('ok'));
+    await expect(receiver.run(id(secret, 'other'), () => Promise.resolve('no'))).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
+
+    const slow = receiver.run(id(`${secret}-slow`), async () => {
+      clock.advance(2_000);
+      await receiver.run(id(`${secret}-slow`), () => Promise.resolve('retry'));
+      return 'late';
+    });
+    await expect(slow).rejects.toBeInstanceOf(LeaseLostError);
+
+    store.failClaims = true;
+    await expect(receiver.run(id('down'), () => Promise.resolve(0))).rejects.toBeInstanceOf(StoreUnavailableError);
+
+    expect(lines.map((l) => [l['event'], l['level']])).toEqual([
+      ['mismatch', 40],
+      ['takeover', 40],
+      ['lease_lost', 40],
+      ['store_unavailable', 50],
+    ]);
+    expect(lines[0]?.['keyHash']).toBe(keyHash('tenant-a', secret));
+    expect(lines[0]?.['keyHash']).toMatch(/^[0-9a-f]{16}$/);
+    expect(lines[2]?.['keyHash']).toBe(keyHash('tenant-a', `${secret}-slow`));
+    expect(lines.every((l) => typeof l['msg'] === 'string' && l['store'] === 'memory')).toBe(true);
+    expect(raw.join('').includes(secret)).toBe(false);
+    expect(await t.sum(I.takeovers)).toBe(1);
+  });
+
+  it('keeps its outcome when the logger throws', async () => {
+    t = telemetry();
+    const logger = { info: () => undefined, warn: () => { throw new Error('log sink down'); }, error: () => undefined };
+    const receiver = createReceiver({ store: createMemoryStore(), logger, meterProvider: t.meterProvider });
+    await receiver.run(id('k'), () => Promise.resolve(1));
+    await expect(receiver.run(id('k', 'other'), () => Promise.resolve(2))).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
+    expect(await t.sum(I.requests, { outcome: 'mismatch' })).toBe(1);
+  });
+
+  it('records nothing and still works with no SDK registered (the API’s no-op)', async () => {
+    t = telemetry();
+    const receiver = createReceiver({ store: createMemoryStore() });
+    expect(await receiver.run(id('k'), () => Promise.resolve(5))).toBe(5);
+    expect(trace.getActiveSpan()).toBeUndefined();
+    expect(await t.sum(I.requests)).toBe(0);
+  });
+});
