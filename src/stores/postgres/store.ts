@@ -214,7 +214,7 @@ class PgStore implements PostgresStore {
   }
 
   claim(input: ClaimInput): Promise<ClaimResult> {
-    return claimOn(this.pool, this.sql.claim, input, this.now(), this.generateId());
+    return claimOn(this.pool, this.sql.claim, input, this.now(), input.leaseToken ?? this.generateId());
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {

@@ -54,7 +54,7 @@ export class RedisStore implements IdempotencyStore {
 
   async claim(input: ClaimInput): Promise<ClaimResult> {
     await this.ready();
-    return claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), this.config.generateId());
+    return claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), input.leaseToken ?? this.config.generateId());
   }
 
   async complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
