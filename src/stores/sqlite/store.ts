@@ -305,7 +305,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   private claimNow(input: ClaimInput): ClaimResult {
-    return this.claimRow(input, this.clock.now(), this.generateId());
+    return this.claimRow(input, this.clock.now(), input.leaseToken ?? this.generateId());
   }
 
   private completeNow(claim: Claim, response: StoredResponse, retentionMs: number): Change | undefined {
