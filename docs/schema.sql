@@ -48,6 +48,13 @@ BEGIN
           p_now + p_retention_ms, NULL::bigint, NULL::smallint, NULL::json, NULL::bytea, NULL::text;
         RETURN;
       END IF;
+    ELSIF r.completed_at IS NULL AND r.lease_token = p_lease_token AND r.fingerprint = p_fingerprint THEN
+      -- The caller's own claim again (its owner token is the lease token): the first one committed but its
+      -- reply was lost. It still holds the lease, unchanged; answering it "in progress" would make the
+      -- request wait out its own lease.
+      RETURN QUERY SELECT true, false, r.fingerprint, r.lease_token, r.lease_expires_at, r.created_at,
+        r.expires_at, NULL::bigint, NULL::smallint, NULL::json, NULL::bytea, r.recovery_point;
+      RETURN;
     ELSIF r.completed_at IS NULL AND r.lease_expires_at <= p_now AND r.fingerprint = p_fingerprint THEN
       -- A crashed holder, or one that handed its lease back at a recovery point: take the lease over,
       -- keeping created_at and the recovery point. The branch itself says "takeover", so a takeover in the

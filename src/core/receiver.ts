@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from './clock.js';
 import { describe, requireDurationMs } from './duration.js';
 import {
@@ -17,6 +18,7 @@ import {
   RequestInProgressError,
   StoreUnavailableError,
 } from './errors.js';
+import { requireGenerateId } from './options.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
 import type { ClaimedTransaction, ClaimInput, IdempotencyStore, TransactionalStore } from './store.js';
 import { receiverHealth, type ReceiverHealth } from '../observability/health.js';
@@ -68,6 +70,14 @@ export interface ReceiverOptions {
    * takeover: the store does, by its own clock. @defaultValue the system clock
    */
   readonly clock?: Clock;
+  /**
+   * Generates the owner token of each claim attempt (its lease token; see `ClaimInput.leaseToken`). When
+   * the claim fails with a store error (e.g. the connection dropped, perhaps after the claim committed), it
+   * is sent once more with the same token, so a claim that did commit is recognised as this request's own
+   * instead of answered "in progress" (409) until its lease expires. Must return a fresh unguessable id
+   * each call. @defaultValue `crypto.randomUUID`
+   */
+  readonly generateId?: () => string;
 }
 
 /** Options of a receiver over a plain store. */
@@ -222,7 +232,9 @@ class Engine<Tx> implements Receiver<Tx> {
     if (typeof clock.now !== 'function') {
       throw new TypeError(`retrysafe: option "clock" must have a now() method, got ${describe(clock)}`);
     }
+    const generateId = requireGenerateId(options.generateId ?? randomUUID);
     this.options = Object.freeze({
+      generateId,
       leaseMs,
       retentionMs,
       inFlight,
@@ -322,8 +334,9 @@ class Engine<Tx> implements Receiver<Tx> {
     const store = this.store as TransactionalStore<Tx>;
     let claim: Claim | undefined;
     let outcome: ClaimedTransaction<Attempt>;
+    const input = this.claimInput(id);
     try {
-      outcome = await this.observer.claimTransaction(store, this.claimInput(id), async (tx, view, held): Promise<Attempt> => {
+      const run = (): Promise<ClaimedTransaction<Attempt>> => this.observer.claimTransaction(store, input, async (tx, view, held): Promise<Attempt> => {
         claim = held;
         let response: StoredResponse;
         try {
@@ -336,6 +349,12 @@ class Engine<Tx> implements Receiver<Tx> {
           throw new WorkFailed(new LeaseLostError(id.scope, id.key));
         }
         return { done: { response, replayed: false, saved: true } };
+      });
+      outcome = await run().catch((failure: unknown) => {
+        // Failed before the work ran, perhaps after the claim committed: claim again with the same owner
+        // token, which the store recognises as this request's own claim. Once only.
+        if (claim !== undefined || failure instanceof IdempotencyError) throw failure;
+        return run();
       });
     } catch (failure) {
       if (claim) await this.timed.release(claim).catch(() => false);
@@ -351,9 +370,12 @@ class Engine<Tx> implements Receiver<Tx> {
 
   /** Claims on the store, and turns a lost claim into an attempt result or a typed error. */
   private async claim(store: IdempotencyStore, id: OperationId): Promise<Attempt | { readonly claim: Claim }> {
+    const input = this.claimInput(id);
     let result;
     try {
-      result = await store.claim(this.claimInput(id));
+      // A claim whose reply was lost may have committed: the second try, with the same owner token, is
+      // then answered as this request's own claim.
+      result = await store.claim(input).catch(() => store.claim(input));
     } catch (error) {
       throw new StoreUnavailableError(error);
     }
@@ -367,6 +389,7 @@ class Engine<Tx> implements Receiver<Tx> {
       fingerprint: id.fingerprint,
       leaseMs: this.options.leaseMs,
       retentionMs: this.options.retentionMs,
+      leaseToken: this.options.generateId(),
     };
   }
 

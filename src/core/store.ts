@@ -16,6 +16,15 @@ export interface ClaimInput {
   readonly leaseMs: number;
   /** Retention of the record from now; replaced by `complete`'s own retention on completion. */
   readonly retentionMs: number;
+  /**
+   * The claimant's owner token, used as the lease (fencing) token of the claim it wins; must be unique per
+   * claim attempt (a random UUID). Presenting it again after an indeterminate failure (the connection
+   * dropped after the claim committed, before its reply arrived) is answered `acquired` with the standing
+   * lease unchanged when the record is still in progress under that token and fingerprint: the claim is
+   * idempotent for its owner instead of answering it "in progress". @defaultValue a token the store
+   * generates (the claim cannot then be recognised on a retry)
+   */
+  readonly leaseToken?: string;
 }
 
 /**

@@ -100,9 +100,21 @@ class MemoryStore implements IdempotencyStore {
       existing.leaseExpiresAt <= now &&
       existing.fingerprint === input.fingerprint;
     if (existing && existing.expiresAt > now && !takeover) {
+      if (existing.state === 'in_progress' && existing.leaseToken === input.leaseToken && existing.fingerprint === input.fingerprint) {
+        // The owner's own claim again: it holds the lease, unchanged.
+        const own: Claim = {
+          scope: input.scope,
+          key: input.key,
+          fingerprint: input.fingerprint,
+          leaseToken: existing.leaseToken,
+          leaseExpiresAt: existing.leaseExpiresAt,
+          takeover: false,
+        };
+        return Promise.resolve({ acquired: true, claim: existing.recoveryPoint === undefined ? own : { ...own, recoveryPoint: existing.recoveryPoint } });
+      }
       return Promise.resolve({ acquired: false, record: existing });
     }
-    const leaseToken = this.generateId();
+    const leaseToken = input.leaseToken ?? this.generateId();
     const leaseExpiresAt = now + input.leaseMs;
     const recoveryPoint = takeover ? existing.recoveryPoint : undefined;
     // Plain literals: a conditional spread sends V8 down its slow object-cloning path on every claim.

@@ -16,7 +16,7 @@ import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.
 const FP = 'd'.repeat(64);
 
 describe('the transaction handle is typed by the store', () => {
-  it('SQLite in transactional mode: the work gets the better-sqlite3 Database the store runs on', async () => {
+  it('SQLite in transactional mode: the work gets a better-sqlite3 Database on the connection the store runs on', async () => {
     const store = createSqliteStore({ path: ':memory:' });
     try {
       const receiver = createReceiver({ store, transactional: true });
@@ -24,7 +24,9 @@ describe('the transaction handle is typed by the store', () => {
       const inTransaction = await receiver.run({ scope: 's', key: 'k', fingerprint: FP }, (context) => {
         expectTypeOf(context).toEqualTypeOf<ExecutionContext<Database>>();
         expectTypeOf(context.tx).toEqualTypeOf<Database>();
-        expect(context.tx).toBe(store.database);
+        // A revocable handle on the store's connection (revoked when the lease ends): the same database.
+        expect(context.tx.name).toBe(store.database.name);
+        expect(context.tx.prepare('PRAGMA database_list').all()).toEqual(store.database.prepare('PRAGMA database_list').all());
         return Promise.resolve(context.tx.inTransaction);
       });
       expect(inTransaction).toBe(true);

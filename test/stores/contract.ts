@@ -111,6 +111,21 @@ export function storeContract(name: string, setup: () => Promise<ContractFixture
         expect(await store.get('tenant-1', 'k1')).toEqual(before);
       });
 
+      it('recognises its owner: a claim presenting the standing lease token again is acquired, its lease unchanged', async () => {
+        const first = acquired(await store.claim(input('k1', { leaseToken: 'owner-1' })));
+        expect(first.leaseToken).toBe('owner-1');
+        clock.advance(1);
+        // The same claim sent again after its reply was lost.
+        const again = acquired(await store.claim(input('k1', { leaseToken: 'owner-1' })));
+        expect(again).toEqual(first);
+        refused(await store.claim(input('k1', { leaseToken: 'owner-2' })));
+        refused(await store.claim(input('k1', { leaseToken: 'owner-1', fingerprint: FP_B })));
+        refused(await store.claim(input('k1')));
+        expect(await store.complete(again, RESPONSE, COMPLETED_RETENTION_MS)).toBe(true);
+        // Completed: the owner's token no longer claims it; the record is replayed.
+        expect(refused(await store.claim(input('k1', { leaseToken: 'owner-1' }))).state).toBe('completed');
+      });
+
       it('hands out a distinct fencing token per acquired claim', async () => {
         const first = acquired(await store.claim(input('k1')));
         const second = acquired(await store.claim(input('k2')));

@@ -73,6 +73,8 @@ export interface Statements {
   readonly listen: string;
   /** `BEGIN` with the isolation level of transactional mode. */
   readonly begin: string;
+  /** `$1` a backend's pid. Ends that backend, rolling back its open transaction at once. */
+  readonly terminate: string;
 }
 
 /**
@@ -142,5 +144,20 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
     ping: unnamed('SELECT 1'),
     listen: `LISTEN ${escapeIdentifier(names.channel)}`,
     begin: BEGIN,
+    terminate: 'SELECT pg_terminate_backend($1)',
   });
+}
+
+/**
+ * `begin` followed, in the same round trip (one simple-protocol query), by server-side bounds of
+ * `boundMs` milliseconds (a positive integer) on the transaction: no statement runs longer
+ * (`statement_timeout`, which cancels it) and the session never sits idle in the transaction longer
+ * (`idle_in_transaction_session_timeout`, which ends the session and so rolls back). `SET LOCAL` ends with
+ * the transaction, so the pooled connection keeps its own settings afterwards. They hold even when this
+ * process can no longer act (its event loop blocked, its host cut off), so no transaction pins the
+ * server's snapshot xmin (which the outbox relay and vacuum wait behind) much past its lease.
+ */
+export function boundedBegin(begin: string, boundMs: number): string {
+  if (!Number.isSafeInteger(boundMs) || boundMs <= 0) throw new TypeError(`retrysafe: a transaction bound must be a positive integer, got ${String(boundMs)}`);
+  return `${begin}; SET LOCAL statement_timeout = ${boundMs}; SET LOCAL idle_in_transaction_session_timeout = ${boundMs}`;
 }

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId } from '../../core/options.js';
-import { StoreClosedError, TransactionAbortedError } from '../../core/errors.js';
+import { LeaseLostError, StoreClosedError, TransactionAbortedError } from '../../core/errors.js';
 import { describe } from '../../core/duration.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, TransactionalStore, TransactionView } from '../../core/store.js';
@@ -19,7 +19,7 @@ import { CompletionListener, topicOf } from './listener.js';
 import { toKeyedRecord, toRecord, type KeyedRecordRow, type RecordRow } from './rows.js';
 import { DEFAULT_SCHEMA, schemaNames, type SchemaNames } from './schema.js';
 import { run, type Queryable } from './statement.js';
-import { statements, type Statements } from './statements.js';
+import { boundedBegin, statements, type Statements } from './statements.js';
 
 /** Options of {@link createPostgresStore}: exactly one of `pool` and `connectionString`. */
 export interface PostgresStoreOptions {
@@ -99,6 +99,17 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
    * `records_abandoned_idx`. See {@link IdempotencyStore.listAbandoned}.
    */
   listAbandoned(limit: number): Promise<IdempotencyRecord[]>;
+  /**
+   * Claims on its own, then runs `fn` in a transaction that ends no later than the claim's lease
+   * (`input.leaseMs` milliseconds from the won claim). The server bounds it (`SET LOCAL statement_timeout`
+   * and `idle_in_transaction_session_timeout` to the time left, sent with `BEGIN` in one round trip), and
+   * when the lease ends with `fn` still running the store does not wait for it: the connection is
+   * destroyed, never handed back to the pool, its backend ended (`pg_terminate_backend`, from a pooled
+   * connection; the role must be the same or hold `pg_signal_backend`), which rolls the transaction back at
+   * once, and the promise rejects with a `LeaseLostError` (HTTP 409). A late statement of `fn` then fails.
+   * See {@link TransactionalStore.claimTransaction}.
+   */
+  claimTransaction<R>(input: ClaimInput, fn: (tx: pg.PoolClient, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>>;
 }
 
 /**
@@ -135,7 +146,9 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
  * phase's `checkpoint`) then commit together; the response is sent after COMMIT. If the transaction rolls
  * back, the committed claim is left behind and the caller releases it; if the process dies, the claim's
  * lease expires and a retry takes over — the business writes never committed, so the effect still lands
- * once. Isolation is READ COMMITTED, set explicitly: the fenced `complete` re-checks its WHERE against the
+ * once. The transaction never outlives the claim's lease: see {@link PostgresStore.claimTransaction}, so a
+hung handler cannot pin the server's snapshot xmin (which the outbox relay and vacuum wait behind) or hold
+a pooled connection past it. Isolation is READ COMMITTED, set explicitly: the fenced `complete` re-checks its WHERE against the
  * newest committed row, so a takeover that committed meanwhile fences it cleanly where a stricter level
  * would raise a serialization failure.
  *
@@ -221,7 +234,7 @@ class PgStore implements PostgresStore {
   }
 
   claim(input: ClaimInput): Promise<ClaimResult> {
-    return claimOn(this.pool, this.sql.claim, input, this.now(), this.generateId());
+    return claimOn(this.pool, this.sql.claim, input, this.now(), input.leaseToken ?? this.generateId());
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
@@ -319,7 +332,10 @@ class PgStore implements PostgresStore {
     return waiting;
   }
 
-  /** Claims on the pool, committed on its own; only a won claim opens the transaction. */
+  /**
+   * Claims on the pool, committed on its own; only a won claim opens the transaction, bounded by the lease
+   * (see {@link PostgresStore.claimTransaction}).
+   */
   async claimTransaction<R>(
     input: ClaimInput,
     fn: (tx: pg.PoolClient, store: TransactionView, claim: Claim) => Promise<R>,
@@ -327,11 +343,21 @@ class PgStore implements PostgresStore {
     const result = await this.claim(input);
     if (!result.acquired) return result;
     const won = result.claim;
-    const value = await this.transaction((tx, view) => fn(tx, view, won));
+    const value = await this.transact((tx, view) => fn(tx, view, won), { leaseMs: input.leaseMs, claim: won });
     return { acquired: true, claim: won, value };
   }
 
-  async transaction<R>(fn: (tx: pg.PoolClient, store: TransactionView) => Promise<R>): Promise<R> {
+  transaction<R>(fn: (tx: pg.PoolClient, store: TransactionView) => Promise<R>): Promise<R> {
+    return this.transact(fn, undefined);
+  }
+
+  /** Runs `fn` in a transaction; with a `lease`, the transaction ends when the lease does (see `claimTransaction`). */
+  private async transact<R>(
+    fn: (tx: pg.PoolClient, store: TransactionView) => Promise<R>,
+    lease: { readonly leaseMs: number; readonly claim: Claim } | undefined,
+  ): Promise<R> {
+    // The lease is counted from the won claim, so a wait for a pooled connection uses it up too.
+    const deadline = lease === undefined ? undefined : performance.now() + lease.leaseMs;
     const client = await this.pool.connect();
     // A connection killed while idle in the transaction emits 'error' on the checked-out client; it must
     // not crash the process, and the client must not go back to the pool.
@@ -340,9 +366,23 @@ class PgStore implements PostgresStore {
       broken = error;
     };
     client.on('error', onError);
+    let timer: NodeJS.Timeout | undefined;
+    let expired: LeaseLostError | undefined;
     try {
-      await client.query(this.sql.begin);
-      const result = await fn(client, new ClientView(this, client));
+      await client.query(deadline === undefined ? this.sql.begin : boundedBegin(this.sql.begin, Math.max(1, Math.ceil(deadline - performance.now()))));
+      let result: R;
+      if (lease === undefined || deadline === undefined) {
+        result = await fn(client, new ClientView(this, client));
+      } else {
+        const timeUp = new Promise<never>((_resolve, reject) => {
+          timer = setTimeout(() => {
+            expired = new LeaseLostError(lease.claim.scope, lease.claim.key);
+            reject(expired);
+          }, Math.max(0, deadline - performance.now()));
+        });
+        result = await Promise.race([fn(client, new ClientView(this, client)), timeUp]);
+        clearTimeout(timer);
+      }
       const commit = await client.query('COMMIT');
       // COMMIT of a transaction an earlier statement aborted rolls back and reports ROLLBACK, not an error.
       if (commit.command !== 'COMMIT') {
@@ -350,6 +390,11 @@ class PgStore implements PostgresStore {
       }
       return result;
     } catch (error) {
+      clearTimeout(timer);
+      // Past the lease the handler may still hold the client and sit in a query: a ROLLBACK would queue
+      // behind it, and a client handed back to the pool could carry the late handler's statements into
+      // another request. The connection is destroyed instead and its backend ended, which rolls back at once.
+      if (expired !== undefined) broken ??= expired;
       if (broken === undefined) {
         await client.query('ROLLBACK').catch((rollbackError: unknown) => {
           broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
@@ -358,7 +403,11 @@ class PgStore implements PostgresStore {
       throw error;
     } finally {
       client.removeListener('error', onError);
+      const pid = (client as pg.PoolClient & { readonly processID?: number }).processID;
       client.release(broken);
+      if (expired !== undefined && pid !== undefined) {
+        await this.pool.query(this.sql.terminate, [pid]).catch(() => undefined);
+      }
     }
   }
 

@@ -56,7 +56,7 @@ export class RedisStore implements IdempotencyStore {
 
   async claim(input: ClaimInput): Promise<ClaimResult> {
     await this.ready();
-    const result = await claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), this.config.generateId());
+    const result = await claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), input.leaseToken ?? this.config.generateId());
     if (!result.acquired) return result;
     const pending = result.claim;
     try {

@@ -3,7 +3,8 @@
  * processes sharing the file get exactly one winner. It inserts an in_progress record, or takes over the
  * existing one when its retention expired (a new record, any fingerprint, no recovery point) or its lease
  * expired under the same fingerprint (created_at and the recovery point are kept); otherwise it returns
- * the standing record unchanged.
+ * the standing record unchanged, except to its owner: a claim presenting the standing in-progress record's
+ * lease token (and fingerprint) again wins with the lease unchanged.
  *
  * @module
  */
@@ -72,7 +73,23 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
     if (!won) {
       const row = sql.get.get(input.scope, input.key);
       if (!row) throw new Error('retrysafe: the claim conflicted with a record that is gone');
-      return { acquired: false, record: toRecord(row) };
+      const record = toRecord(row);
+      if (record.state === 'in_progress' && record.leaseToken === leaseToken && record.fingerprint === input.fingerprint) {
+        // The owner's own claim again (its lease token): it holds the lease, unchanged.
+        return {
+          acquired: true,
+          claim: {
+            scope: input.scope,
+            key: input.key,
+            fingerprint: input.fingerprint,
+            leaseToken,
+            leaseExpiresAt: record.leaseExpiresAt,
+            takeover: false,
+            ...(record.recoveryPoint !== undefined && { recoveryPoint: record.recoveryPoint }),
+          },
+        };
+      }
+      return { acquired: false, record };
     }
     // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
     // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.

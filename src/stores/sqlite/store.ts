@@ -7,10 +7,11 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
-import { StoreClosedError, StoreMisuseError } from '../../core/errors.js';
+import { LeaseLostError, StoreClosedError, StoreMisuseError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, TransactionalStore, TransactionView } from '../../core/store.js';
 import { prepareClaim, type SqliteClaim } from './claim.js';
+import { guardDatabase } from './guard.js';
 import { migrate } from './migrations.js';
 import { Mutex } from './mutex.js';
 import { resolveSqliteStoreOptions, type SqliteStoreOptions } from './options.js';
@@ -42,6 +43,14 @@ export interface SqliteStore extends TransactionalStore<Database> {
    * the business writes and the saved response commit together, so a crash before COMMIT leaves no record
    * and no row, and a retry runs at once. A duplicate in this process queues behind the transaction and
    * then replays; one in another process waits on the file's write lock up to `busyTimeoutMs`.
+   *
+   * The transaction never outlives the claim's lease (`input.leaseMs` milliseconds from the claim): when
+   * the lease ends with `fn` still pending, the store rolls back without waiting for `fn`, frees the
+   * connection for the next operation and rejects with a `LeaseLostError` (HTTP 409). `fn` gets a guarded
+   * handle on the connection (`tx`; its statements and transaction functions too) and a view, which both
+   * throw a `StoreMisuseError` from then on, so a late write can neither commit on its own nor land in
+   * another request's transaction. Only a handler that awaits can be stopped: one that blocks the event
+   * loop (a synchronous loop) holds the connection until it yields.
    */
   claimTransaction<R>(input: ClaimInput, fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>>;
   /** Records a recovery point and renews the lease, fenced; see {@link TransactionalStore.checkpoint}. */
@@ -220,21 +229,38 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   claimTransaction<R>(input: ClaimInput, fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>> {
-    return this.inTransaction(async (view): Promise<ClaimedTransaction<R>> => {
+    return this.inTransaction(async (view, transaction): Promise<ClaimedTransaction<R>> => {
       const result = this.claimNow(input);
       if (!result.acquired) return result;
-      return { acquired: true, claim: result.claim, value: await fn(this.database, view, result.claim) };
+      const won = result.claim;
+      const handle = guardDatabase(this.database);
+      let timer: NodeJS.Timeout | undefined;
+      const leaseEnds = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => {
+          // The handler is not running now (the driver is synchronous): no statement is half done. From here
+          // on its handle and view refuse, and inTransaction rolls back and hands the connection on.
+          transaction.open = false;
+          handle.revoke();
+          reject(new LeaseLostError(won.scope, won.key));
+        }, input.leaseMs);
+      });
+      try {
+        const value = await Promise.race([fn(handle.database, view, won), leaseEnds]);
+        return { acquired: true, claim: won, value };
+      } finally {
+        clearTimeout(timer);
+      }
     });
   }
 
   /** Runs `body` under `BEGIN IMMEDIATE`, holding the mutex; COMMIT when it resolves, ROLLBACK when it rejects. */
-  private inTransaction<R>(body: (view: TransactionView) => Promise<R>): Promise<R> {
+  private inTransaction<R>(body: (view: TransactionView, transaction: OpenTransaction) => Promise<R>): Promise<R> {
     return this.exclusive(async () => {
       const transaction: OpenTransaction = { open: true, changes: [] };
       this.database.exec('BEGIN IMMEDIATE');
       let result: R;
       try {
-        result = await this.current.run(transaction, () => body(this.view(transaction)));
+        result = await this.current.run(transaction, () => body(this.view(transaction), transaction));
         if (!this.database.inTransaction) {
           throw new StoreMisuseError('retrysafe: the transaction was ended inside fn; let transaction() commit or roll back');
         }
@@ -293,7 +319,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   private claimNow(input: ClaimInput): ClaimResult {
-    return this.claimRow(input, this.clock.now(), this.generateId());
+    return this.claimRow(input, this.clock.now(), input.leaseToken ?? this.generateId());
   }
 
   private completeNow(claim: Claim, response: StoredResponse, retentionMs: number): Change | undefined {

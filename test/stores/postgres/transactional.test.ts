@@ -63,7 +63,8 @@ describe.runIf(available)('PostgreSQL transactional mode', () => {
 
   it('opens a transaction only for a claim it won: a replay and a 409 cost one claim and no transaction', async () => {
     const receiver = createReceiver({ store, transactional: true, clock });
-    const opened = vi.spyOn(store, 'transaction');
+    // Every transaction of the store, bounded by a lease or not, opens through its private transact().
+    const opened = vi.spyOn(store as unknown as { transact: PostgresStore['transaction'] }, 'transact');
     const id = nextId();
     const first = gate();
     const running = gate();

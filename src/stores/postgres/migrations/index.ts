@@ -12,6 +12,7 @@ import { sql as sessions } from './0005_sessions.js';
 import { sql as waiters } from './0006_waiters.js';
 import { sql as outboxWaiting } from './0007_outbox_waiting.js';
 import { sql as dropClaimGuard } from './0008_drop_claim_guard.js';
+import { sql as claimOwner } from './0009_claim_owner.js';
 
 /** One numbered migration. */
 export interface Migration {
@@ -33,4 +34,5 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 6, name: '0006_waiters', sql: waiters },
   { version: 7, name: '0007_outbox_waiting', sql: outboxWaiting },
   { version: 8, name: '0008_drop_claim_guard', sql: dropClaimGuard },
+  { version: 9, name: '0009_claim_owner', sql: claimOwner },
 ]);

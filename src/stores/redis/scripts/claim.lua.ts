@@ -28,6 +28,10 @@ import { nowLua } from './now.lua.js';
  * reply cheap to parse: in a profile of the benchmark's replays, ioredis took about 21 µs of the server's
  * CPU per request to decode the ~24 nested bulk strings of a plain `HGETALL`, and 3 µs for the packed reply.
  *
+ * A claim presenting the fencing token of the standing in-progress record (same fingerprint) is its
+ * owner's own claim sent again after a lost reply: it wins with the lease unchanged (`takeover` 0, and
+ * `now` set to the lease's end minus ARGV[4], so the caller's derived end is the standing one).
+ *
  * Takes over when the retention expired (any fingerprint: the key is new again, so the record restarts
  * without a recovery point) or when the record is `in_progress` with an expired lease and the same
  * fingerprint (a crashed holder, or one that handed its lease back at a recovery point: the creation time
@@ -56,7 +60,11 @@ local takeover = 0
 local point = nil
 if state then
   if tonumber(expires) > now then
-    if state == 'in_progress' and tonumber(lease) <= now and fp == ARGV[2] then
+    if state == 'in_progress' and values[${luaIndex('token')}] == ARGV[3] and fp == ARGV[2] then
+      -- The caller's own claim again, its reply lost: it holds the lease, unchanged. The third element is
+      -- the instant the lease began by this claim's lease length, from which the caller derives its end.
+      return {1, 0, fmt(tonumber(lease) - tonumber(ARGV[4])), values[${luaIndex('rp')}]}
+    elseif state == 'in_progress' and tonumber(lease) <= now and fp == ARGV[2] then
       takeover = 1
       point = values[${luaIndex('rp')}]
     else
