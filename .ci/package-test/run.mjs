@@ -8,7 +8,8 @@
 // A stack is a directory under stacks/ with a package.json (the peers it installs, pinned), a
 // tsconfig.json and a stack.json:
 //   { "title": "…",
-//     "examples": [{ "readme": "<README heading>", "file": "<name>.ts", "services": ["postgres"|"redis"] }],
+//     "examples": [{ "readme": "<README heading>", "file": "<name>.ts", "services": ["postgres"|"redis"],
+//                    "env": { "<NAME>": "<value>" } }],   (env: extra variables for the running example)
 //     "cli": [{ "name": "…", "run": ["retrysafe", "…"], "services": […], "exit": 0,
 //               "stdout": "<regex>", "stderr": "<regex>", "stderrLines": 1 }] }
 // In `run`, {postgres} is the stack's own database URL, {redis} the Redis URL, {prefix} the stack's Redis
@@ -16,7 +17,7 @@
 // {key:<file>} the Idempotency-Key the HTTP check sent to the example <file> (without .ts).
 // With CI=true (or RETRYSAFE_REQUIRE_SERVICES=1) a missing service fails the run; otherwise the steps
 // that need it are skipped with a warning. KEEP=1 leaves the scratch directory in place.
-// Adding a stack (NestJS 10 and 11, say) is one directory: its pinned package.json, a tsconfig.json (copy
+// Adding a stack is one directory: its pinned package.json, a tsconfig.json (copy
 // one; a framework may need its own options, e.g. decorators), the README heading of its example (which
 // must serve POST /payments and listen on $PORT) and its row in docs/compatibility.md.
 /* global fetch, AbortSignal -- Node's own, as in any browser */
@@ -210,7 +211,9 @@ async function runStack(name) {
     }
     record('npm install (no flags)', 'ok');
     const installed = JSON.parse((await run('npm', ['ls', '--depth=0', '--json'], { cwd: dir })).stdout).dependencies ?? {};
-    spec.installed = Object.fromEntries(Object.entries(installed).map(([n, d]) => [n, d.version]));
+    // npm may add a package nobody asked for (`extraneous`): Nest 10's Fastify platform nests its own fastify@4,
+    // and npm then installs a fastify@5 at the top to satisfy retrysafe's optional peer. It is not the stack.
+    spec.installed = Object.fromEntries(Object.entries(installed).filter(([, d]) => !d.extraneous).map(([n, d]) => [n, d.version]));
     // docs/compatibility.md is the matrix users read: its row for this stack must name what was installed.
     const row = readFileSync(join(repo, 'docs/compatibility.md'), 'utf8').split('\n').find((line) => line.startsWith(`| \`${name}\` |`));
     const unlisted = Object.entries(spec.installed)
@@ -238,7 +241,7 @@ async function runStack(name) {
       }
       let server;
       try {
-        server = await startExample(dir, example.file, { DATABASE_URL: vars.postgres ?? '', REDIS_URL, REDIS_PREFIX: prefix });
+        server = await startExample(dir, example.file, { DATABASE_URL: vars.postgres ?? '', REDIS_URL, REDIS_PREFIX: prefix, ...example.env });
         await checkIdempotency(server.port, key, scope);
         record(label, 'ok');
       } catch (error) {

@@ -22,7 +22,7 @@ const POOL_SIZE = 8;
 const schema = uniqueName('rs_sess');
 
 describe.runIf(available)('PostgreSQL session store', () => {
-  // A test needs no durability: without a flush per commit the 10,000-request suites run in seconds.
+  // A test needs no durability: without a flush per commit the bounded-memory suites run in seconds.
   const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: POOL_SIZE, options: '-c synchronous_commit=off' });
   const other = new pg.Pool({ connectionString: POSTGRES_URL, max: POOL_SIZE });
   pool.on('error', () => undefined);

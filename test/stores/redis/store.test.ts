@@ -201,6 +201,45 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       await deleteUnder(client, prefix);
     });
 
+    it('answers a claim run twice with its token (ioredis resending it after a dropped reply) as the win it was', async () => {
+      const prefix = `${FILE_PREFIX}:resent`;
+      const clock = new ManualClock(1_700_000_000_000);
+      // The resend carries the first run's arguments, its token included: two claims with one token model it.
+      const ids = ['t1', 't1', 't2', 't3', 't3'];
+      const store = createRedisStore({ client, prefix, clock, generateId: () => ids.shift() ?? 'spent' });
+      const first = await store.claim(input('k1', { leaseMs: 1_000 }));
+      clock.advance(40);
+      const resent = await store.claim(input('k1', { leaseMs: 1_000 }));
+      expect(resent).toEqual(first);
+      expect(first).toMatchObject({ acquired: true, claim: { leaseToken: 't1', takeover: false, leaseExpiresAt: 1_700_000_001_000 } });
+      // Anyone else is still refused the live lease.
+      expect(await store.claim(input('k1', { leaseMs: 1_000 }))).toMatchObject({ acquired: false, record: { leaseToken: 't1' } });
+      clock.advance(1_000);
+      const takeover = await store.claim(input('k1', { leaseMs: 1_000 }));
+      clock.advance(40);
+      expect(await store.claim(input('k1', { leaseMs: 1_000 }))).toEqual(takeover);
+      expect(takeover).toMatchObject({ acquired: true, claim: { leaseToken: 't3', takeover: true } });
+      await store.close();
+      await deleteUnder(client, prefix);
+    });
+
+    it('answers a completion run twice (ioredis resending it after a dropped reply) as saved, and still refuses another', async () => {
+      const prefix = `${FILE_PREFIX}:recompleted`;
+      const clock = new ManualClock(1_700_000_000_000);
+      const store = createRedisStore({ client, prefix, clock });
+      const claim = await store.claim(input('k1'));
+      if (!claim.acquired) throw new Error('claim refused');
+      expect(await store.complete(claim.claim, text('saved', 201), 60_000)).toBe(true);
+      const saved = await store.get('shared', 'k1');
+      clock.advance(40);
+      expect(await store.complete(claim.claim, text('saved', 201), 60_000)).toBe(true);
+      expect(await store.complete(claim.claim, text('saved', 200), 60_000)).toBe(false);
+      expect(await store.complete(claim.claim, text('other', 201), 60_000)).toBe(false);
+      expect(await store.get('shared', 'k1')).toEqual(saved);
+      await store.close();
+      await deleteUnder(client, prefix);
+    });
+
     it('reaps only its own prefix, even when the prefix holds glob characters or starts another prefix', async () => {
       const clock = new ManualClock(1_000_000);
       const globbed = createRedisStore({ client, prefix: `${FILE_PREFIX}:g*[ab]?`, clock });

@@ -37,6 +37,13 @@ import { nowLua } from './now.lua.js';
  * fingerprint (a crashed holder, or one that handed its lease back at a recovery point: the creation time
  * and the recovery point are kept). The takeover flag comes from the branch taken, never from comparing
  * times, so a takeover in the same millisecond as a zero-lease hand-back is still reported as one.
+ *
+ * A record already held under ARGV[3] is the caller's own claim run a second time: ioredis resends a
+ * command whose connection dropped before its reply arrived (`autoResendUnfulfilledCommands`, on by
+ * default), so the first run applied and the resend finds its record. Tokens are never reused, so no one
+ * else holds ARGV[3]: the resend answers as the first run did (won, with the time it decided by, derived
+ * from the lease it set) instead of refusing the caller its own lease. Its takeover flag is read back from
+ * the record: a kept recovery point, or a creation time before the decision, means the first run took over.
  */
 export const CLAIM_LUA = `
 local function pack(values)
@@ -58,6 +65,13 @@ local values = redis.call('HMGET', KEYS[1], ${RECORD_FIELDS.map((field) => `'${f
 local state, fp, lease, expires = values[${luaIndex('state')}], values[${luaIndex('fp')}], values[${luaIndex('lease')}], values[${luaIndex('expires')}]
 local takeover = 0
 local point = nil
+if state == 'in_progress' and values[${luaIndex('token')}] == ARGV[3] then
+  local decided = tonumber(lease) - tonumber(ARGV[4])
+  local kept = values[${luaIndex('rp')}]
+  local took = 0
+  if kept or tonumber(values[${luaIndex('created')}]) < decided then took = 1 end
+  return {1, took, fmt(decided), kept}
+end
 if state then
   if tonumber(expires) > now then
     if state == 'in_progress' and values[${luaIndex('token')}] == ARGV[3] and fp == ARGV[2] then

@@ -18,10 +18,22 @@ import { nowLua } from './now.lua.js';
  *
  * Returns 1 when saved (and publishes `completed` on KEYS[1]); 0, changing nothing, when the record is
  * absent, already completed, or held under another token.
+ *
+ * One exception, changing nothing either: a record already completed under ARGV[1] with this very status,
+ * headers and body answers 1. That is this completion run a second time — ioredis resends a command whose
+ * connection dropped before its reply arrived (`autoResendUnfulfilledCommands`, on by default) — and
+ * answering 0 would tell the holder its lease was lost although its response was saved. A second, different
+ * completion by the same holder is still refused.
  */
 export const COMPLETE_LUA = `
 local held = redis.call('HMGET', KEYS[1], 'state', 'token')
-if held[1] ~= 'in_progress' or held[2] ~= ARGV[1] then return 0 end
+if held[2] ~= ARGV[1] then return 0 end
+if held[1] == 'completed' then
+  local saved = redis.call('HMGET', KEYS[1], 'status', 'headers', 'body')
+  if saved[1] == ARGV[5] and saved[2] == ARGV[6] and saved[3] == ARGV[7] then return 1 end
+  return 0
+end
+if held[1] ~= 'in_progress' then return 0 end
 ${nowLua(2)}
 redis.call('HSET', KEYS[1], 'state', 'completed', 'completed', fmt(now), 'expires', fmt(now + tonumber(ARGV[3])),
   'status', ARGV[5], 'headers', ARGV[6], 'body', ARGV[7])
