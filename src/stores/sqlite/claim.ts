@@ -1,6 +1,8 @@
 /**
  * The SQLite claim: one upsert under `BEGIN IMMEDIATE` (a savepoint inside an open transaction), so
- * processes sharing the file get exactly one winner. It inserts an in_progress record, or takes over the
+ * processes sharing the file get exactly one winner. A record that the upsert would leave standing (a
+ * replay, a live lease, another fingerprint) is answered from a plain read first: a read needs no write
+ * lock, and the upsert would only have returned the same row. It inserts an in_progress record, or takes over the
  * existing one when its retention expired (a new record, any fingerprint, no recovery point) or its lease
  * expired under the same fingerprint (created_at and the recovery point are kept); otherwise it returns
  * the standing record unchanged, except to its owner: a claim presenting the standing in-progress record's
@@ -11,7 +13,7 @@
 import type { Database } from 'better-sqlite3';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
 import { quoteIdentifier } from './migrations.js';
-import { toRecord, type Statements } from './statements.js';
+import { toRecord, type RecordRow, type Statements } from './statements.js';
 
 /** Claims `input` at `now` (ms) under `leaseToken`. Throws the driver's error (e.g. `SQLITE_BUSY`). */
 export type SqliteClaim = (input: ClaimInput, now: number, leaseToken: string) => ClaimResult;
@@ -108,5 +110,21 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
     };
   });
   // Inside an open transaction better-sqlite3 turns this into a savepoint.
-  return (input, now, leaseToken) => attempt.immediate(input, now, leaseToken);
+  return (input, now, leaseToken) => {
+    const standing = sql.get.get(input.scope, input.key);
+    if (standing && stands(standing, input.fingerprint, now) && !ownedBy(standing, input.fingerprint, leaseToken)) {
+      return { acquired: false, record: toRecord(standing) };
+    }
+    return attempt.immediate(input, now, leaseToken);
+  };
+}
+
+/** The negation of the upsert's WHERE: a record no claim at `now` may take over. */
+function stands(row: RecordRow, fingerprint: string, now: number): boolean {
+  return row.expires_at > now && !(row.state === 'in_progress' && row.lease_expires_at <= now && row.fingerprint === fingerprint);
+}
+
+/** Whether `row` is the in-progress record of the claim presenting `leaseToken`: its owner claiming again. */
+function ownedBy(row: RecordRow, fingerprint: string, leaseToken: string): boolean {
+  return row.state === 'in_progress' && row.lease_token === leaseToken && row.fingerprint === fingerprint;
 }

@@ -9,16 +9,28 @@
 /** Runs tasks one at a time, in the order they were submitted. */
 export class Mutex {
   private tail: Promise<unknown> = Promise.resolve();
+  /** Tasks submitted and not yet settled. */
+  private pending = 0;
+
+  /** `true` when no task is queued or running: a task submitted now would run next. */
+  get idle(): boolean {
+    return this.pending === 0;
+  }
 
   /**
    * Runs `task` once every task submitted before it has settled, and settles as `task` does. A task that
    * throws or rejects releases the mutex like one that succeeds.
    */
   run<T>(task: () => T | Promise<T>): Promise<T> {
+    this.pending++;
     const result = this.tail.then(task);
     this.tail = result.then(
-      () => undefined,
-      () => undefined,
+      () => {
+        this.pending--;
+      },
+      () => {
+        this.pending--;
+      },
     );
     return result;
   }

@@ -255,7 +255,7 @@ class SqliteStoreImpl implements SqliteStore {
 
   /** Runs `body` under `BEGIN IMMEDIATE`, holding the mutex; COMMIT when it resolves, ROLLBACK when it rejects. */
   private inTransaction<R>(body: (view: TransactionView, transaction: OpenTransaction) => Promise<R>): Promise<R> {
-    return this.exclusive(async () => {
+    return this.queued(async () => {
       const transaction: OpenTransaction = { open: true, changes: [] };
       this.database.exec('BEGIN IMMEDIATE');
       let result: R;
@@ -287,6 +287,21 @@ class SqliteStoreImpl implements SqliteStore {
 
   /** Runs `task` alone on the connection, outside any transaction but one it opens itself. */
   private exclusive<T>(task: () => T | Promise<T>): Promise<T> {
+    if (this.closing) return Promise.reject(new StoreClosedError('SQLite'));
+    // An idle mutex means no transaction is open (one holds the mutex until it ends) and nothing is
+    // queued, so a synchronous statement runs now, in order, without a queue hop or a context lookup.
+    if (this.mutex.idle) {
+      try {
+        return Promise.resolve(task());
+      } catch (error) {
+        return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    }
+    return this.queued(task);
+  }
+
+  /** Runs `task` through the mutex, after every task queued before it. */
+  private queued<T>(task: () => T | Promise<T>): Promise<T> {
     if (this.closing) return Promise.reject(new StoreClosedError('SQLite'));
     if (this.current.getStore()?.open) {
       // Queuing behind our own transaction would wait forever.
