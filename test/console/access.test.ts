@@ -55,7 +55,7 @@ describe('console access rules (SQLite store, over HTTP)', () => {
     const first = (await (await fetch(new URL('/api/keys?key=page-&limit=2', readOnly.url))).json()) as { records: { key: string }[]; next: { scope: string; key: string } };
     expect(first.records.map((r) => r.key)).toEqual(['page-0', 'page-1']);
     const query = new URLSearchParams({ key: 'page-', limit: '2', afterScope: first.next.scope, afterKey: first.next.key });
-    const second = (await (await fetch(new URL(`/api/keys?${query}`, readOnly.url))).json()) as { records: { key: string }[] };
+    const second = (await (await fetch(new URL(`/api/keys?${query.toString()}`, readOnly.url))).json()) as { records: { key: string }[] };
     expect(second.records.map((r) => r.key)).toEqual(['page-2', 'page-3']);
   });
 

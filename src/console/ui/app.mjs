@@ -132,12 +132,14 @@ function Outbox({ info }) {
       <div class="figure">dead letters<b>${s.deadLetters}</b></div>
       <div class="figure">sent (retained)<b>${s.sent}</b></div>
     </div>`}
+    <h2>Failed rows (dead letters)</h2>
     <table id="outbox">
       <thead><tr><th>id</th><th>topic</th><th>key</th><th>attempts</th><th>dead-lettered</th><th>error</th><th></th></tr></thead>
       <tbody>${(data?.deadLetters ?? []).map((l) => html`<tr key=${l.id}>
         <td>${l.id}</td><td>${l.topic}</td><td>${l.key ?? ''}</td><td>${l.attempts}</td><td>${l.deadLetteredAt}</td><td>${l.error ?? ''}</td>
         <td><button class="action" disabled=${!info.allowActions} onClick=${() => retry(l)}>Retry</button></td></tr>`)}</tbody>
     </table>
+    ${data && data.deadLetters.length === 0 && html`<p>No failed rows.</p>`}
   </section></main>`;
 }
 
