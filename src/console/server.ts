@@ -101,7 +101,8 @@ export function createConsoleServer(options: ConsoleOptions): Server {
 }
 
 async function dispatch(options: ConsoleOptions, expected: Buffer | undefined, request: IncomingMessage, response: ServerResponse): Promise<void> {
-  const url = new URL(request.url ?? '/', 'http://console');
+  // Prefixed, not resolved against a base: a path such as `//x` would otherwise be read as a host.
+  const url = new URL(`http://console${request.url ?? '/'}`);
   const file = STATIC[url.pathname];
   if (file !== undefined && request.method === 'GET') return serveFile(response, new URL(file, UI_ROOT));
   if (url.pathname.startsWith('/vendor/') && request.method === 'GET') {
