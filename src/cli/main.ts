@@ -14,6 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { register as registerComplete } from './complete.js';
+import { register as registerConsole } from './console.js';
 import { register as registerDemo } from './demo.js';
 import { CliFailure, EXIT_USAGE } from './failure.js';
 import { register as registerInbox } from './inbox.js';
@@ -22,7 +23,7 @@ import { register as registerMigrate } from './migrate.js';
 import { register as registerOutbox } from './outbox.js';
 import { register as registerReap } from './reap.js';
 
-const COMMANDS: readonly ((program: Command) => void)[] = [registerDemo, registerMigrate, registerReap, registerInspect, registerComplete, registerInbox, registerOutbox];
+const COMMANDS: readonly ((program: Command) => void)[] = [registerDemo, registerMigrate, registerReap, registerInspect, registerComplete, registerInbox, registerOutbox, registerConsole];
 
 // The same relative path from src/cli/ (under tsx) and dist/cli/ (installed) reaches the package's manifest.
 const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };

@@ -4,7 +4,24 @@
  *
  * @module
  */
-import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
+import type { Claim, IdempotencyRecord, RecordState, StoredResponse } from './record.js';
+
+/**
+ * A bounded page of records for an operator's view (`listRecords`), in (scope, key) order. Every field but
+ * `limit` narrows the page; `after` is the last (scope, key) of the previous page (keyset paging).
+ */
+export interface RecordQuery {
+  /** Only records in this state. */
+  readonly state?: RecordState;
+  /** Only records of exactly this scope. */
+  readonly scope?: string;
+  /** Only keys that start with this text (case-sensitive). */
+  readonly keyPrefix?: string;
+  /** Only records after this (scope, key), for the next page. */
+  readonly after?: { readonly scope: string; readonly key: string };
+  /** At most this many records (a positive integer). */
+  readonly limit: number;
+}
 
 /** What `claim` is asked to do. Durations are in milliseconds. */
 export interface ClaimInput {
@@ -111,6 +128,13 @@ export interface IdempotencyStore {
    * @throws TypeError (as a rejection) when `limit` is not a positive safe integer
    */
   listAbandoned?(limit: number): Promise<IdempotencyRecord[]>;
+  /**
+   * Optional (the operator console): one page of records matching `query`, in (scope, key) order.
+   * Read-only and bounded: at most `query.limit` records, whatever the table holds.
+   *
+   * @throws TypeError (as a rejection) when `query.limit` is not a positive safe integer
+   */
+  listRecords?(query: RecordQuery): Promise<IdempotencyRecord[]>;
 }
 
 /**

@@ -69,6 +69,12 @@ export interface Statements {
   readonly countExpiredLeases: Statement;
   /** `SELECT 1`: a health check's round trip. */
   readonly ping: Statement;
+  /**
+   * `$1` state (`'in_progress'`, `'completed'` or `null` for both), `$2` scope (or `null`), `$3` key prefix
+   * (or `null`), `$4`/`$5` the (scope, key) to start after (or `null`s), `$6` limit. One page of records with
+   * their (scope, key), in primary-key order, so the scan walks the primary key and stops at `$6` rows.
+   */
+  readonly listRecords: Statement;
   /** `LISTEN` on the schema's channel. */
   readonly listen: string;
   /** `BEGIN` with the isolation level of transactional mode. */
@@ -142,6 +148,13 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
         WHERE completed_at IS NULL AND lease_expires_at <= (SELECT ms FROM clock) AND expires_at > (SELECT ms FROM clock)
         LIMIT $2) AS expired`),
     ping: unnamed('SELECT 1'),
+    listRecords: unnamed(`SELECT scope, key, ${RECORD_COLUMNS} FROM ${s}.records
+      WHERE ($1::text IS NULL OR (completed_at IS NULL) = ($1::text = 'in_progress'))
+        AND ($2::text IS NULL OR scope = $2::text)
+        AND ($3::text IS NULL OR starts_with(key, $3::text))
+        AND ($4::text IS NULL OR (scope, key) > ($4::text, $5::text))
+      ORDER BY scope, key
+      LIMIT $6`),
     listen: `LISTEN ${escapeIdentifier(names.channel)}`,
     begin: BEGIN,
     terminate: 'SELECT pg_terminate_backend($1)',

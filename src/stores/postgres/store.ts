@@ -11,7 +11,7 @@ import { requireClock, requireGenerateId } from '../../core/options.js';
 import { LeaseLostError, StoreClosedError, TransactionAbortedError } from '../../core/errors.js';
 import { describe } from '../../core/duration.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimedTransaction, ClaimInput, ClaimResult, TransactionalStore, TransactionView } from '../../core/store.js';
+import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
 import { claimOn } from './claim.js';
 import { encodeToken } from './codec.js';
 import { isListenOption, listenClient, type ListenOption } from './listen-session.js';
@@ -110,6 +110,8 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
    * See {@link TransactionalStore.claimTransaction}.
    */
   claimTransaction<R>(input: ClaimInput, fn: (tx: pg.PoolClient, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>>;
+  /** One page of records in (scope, key) order, one SELECT bounded by `LIMIT`; see {@link IdempotencyStore.listRecords}. */
+  listRecords(query: RecordQuery): Promise<IdempotencyRecord[]>;
 }
 
 /**
@@ -321,6 +323,15 @@ class PgStore implements PostgresStore {
       throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${describe(limit)}`);
     }
     const result = await run<KeyedRecordRow>(this.pool, this.sql.listAbandoned, [this.now(), limit]);
+    return result.rows.map(toKeyedRecord);
+  }
+
+  async listRecords(query: RecordQuery): Promise<IdempotencyRecord[]> {
+    if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
+      throw new TypeError(`retrysafe: listRecords limit must be a positive integer, got ${describe(query.limit)}`);
+    }
+    const values = [query.state ?? null, query.scope ?? null, query.keyPrefix ?? null, query.after?.scope ?? null, query.after?.key ?? null, query.limit];
+    const result = await run<KeyedRecordRow>(this.pool, this.sql.listRecords, values);
     return result.rows.map(toKeyedRecord);
   }
 

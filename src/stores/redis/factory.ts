@@ -75,7 +75,7 @@ const DEFAULT_READY_TIMEOUT_MS = 5_000;
  * Creates an {@link IdempotencyStore} on Redis. Each operation is one Lua script run with EVALSHA (one
  * round trip; reloaded by EVAL when Redis answers NOSCRIPT, e.g. after a restart); `complete` and `release`
  * (and `checkpoint`, which records an atomic phase's recovery point) are fenced by the lease token; a
- * takeover claim hands the recovery point on; `listAbandoned` walks the prefix with SCAN; each record key
+ * takeover claim hands the recovery point on; `listAbandoned` and `listRecords` walk the prefix with SCAN; each record key
  * carries a real TTL (retention plus `REDIS_TTL_GRACE_MS`) so Redis drops old records by itself;
  * `waitFor` listens on the record's pub/sub channel.
  *
@@ -99,7 +99,7 @@ const DEFAULT_READY_TIMEOUT_MS = 5_000;
  */
 export function createRedisStore(
   options: RedisStoreOptions,
-): IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases'> {
+): IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases' | 'listRecords'> {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`retrysafe: createRedisStore expects an options object, got ${describe(options)}`);
   }

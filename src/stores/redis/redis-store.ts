@@ -6,7 +6,7 @@
  */
 import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimInput, ClaimResult, IdempotencyStore } from '../../core/store.js';
+import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { claimOn } from './claim.js';
 import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { decodeRecord, RECORD_FIELDS, type RecordValues } from './fields.js';
@@ -195,6 +195,46 @@ export class RedisStore implements IdempotencyStore {
    * the better trade; give it a prefix of its own to keep the walk short. On Redis Cluster the walk visits
    * every master in turn.
    */
+  /**
+   * One page of records in (scope, key) order (JavaScript string order). Redis keeps no ordered index of
+   * records, so this walks the prefix with SCAN (bounded work per step) and keeps only the first
+   * `query.limit` matches in memory; the cost grows with the number of records, not with the page.
+   */
+  async listRecords(query: RecordQuery): Promise<IdempotencyRecord[]> {
+    const { limit } = query;
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new TypeError(`retrysafe: listRecords limit must be a positive integer, got ${String(limit)}`);
+    }
+    await this.ready();
+    const { client } = this.config;
+    const before = (a: readonly [string, string], b: readonly [string, string]): boolean => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
+    const after = query.after === undefined ? undefined : ([query.after.scope, query.after.key] as const);
+    // Redis key → (scope, key); SCAN may return a key twice, the map keeps it once.
+    let page = new Map<string, readonly [string, string]>();
+    let cursor = '0';
+    do {
+      const [next, keys] = await client.scan(cursor, 'MATCH', recordPattern(this.config.prefix), 'COUNT', SCAN_COUNT);
+      cursor = next;
+      const heads = await Promise.all(keys.map((key) => client.hmget(key, 'scope', 'key', 'state')));
+      keys.forEach((redisKey, i) => {
+        const [scope, key, state] = heads[i] ?? [];
+        if (scope == null || key == null) return;
+        if (query.state !== undefined && state !== query.state) return;
+        if (query.scope !== undefined && scope !== query.scope) return;
+        if (query.keyPrefix !== undefined && !key.startsWith(query.keyPrefix)) return;
+        if (after !== undefined && !before(after, [scope, key])) return;
+        page.set(redisKey, [scope, key]);
+      });
+      if (page.size > limit) page = new Map([...page].sort((a, b) => (before(a[1], b[1]) ? -1 : 1)).slice(0, limit));
+    } while (cursor !== '0');
+    const records = await Promise.all(
+      [...page.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...RECORD_FIELDS])) as RecordValues)),
+    );
+    return records
+      .filter((record): record is IdempotencyRecord => record !== undefined && (query.state === undefined || record.state === query.state))
+      .sort((a, b) => (before([a.scope, a.key], [b.scope, b.key]) ? -1 : 1));
+  }
+
   async listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
     if (!Number.isSafeInteger(limit) || limit <= 0) {
       throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`);

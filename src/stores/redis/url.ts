@@ -30,7 +30,7 @@ import { createRedisStore, type RedisStoreOptions } from './factory.js';
 export async function openRedisStore(
   url: string,
   options: Omit<RedisStoreOptions, 'client' | 'subscriber'> = {},
-): Promise<IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases'>> {
+): Promise<IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases' | 'listRecords'>> {
   if (typeof url !== 'string' || !/^rediss?:\/\//i.test(url)) {
     throw new TypeError(`retrysafe: the Redis URL must start with redis:// or rediss://, got ${describe(url)}`);
   }
@@ -61,6 +61,7 @@ export async function openRedisStore(
     kind: store.kind,
     ping: () => store.ping(),
     countExpiredLeases: (limit) => store.countExpiredLeases(limit),
+    listRecords: (query) => store.listRecords(query),
     close: async () => {
       await store.close();
       await client.quit();

@@ -57,6 +57,20 @@ export interface Statements {
    * has not. Parameters: @now, @limit. Returns one row `{ n }`.
    */
   readonly countExpiredLeases: Statement<[{ now: number; limit: number }], { n: number }>;
+  /**
+   * One page of records in primary-key (scope, key) order, each filter skipped when its parameter is null.
+   * Parameters: @state, @scope, @prefix (key prefix), @afterScope and @afterKey (start after), @limit.
+   */
+  readonly listRecords: Statement<[ListRecordsParams], RecordRow>;
+}
+
+export interface ListRecordsParams {
+  state: string | null;
+  scope: string | null;
+  prefix: string | null;
+  afterScope: string | null;
+  afterKey: string | null;
+  limit: number;
 }
 
 export interface CheckpointParams {
@@ -120,6 +134,14 @@ export function prepareStatements(database: Database, table: string): Statements
         SELECT 1 FROM ${t}
         WHERE state = 'in_progress' AND lease_expires_at <= @now AND expires_at > @now
         LIMIT @limit)`),
+    listRecords: prepare<[ListRecordsParams], RecordRow>(`
+      SELECT * FROM ${t}
+      WHERE (@state IS NULL OR state = @state)
+        AND (@scope IS NULL OR scope = @scope)
+        AND (@prefix IS NULL OR substr(idempotency_key, 1, length(@prefix)) = @prefix)
+        AND (@afterScope IS NULL OR (scope, idempotency_key) > (@afterScope, @afterKey))
+      ORDER BY scope, idempotency_key
+      LIMIT @limit`),
   };
 }
 

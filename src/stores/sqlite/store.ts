@@ -9,7 +9,7 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import { LeaseLostError, StoreClosedError, StoreMisuseError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimedTransaction, ClaimInput, ClaimResult, TransactionalStore, TransactionView } from '../../core/store.js';
+import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
 import { prepareClaim, type SqliteClaim } from './claim.js';
 import { guardDatabase } from './guard.js';
 import { migrate } from './migrations.js';
@@ -57,6 +57,8 @@ export interface SqliteStore extends TransactionalStore<Database> {
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined>;
   /** Abandoned multi-phase records, served by a partial index; see {@link TransactionalStore.listAbandoned}. */
   listAbandoned(limit: number): Promise<IdempotencyRecord[]>;
+  /** One page of records in (scope, key) order, bounded by `LIMIT`; see {@link IdempotencyStore.listRecords}. */
+  listRecords(query: RecordQuery): Promise<IdempotencyRecord[]>;
 }
 
 /** How often `waitFor` re-reads the record to see completions made by other processes, in milliseconds. */
@@ -184,6 +186,23 @@ class SqliteStoreImpl implements SqliteStore {
       return Promise.reject(new TypeError(`retrysafe: countExpiredLeases limit must be a positive integer, got ${String(limit)}`));
     }
     return this.exclusive(() => this.sql.countExpiredLeases.get({ now: this.clock.now(), limit })?.n ?? 0);
+  }
+
+  listRecords(query: RecordQuery): Promise<IdempotencyRecord[]> {
+    return this.exclusive(() => {
+      if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
+        throw new TypeError(`retrysafe: listRecords limit must be a positive integer, got ${String(query.limit)}`);
+      }
+      const params = {
+        state: query.state ?? null,
+        scope: query.scope ?? null,
+        prefix: query.keyPrefix ?? null,
+        afterScope: query.after?.scope ?? null,
+        afterKey: query.after?.key ?? null,
+        limit: query.limit,
+      };
+      return this.sql.listRecords.all(params).map(toRecord);
+    });
   }
 
   async waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {

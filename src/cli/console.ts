@@ -1,0 +1,117 @@
+/**
+ * `retrysafe console --store URL [--port N] [--host H] [--token T] [--allow-actions]`: serves the operator
+ * console, a web UI over the store: keys by state with search by scope and key, one record in full with a
+ * fenced release of a stuck key, and — where the database holds their tables (PostgreSQL; the inbox on
+ * SQLite too) — inbox dead letters with redrive and the outbox backlog with retry of its dead letters.
+ *
+ * It listens on 127.0.0.1 unless `--host` says otherwise; any other host requires `--token`, which every
+ * API request must then carry as `Authorization: Bearer TOKEN` (open the UI at `http://HOST:PORT/#token=TOKEN`).
+ * Without `--allow-actions` the console is read-only: release, redrive and retry answer 403. It opens the
+ * store as it is (creates no file, schema or table) and runs until interrupted.
+ *
+ * Exit codes: 0 stopped by SIGINT/SIGTERM; 2 usage error (a non-local `--host` without `--token`), store
+ * unreachable or missing, port in use.
+ *
+ * @module
+ */
+import type { Server } from 'node:http';
+import type { Command } from 'commander';
+import type { ConsoleOptions } from '../console/server.js';
+import { CliFailure, redactUrl } from './failure.js';
+import { loadPeer } from './peer.js';
+import { integerFlag, storeFlag } from './store-flag.js';
+import type { OpenedStore, StoreTarget } from './store-url.js';
+
+interface ConsoleFlags {
+  readonly store: StoreTarget;
+  readonly port: number;
+  readonly host: string;
+  readonly token?: string;
+  readonly allowActions?: boolean;
+}
+
+const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);
+
+/** Adds the `console` command to `program`. */
+export function register(program: Command): void {
+  program
+    .command('console')
+    .description('Serve the operator console: keys, stuck leases, inbox dead letters and the outbox backlog.')
+    .requiredOption('--store <url>', 'idempotency store, e.g. postgres://user@127.0.0.1:5432/app', storeFlag)
+    .option('--port <n>', 'TCP port (0 picks a free one)', integerFlag('--port', 0, 65_535), 8_080)
+    .option('--host <host>', 'interface to listen on; anything but localhost requires --token', '127.0.0.1')
+    .option('--token <token>', 'bearer token every API request must carry')
+    .option('--allow-actions', 'enable release, redrive and retry (read-only otherwise)')
+    .addHelpText('after', '\nExit codes: 0 stopped, 2 usage error, store unreachable or missing, port in use.')
+    .action(async (flags: ConsoleFlags) => {
+      if (!LOCAL_HOSTS.has(flags.host) && (flags.token === undefined || flags.token === '')) {
+        throw new CliFailure(`--host ${flags.host} exposes the console beyond this machine; give --token too`);
+      }
+      const opened = await flags.store.open('existing');
+      const extras = await openExtras(opened);
+      const { createConsoleServer } = await import('../console/server.js');
+      const server = createConsoleServer({
+        store: opened.store,
+        storeName: redactUrl(flags.store.url),
+        allowActions: flags.allowActions === true,
+        token: flags.token,
+        ...extras.options,
+      });
+      await listen(server, flags.port, flags.host).catch(async (error: unknown) => {
+        await Promise.all([opened.store.close(), extras.close()]);
+        throw new CliFailure(`cannot listen on ${flags.host}:${flags.port}: ${(error as Error).message}`, 2, { cause: error });
+      });
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : flags.port;
+      const host = flags.host.includes(':') ? `[${flags.host}]` : flags.host;
+      process.stdout.write(`retrysafe: console on http://${host}:${port}/ (${flags.allowActions === true ? 'actions allowed' : 'read-only'})\n`);
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', resolve);
+        process.once('SIGTERM', resolve);
+      });
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await Promise.all([opened.store.close(), extras.close()]);
+    });
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** The inbox and outbox over the store's own database, when their tables are there. */
+async function openExtras(opened: OpenedStore): Promise<{ options: Pick<ConsoleOptions, 'inbox' | 'outbox'>; close: () => Promise<void> }> {
+  const none = { options: {}, close: () => Promise.resolve() };
+  if (opened.scheme === 'postgres' || opened.scheme === 'postgresql') {
+    const { pool, schema } = opened.store;
+    const { rows } = await pool.query<{ inbox: string | null; outbox: string | null }>(
+      'SELECT to_regclass(format($1, $3::text)) AS inbox, to_regclass(format($2, $3::text)) AS outbox',
+      ['%I.inbox_processed', '%I.outbox', schema],
+    );
+    const [{ createInbox }, { createPostgresInboxStore }, { createOutbox }] = await loadPeer(() =>
+      Promise.all([import('../messaging/inbox/inbox.js'), import('../messaging/inbox/postgres.js'), import('../messaging/outbox/outbox.js')]),
+    );
+    const found = rows[0];
+    return {
+      options: {
+        ...(found?.inbox != null && { inbox: createInbox({ store: createPostgresInboxStore({ pool, schema }) }) }),
+        ...(found?.outbox != null && { outbox: { outbox: createOutbox({ schema }), db: pool } }),
+      },
+      close: () => Promise.resolve(),
+    };
+  }
+  if (opened.scheme === 'sqlite') {
+    const table = 'retrysafe_inbox_processed';
+    if (opened.database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) === undefined) return none;
+    const [{ createInbox }, { createSqliteInboxStore }] = await Promise.all([import('../messaging/inbox/inbox.js'), import('../messaging/inbox/sqlite.js')]);
+    const store = createSqliteInboxStore({ database: opened.database });
+    return { options: { inbox: createInbox({ store }) }, close: () => store.close() };
+  }
+  return none;
+}

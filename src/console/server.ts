@@ -1,0 +1,294 @@
+/**
+ * The operator console's HTTP server: a JSON API over one idempotency store (and, where the database
+ * holds them, the inbox and outbox tables) plus the static web UI that drives it. Built on `node:http`; the
+ * UI's modules (Preact, htm) are served from the package's own dependencies, so nothing is fetched from
+ * the network at run time.
+ *
+ * API (all JSON; errors are RFC 9457 `application/problem+json`):
+ * - `GET /api/info` — the store's name and which views and actions are available.
+ * - `GET /api/keys?state=&scope=&key=&afterScope=&afterKey=&limit=` — one page (at most 200) of records in
+ *   (scope, key) order; `key` is a prefix; `next` is the cursor of the following page.
+ * - `GET /api/key?scope=&key=` — one record in full; 404 when absent.
+ * - `POST /api/key/release` `{ scope, key, leaseToken }` — releases an in-progress record, fenced by the
+ *   lease token the operator saw: 200 `{ released: true }`, or 409 when the record was completed, released
+ *   or claimed again meanwhile (then nothing changed).
+ * - `GET /api/inbox/dead-letters?consumer=&limit=`, `POST /api/inbox/redrive` `{ consumer, messageId }`.
+ * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/retry` `{ id }`.
+ *
+ * Access: with a `token`, every `/api/` request must carry `Authorization: Bearer TOKEN` (401 otherwise).
+ * Actions (the `POST`s) answer 403 unless `allowActions` is set, and take only `application/json` bodies,
+ * which a cross-site form cannot send.
+ *
+ * @module
+ */
+import { timingSafeEqual } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import type { IdempotencyRecord } from '../core/record.js';
+import type { IdempotencyStore } from '../core/store.js';
+import type { Inbox } from '../messaging/inbox/inbox.js';
+import type { Outbox, Queryable } from '../messaging/outbox/outbox.js';
+
+/** What the console serves. */
+export interface ConsoleOptions {
+  /** The idempotency store; the keys view needs its optional `listRecords`. */
+  readonly store: IdempotencyStore;
+  /** How the store is named in the UI (a URL with its password redacted). */
+  readonly storeName: string;
+  /** The inbox over the same database, when it has the inbox tables. */
+  readonly inbox?: Inbox<unknown> | undefined;
+  /** The outbox and the connection it is queried through, when the database has the outbox table. */
+  readonly outbox?: { readonly outbox: Outbox; readonly db: Queryable } | undefined;
+  /** Enables the release, redrive and retry actions; without it they answer 403. */
+  readonly allowActions: boolean;
+  /** When set, every API request must carry `Authorization: Bearer <token>`. */
+  readonly token?: string | undefined;
+}
+
+/** The largest page `GET /api/keys` returns. */
+export const MAX_PAGE = 200;
+
+const UI_ROOT = new URL('../../src/console/ui/', import.meta.url);
+
+// The browser modules, by the name the UI's import map gives them, resolved from the package's dependencies.
+const VENDOR: Readonly<Record<string, string>> = {
+  'preact.mjs': 'preact',
+  'hooks.mjs': 'preact/hooks',
+  'htm.mjs': 'htm',
+};
+
+const STATIC: Readonly<Record<string, string>> = {
+  '/': 'index.html',
+  '/app.mjs': 'app.mjs',
+  '/style.css': 'style.css',
+};
+
+const TYPES: Readonly<Record<string, string>> = {
+  html: 'text/html; charset=utf-8',
+  mjs: 'text/javascript; charset=utf-8',
+  css: 'text/css; charset=utf-8',
+};
+
+/** An answer the handlers give; turned into a response by the dispatcher. */
+class Answer {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+  ) {}
+}
+
+function problem(status: number, title: string, detail?: string): Answer {
+  return new Answer(status, { type: 'about:blank', title, status, ...(detail !== undefined && { detail }) });
+}
+
+/**
+ * Creates the console's HTTP server (not yet listening).
+ *
+ * @example
+ * ```ts
+ * const server = createConsoleServer({ store, storeName: 'postgres://…', allowActions: false });
+ * server.listen(8080, '127.0.0.1');
+ * ```
+ */
+export function createConsoleServer(options: ConsoleOptions): Server {
+  const expected = options.token === undefined ? undefined : Buffer.from(`Bearer ${options.token}`);
+  return createServer((request, response) => {
+    void dispatch(options, expected, request, response).catch((error: unknown) => {
+      send(response, problem(500, 'The console failed', error instanceof Error ? error.message : String(error)));
+    });
+  });
+}
+
+async function dispatch(options: ConsoleOptions, expected: Buffer | undefined, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  // Prefixed, not resolved against a base: a path such as `//x` would otherwise be read as a host.
+  const url = new URL(`http://console${request.url ?? '/'}`);
+  const file = STATIC[url.pathname];
+  if (file !== undefined && request.method === 'GET') return serveFile(response, new URL(file, UI_ROOT));
+  if (url.pathname.startsWith('/vendor/') && request.method === 'GET') {
+    const name = VENDOR[url.pathname.slice('/vendor/'.length)];
+    if (name !== undefined) return serveFile(response, new URL(import.meta.resolve(name)));
+  }
+  if (!url.pathname.startsWith('/api/')) return send(response, problem(404, 'Not found'));
+  if (expected !== undefined) {
+    const given = Buffer.from(request.headers.authorization ?? '');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      return send(response, problem(401, 'A valid bearer token is required'));
+    }
+  }
+  if (request.method === 'POST') {
+    if (!options.allowActions) return send(response, problem(403, 'Read-only console', 'start the console with --allow-actions to release, redrive or retry'));
+    if (!(request.headers['content-type'] ?? '').startsWith('application/json')) return send(response, problem(415, 'Send application/json'));
+    const body = await readJson(request);
+    if (body === undefined) return send(response, problem(400, 'The body must be a JSON object'));
+    return send(response, await act(options, url.pathname, body));
+  }
+  if (request.method !== 'GET') return send(response, problem(405, 'Method not allowed'));
+  return send(response, await read(options, url));
+}
+
+async function read(options: ConsoleOptions, url: URL): Promise<Answer> {
+  const q = url.searchParams;
+  switch (url.pathname) {
+    case '/api/info':
+      return new Answer(200, {
+        store: options.storeName,
+        allowActions: options.allowActions,
+        keys: options.store.listRecords !== undefined,
+        inbox: options.inbox !== undefined,
+        outbox: options.outbox !== undefined,
+      });
+    case '/api/keys': {
+      if (options.store.listRecords === undefined) return problem(501, 'This store cannot list its keys');
+      const state = q.get('state');
+      if (state !== null && state !== '' && state !== 'in_progress' && state !== 'completed') return problem(400, 'state must be in_progress or completed');
+      const limit = Math.min(MAX_PAGE, positive(q.get('limit')) ?? 50);
+      const afterScope = q.get('afterScope');
+      const records = await options.store.listRecords({
+        limit: limit + 1,
+        ...(state !== null && state !== '' && { state }),
+        ...(nonEmpty(q.get('scope')) !== undefined && { scope: q.get('scope') ?? '' }),
+        ...(nonEmpty(q.get('key')) !== undefined && { keyPrefix: q.get('key') ?? '' }),
+        ...(afterScope !== null && { after: { scope: afterScope, key: q.get('afterKey') ?? '' } }),
+      });
+      const page = records.slice(0, limit);
+      const last = page[page.length - 1];
+      return new Answer(200, {
+        records: page.map((record) => summary(record, Date.now())),
+        ...(records.length > limit && last !== undefined && { next: { scope: last.scope, key: last.key } }),
+      });
+    }
+    case '/api/key': {
+      const key = q.get('key');
+      if (key === null) return problem(400, 'key is required');
+      const record = await options.store.get(q.get('scope') ?? '', key);
+      return record === undefined ? problem(404, 'No such record') : new Answer(200, detail(record, Date.now()));
+    }
+    case '/api/inbox/dead-letters': {
+      if (options.inbox === undefined) return problem(501, 'No inbox tables in this store');
+      const consumer = nonEmpty(q.get('consumer'));
+      const letters = await options.inbox.deadLetters({ limit: Math.min(MAX_PAGE, positive(q.get('limit')) ?? 50), ...(consumer !== undefined && { consumer }) });
+      return new Answer(200, {
+        deadLetters: letters.map((letter) => ({
+          consumer: letter.consumer,
+          messageId: letter.messageId,
+          attempts: letter.attempts,
+          error: letter.error ?? null,
+          deadLetteredAt: letter.deadLetteredAt === undefined ? null : new Date(letter.deadLetteredAt).toISOString(),
+          size: letter.body.byteLength,
+        })),
+      });
+    }
+    case '/api/outbox': {
+      if (options.outbox === undefined) return problem(501, 'No outbox table in this store');
+      const { outbox, db } = options.outbox;
+      const [status, letters] = await Promise.all([outbox.status(db), outbox.deadLetters(db, 50)]);
+      return new Answer(200, {
+        status,
+        deadLetters: letters.map((letter) => ({
+          id: letter.id,
+          topic: letter.topic,
+          key: letter.key,
+          attempts: letter.attempts,
+          error: letter.error ?? null,
+          deadLetteredAt: new Date(letter.deadLetteredAt).toISOString(),
+        })),
+      });
+    }
+    default:
+      return problem(404, 'Not found');
+  }
+}
+
+async function act(options: ConsoleOptions, path: string, body: Record<string, unknown>): Promise<Answer> {
+  switch (path) {
+    case '/api/key/release': {
+      const { scope, key, leaseToken } = body;
+      if (typeof scope !== 'string' || typeof key !== 'string' || typeof leaseToken !== 'string') {
+        return problem(400, 'scope, key and leaseToken are required strings');
+      }
+      // Fenced by the token the operator saw: a record completed or claimed again since stays as it is.
+      const released = await options.store.release({ scope, key, leaseToken, fingerprint: '', leaseExpiresAt: 0, takeover: false });
+      return released ? new Answer(200, { released: true }) : problem(409, 'Not released', 'the record is no longer in progress under that lease token');
+    }
+    case '/api/inbox/redrive': {
+      if (options.inbox === undefined) return problem(501, 'No inbox tables in this store');
+      const { consumer, messageId } = body;
+      if (typeof consumer !== 'string' || typeof messageId !== 'string') return problem(400, 'consumer and messageId are required strings');
+      return (await options.inbox.replay(consumer, messageId)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter');
+    }
+    case '/api/outbox/retry': {
+      if (options.outbox === undefined) return problem(501, 'No outbox table in this store');
+      const { id } = body;
+      if (typeof id !== 'string') return problem(400, 'id is a required string');
+      return (await options.outbox.outbox.requeue(options.outbox.db, id)) ? new Answer(200, { requeued: true }) : problem(404, 'No such dead letter');
+    }
+    default:
+      return problem(404, 'Not found');
+  }
+}
+
+function summary(record: IdempotencyRecord, now: number): Record<string, unknown> {
+  return {
+    scope: record.scope,
+    key: record.key,
+    state: record.state,
+    // An in-progress record past its lease is stuck: its holder died or hangs.
+    stuck: record.state === 'in_progress' && record.leaseExpiresAt <= now,
+    leaseExpiresAt: new Date(record.leaseExpiresAt).toISOString(),
+    createdAt: new Date(record.createdAt).toISOString(),
+    status: record.response?.status ?? null,
+  };
+}
+
+function detail(record: IdempotencyRecord, now: number): Record<string, unknown> {
+  return {
+    ...summary(record, now),
+    fingerprint: record.fingerprint,
+    leaseToken: record.leaseToken,
+    expiresAt: new Date(record.expiresAt).toISOString(),
+    completedAt: record.completedAt === undefined ? null : new Date(record.completedAt).toISOString(),
+    recoveryPoint: record.recoveryPoint ?? null,
+    headers: record.response?.headers ?? null,
+    size: record.response?.body.byteLength ?? null,
+  };
+}
+
+async function serveFile(response: ServerResponse, file: URL): Promise<void> {
+  const path = fileURLToPath(file);
+  const text = await readFile(path);
+  response.writeHead(200, { 'content-type': TYPES[path.slice(path.lastIndexOf('.') + 1)] ?? 'application/octet-stream', 'cache-control': 'no-cache' });
+  response.end(text);
+}
+
+function send(response: ServerResponse, answer: Answer): void {
+  const json = answer.status >= 400;
+  response.writeHead(answer.status, { 'content-type': json ? 'application/problem+json' : 'application/json', 'cache-control': 'no-store' });
+  response.end(JSON.stringify(answer.body));
+}
+
+async function readJson(request: IncomingMessage): Promise<Record<string, unknown> | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > 64 * 1024) return undefined;
+    chunks.push(chunk);
+  }
+  try {
+    const value: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function positive(text: string | null): number | undefined {
+  if (text === null || !/^\d+$/.test(text)) return undefined;
+  const value = Number(text);
+  return value > 0 ? value : undefined;
+}
+
+function nonEmpty(text: string | null): string | undefined {
+  return text === null || text === '' ? undefined : text;
+}

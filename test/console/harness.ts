@@ -1,0 +1,52 @@
+/**
+ * Starts `retrysafe console` from source as a child process and opens Chromium (Debian's, through
+ * playwright-core) on it, for the console's browser tests.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser } from 'playwright-core';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** A running console: its base URL and a way to stop it (SIGTERM, then its exit code). */
+export interface RunningConsole {
+  readonly url: string;
+  stop(): Promise<number | null>;
+}
+
+/** Runs `retrysafe console ...args --port 0` and resolves once it prints the address it listens on. */
+export function startConsole(args: readonly string[]): Promise<RunningConsole> {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'console', ...args, '--port', '0'], { cwd: ROOT });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /console on (http:\/\/\S+)/.exec(out);
+      if (match?.[1] !== undefined) {
+        resolve({
+          url: match[1],
+          stop: () => {
+            child.kill('SIGTERM');
+            return exited;
+          },
+        });
+      }
+    });
+    void exited.then((code) => reject(new Error(`retrysafe console exited with ${String(code)}: ${err}`)));
+  });
+}
+
+/** Launches headless Chromium from the system's package. */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+/** Where the screenshots for docs/operations.md go. */
+export const IMAGES = fileURLToPath(new URL('../../docs/images/', import.meta.url));
