@@ -19,6 +19,7 @@ import {
 } from './errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
 import type { ClaimedTransaction, ClaimInput, IdempotencyStore, TransactionalStore } from './store.js';
+import { requireOptions } from './options.js';
 
 /** What identifies one logical operation. */
 export interface OperationId {
@@ -181,9 +182,7 @@ class Engine<Tx> implements Receiver<Tx> {
   private readonly transactional: boolean;
 
   constructor(options: PlainReceiverOptions | TransactionalReceiverOptions<Tx>) {
-    if (typeof options !== 'object' || options === null) {
-      throw new TypeError(`retrysafe: createReceiver expects an options object, got ${describe(options)}`);
-    }
+    requireOptions('createReceiver', options);
     const store = options.store as unknown;
     if (typeof store !== 'object' || store === null || typeof (store as IdempotencyStore).claim !== 'function') {
       throw new TypeError(`retrysafe: option "store" must be an IdempotencyStore, got ${describe(store)}`);

@@ -17,6 +17,7 @@ import { parseIdempotencyKey } from '../core/key.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../core/problem.js';
 import type { Claim, StoredResponse } from '../core/record.js';
 import type { Receiver } from '../core/receiver.js';
+import { requireOptions } from '../core/options.js';
 
 /** Name of the request header carrying the key (IETF draft section 2). */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
@@ -261,9 +262,7 @@ export function createExchange<Req, Tx>(options: IdempotencyOptions<Req, Tx>): E
 }
 
 function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): ResolvedOptions<Req, Tx> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: the idempotency middleware expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('the idempotency middleware', options);
   const receiver = options.receiver as unknown;
   if (typeof receiver !== 'object' || receiver === null || typeof (receiver as Receiver<Tx>).execute !== 'function') {
     throw new TypeError(`retrysafe: option "receiver" must be a Receiver (see createReceiver), got ${describe(receiver)}`);

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId } from '../../core/options.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { derivedMessageId } from './ids.js';
@@ -164,9 +164,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * ```
  */
 export function createOutbox(options: OutboxOptions = {}): Outbox {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createOutbox expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createOutbox', options);
   const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
   const clock = requireClock(options.clock ?? systemClock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);

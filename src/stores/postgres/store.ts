@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId } from '../../core/options.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
 import { TransactionAbortedError } from '../../core/errors.js';
 import { describe } from '../../core/duration.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
@@ -151,9 +151,7 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
  * ```
  */
 export function createPostgresStore(options: PostgresStoreOptions): PostgresStore {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createPostgresStore expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createPostgresStore', options);
   const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
   const { pool, connectionString } = options;
   if ((pool === undefined) === (connectionString === undefined)) {

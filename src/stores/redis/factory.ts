@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId } from '../../core/options.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
 import type { IdempotencyStore } from '../../core/store.js';
 import { RedisStore } from './redis-store.js';
@@ -91,9 +91,7 @@ function isRedisClient(value: unknown): value is Redis {
 export function createRedisStore(
   options: RedisStoreOptions,
 ): IdempotencyStore & Pick<Required<IdempotencyStore>, 'waitFor' | 'checkpoint' | 'listAbandoned'> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createRedisStore expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createRedisStore', options);
   if (!isRedisClient(options.client)) {
     throw new TypeError(`retrysafe: option "client" must be an ioredis Redis connection, got ${describe(options.client)}`);
   }
