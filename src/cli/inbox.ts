@@ -55,7 +55,7 @@ export function register(program: Command): void {
     .requiredOption('--consumer <name>', 'the consumer that dead-lettered it')
     .action(async (messageId: string, flags: StoreFlags & { consumer: string }, command: Command) => {
       await withInbox(flags, command, {}, async (box) => {
-        if (await box.replay(flags.consumer, messageId)) {
+        if (await box.redrive(flags.consumer, messageId)) {
           process.stdout.write(`retrysafe: redrive of ${JSON.stringify(messageId)} for consumer ${JSON.stringify(flags.consumer)} requested\n`);
         } else {
           process.stderr.write(`retrysafe: no dead letter ${JSON.stringify(messageId)} for consumer ${JSON.stringify(flags.consumer)}\n`);
@@ -77,7 +77,7 @@ export function register(program: Command): void {
       const options = { retentionMs: flags.retention, retryHorizonMs: flags.retryHorizon };
       await withInbox(flags, command, options, async (box) => {
         let total = 0;
-        for (let deleted = flags.limit; deleted === flags.limit; total += deleted) deleted = await box.cleanup(flags.limit);
+        for (let deleted = flags.limit; deleted === flags.limit; total += deleted) deleted = await box.reap(flags.limit);
         process.stdout.write(`retrysafe: deleted ${total} rows\n`);
       });
     });

@@ -60,7 +60,7 @@ export function register(program: Command): void {
     .description('Make a dead letter pending again; the relay publishes it with its original id.')
     .action(async (id: string, flags: StoreFlags, command: Command) => {
       await withOutbox(flags, command, async (box, pool) => {
-        if (await box.requeue(pool, id)) {
+        if (await box.redrive(pool, id)) {
           process.stdout.write(`retrysafe: ${id} redriven\n`);
         } else {
           process.stderr.write(`retrysafe: no dead letter ${id}\n`);
@@ -77,7 +77,7 @@ export function register(program: Command): void {
       await withOutbox(flags, command, async (box, pool) => {
         let total = 0;
         for (;;) {
-          const deleted = await box.cleanup(pool, { retentionMs: flags.retention, batchSize: flags.limit, maxBatches: 100 });
+          const deleted = await box.reap(pool, { retentionMs: flags.retention, batchSize: flags.limit, maxBatches: 100 });
           total += deleted;
           if (deleted < flags.limit * 100) break;
         }

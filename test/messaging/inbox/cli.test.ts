@@ -63,7 +63,7 @@ describe.runIf(available)('retrysafe inbox (PostgreSQL)', () => {
     expect(JSON.parse(json.out)).toMatchObject({ consumer: 'mailer', messageId: 'm-1', attempts: 1, body: Buffer.from('hi').toString('base64') });
 
     expect(await run(['redrive', 'm-1', '--consumer', 'mailer', ...store])).toMatchObject({ exitCode: undefined, out: expect.stringContaining('requested') as unknown });
-    expect((await inbox.pendingReplays('mailer')).map((l) => l.messageId)).toEqual(['m-1']);
+    expect((await inbox.pendingRedrives('mailer')).map((l) => l.messageId)).toEqual(['m-1']);
     const again = await run(['redrive', 'm-1', '--consumer', 'mailer', ...store]);
     expect(again.exitCode).toBe(1);
     expect(again.err).toContain('no dead letter "m-1"');
