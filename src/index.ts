@@ -26,6 +26,7 @@ export {
   StoreMisuseError,
   StoreUnavailableError,
   TransactionAbortedError,
+  type ErrorCode,
   type HttpErrorCode,
   type IdempotencyErrorCode,
 } from './core/errors.js';

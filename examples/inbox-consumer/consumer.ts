@@ -67,7 +67,7 @@ process.stdout.write(`consuming ${QUEUE}; Ctrl-C to stop\n`);
 
 // Old marks go in small batches; several consumer instances may run this at once.
 const cleanup = setInterval(() => {
-  inbox.cleanup(1_000).catch((error: unknown) => console.error('cleanup failed', error));
+  inbox.reap(1_000).catch((error: unknown) => console.error('reap failed', error));
 }, 60_000);
 
 const shutdown = async (): Promise<void> => {

@@ -2,17 +2,17 @@
  * `retrysafe inbox …`: operate the inbox (idempotent consumer) tables.
  *
  * - `inbox dead-letters --store URL [--consumer NAME] [--limit N] [--json]` lists dead letters, oldest first.
- * - `inbox replay ID --consumer NAME --store URL` asks for a dead letter to be replayed: its attempts are
- *   reset and the running consumer (its broker adapter polls pending replays) runs it through the inbox,
- *   so it is processed at most once however often it is replayed.
- * - `inbox cleanup --store URL --retention 7d [--retry-horizon 24h] [--limit N]` deletes processed marks
+ * - `inbox redrive ID --consumer NAME --store URL` asks for a dead letter to be redriven: its attempts are
+ *   reset and the running consumer (its broker adapter polls pending redrives) runs it through the inbox,
+ *   so it is processed at most once however often it is redriven.
+ * - `inbox reap --store URL --retention 7d [--retry-horizon 24h] [--limit N]` deletes processed marks
  *   older than the retention in batches of `--limit`, until caught up; safe beside running consumers.
  *
  * `--store` is a PostgreSQL URL (`postgres://…`, tables in the URL's `?schema=` or `--schema`, as migrated
  * by `retrysafe migrate`) or `sqlite:PATH` (tables prefixed `--prefix`). No command creates the schema, the
  * file or the tables: a missing one (or an unreachable database) is one line and exit 2.
  *
- * Exit codes: 0 done; 1 the database refused a statement, or `replay` found no such dead letter; 2 usage
+ * Exit codes: 0 done; 1 the database refused a statement, or `redrive` found no such dead letter; 2 usage
  * error, database unreachable, schema, file or tables missing, or the driver package not installed.
  *
  * @module
@@ -35,7 +35,7 @@ interface StoreFlags {
 
 /** Adds the `inbox` command group to `program`. */
 export function register(program: Command): void {
-  const inbox = program.command('inbox').description('Inspect and replay the inbox (idempotent consumer) dead letters; clean up old marks.');
+  const inbox = program.command('inbox').description('Inspect and redrive the inbox (idempotent consumer) dead letters; reap old marks.');
 
   withStore(inbox.command('dead-letters'))
     .description('List dead-lettered messages, oldest first.')
@@ -50,13 +50,13 @@ export function register(program: Command): void {
       });
     });
 
-  withStore(inbox.command('replay').argument('<messageId>', 'the dead letter\'s message id'))
-    .description('Replay a dead letter through the running consumer (processed at most once).')
+  withStore(inbox.command('redrive').argument('<messageId>', 'the dead letter\'s message id'))
+    .description('Redrive a dead letter through the running consumer (processed at most once).')
     .requiredOption('--consumer <name>', 'the consumer that dead-lettered it')
     .action(async (messageId: string, flags: StoreFlags & { consumer: string }, command: Command) => {
       await withInbox(flags, command, {}, async (box) => {
-        if (await box.replay(flags.consumer, messageId)) {
-          process.stdout.write(`retrysafe: replay of ${JSON.stringify(messageId)} for consumer ${JSON.stringify(flags.consumer)} requested\n`);
+        if (await box.redrive(flags.consumer, messageId)) {
+          process.stdout.write(`retrysafe: redrive of ${JSON.stringify(messageId)} for consumer ${JSON.stringify(flags.consumer)} requested\n`);
         } else {
           process.stderr.write(`retrysafe: no dead letter ${JSON.stringify(messageId)} for consumer ${JSON.stringify(flags.consumer)}\n`);
           process.exitCode = 1;
@@ -64,7 +64,7 @@ export function register(program: Command): void {
       });
     });
 
-  withStore(inbox.command('cleanup'))
+  withStore(inbox.command('reap'))
     .description('Delete processed marks older than the retention, in bounded batches.')
     .requiredOption('--retention <duration>', 'how long marks are kept, e.g. 7d (must exceed --retry-horizon)', durationFlag('--retention'))
     .addOption(durationOption('--retry-horizon <duration>', 'the longest redelivery delay of your brokers, e.g. 6h', '24h'))
@@ -77,7 +77,7 @@ export function register(program: Command): void {
       const options = { retentionMs: flags.retention, retryHorizonMs: flags.retryHorizon };
       await withInbox(flags, command, options, async (box) => {
         let total = 0;
-        for (let deleted = flags.limit; deleted === flags.limit; total += deleted) deleted = await box.cleanup(flags.limit);
+        for (let deleted = flags.limit; deleted === flags.limit; total += deleted) deleted = await box.reap(flags.limit);
         process.stdout.write(`retrysafe: deleted ${total} rows\n`);
       });
     });
@@ -148,7 +148,7 @@ async function openStore(flags: StoreFlags, command: Command): Promise<{ store: 
 }
 
 function toLine(letter: DeadLetter): string {
-  const at = letter.deadLetteredAt === undefined ? 'replay pending' : new Date(letter.deadLetteredAt).toISOString();
+  const at = letter.deadLetteredAt === undefined ? 'redrive pending' : new Date(letter.deadLetteredAt).toISOString();
   return `${letter.consumer}\t${letter.messageId}\t${letter.attempts} attempts\t${at}\t${letter.error ?? ''}\n`;
 }
 

@@ -4,16 +4,16 @@
  *
  * - `outbox status --store URL [--json]` prints the pending count, the oldest pending message's age, rows
  *   in flight, rows the relay is retrying and the last error of the oldest of them, dead letters, sent
- *   rows awaiting cleanup, and the enqueue-to-sent latency (p50/p99) of the last 5 minutes.
+ *   rows awaiting the reaper, and the enqueue-to-sent latency (p50/p99) of the last 5 minutes.
  * - `outbox dead-letters --store URL [--limit N] [--json]` lists dead letters, oldest first.
- * - `outbox requeue ID --store URL` makes a dead letter pending again, with its original id.
- * - `outbox cleanup --store URL --retention 7d [--limit N]` deletes sent rows older than the retention in
+ * - `outbox redrive ID --store URL` makes a dead letter pending again, with its original id.
+ * - `outbox reap --store URL --retention 7d [--limit N]` deletes sent rows older than the retention in
  *   batches of `--limit`, until caught up; never pending or dead-lettered rows.
  *
  * The schema is the `--store` URL's `?schema=`, else `--schema`. No command creates it: a missing schema
  * (or an unreachable database) is one line and exit 2; run `retrysafe migrate` first.
  *
- * Exit codes: 0 done; 1 the database refused a statement, or `requeue` found no such dead letter; 2 usage
+ * Exit codes: 0 done; 1 the database refused a statement, or `redrive` found no such dead letter; 2 usage
  * error, database unreachable, schema missing, or `pg` not installed.
  *
  * @module
@@ -32,7 +32,7 @@ interface StoreFlags {
 
 /** Adds the `outbox` command group to `program`. */
 export function register(program: Command): void {
-  const outbox = program.command('outbox').description('Monitor the transactional outbox; list and requeue dead letters; clean up sent rows.');
+  const outbox = program.command('outbox').description('Monitor the transactional outbox; list and redrive dead letters; reap sent rows.');
 
   withStore(outbox.command('status'))
     .description('Pending count, oldest pending age, dead letters and publish latency.')
@@ -56,12 +56,12 @@ export function register(program: Command): void {
       });
     });
 
-  withStore(outbox.command('requeue').argument('<id>', 'the dead letter\'s message id (a UUID)', uuid))
+  withStore(outbox.command('redrive').argument('<id>', 'the dead letter\'s message id (a UUID)', uuid))
     .description('Make a dead letter pending again; the relay publishes it with its original id.')
     .action(async (id: string, flags: StoreFlags, command: Command) => {
       await withOutbox(flags, command, async (box, pool) => {
-        if (await box.requeue(pool, id)) {
-          process.stdout.write(`retrysafe: ${id} requeued\n`);
+        if (await box.redrive(pool, id)) {
+          process.stdout.write(`retrysafe: ${id} redriven\n`);
         } else {
           process.stderr.write(`retrysafe: no dead letter ${id}\n`);
           process.exitCode = 1;
@@ -69,7 +69,7 @@ export function register(program: Command): void {
       });
     });
 
-  withStore(outbox.command('cleanup'))
+  withStore(outbox.command('reap'))
     .description('Delete sent rows older than the retention, in bounded batches (never unsent rows).')
     .requiredOption('--retention <duration>', 'how long sent rows are kept, e.g. 7d', durationFlag('--retention'))
     .option('--limit <n>', 'rows per batch', integerFlag('--limit', 1, 1_000_000), 1_000)
@@ -77,7 +77,7 @@ export function register(program: Command): void {
       await withOutbox(flags, command, async (box, pool) => {
         let total = 0;
         for (;;) {
-          const deleted = await box.cleanup(pool, { retentionMs: flags.retention, batchSize: flags.limit, maxBatches: 100 });
+          const deleted = await box.reap(pool, { retentionMs: flags.retention, batchSize: flags.limit, maxBatches: 100 });
           total += deleted;
           if (deleted < flags.limit * 100) break;
         }

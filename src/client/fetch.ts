@@ -11,7 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
-import { requireClock } from '../core/options.js';
+import { requireClock, requireOptions } from '../core/options.js';
 import { describe, requireDurationMs } from '../core/duration.js';
 import { IdempotencyKeyInvalidError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/key.js';
@@ -138,9 +138,7 @@ export function createRetryingFetch(options: RetryingFetchOptions = {}): Retryin
 }
 
 function resolve(options: RetryingFetchOptions): ResolvedOptions {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createRetryingFetch expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createRetryingFetch', options);
   const maxAttempts = orDefault(options.maxAttempts, 5);
   if (typeof maxAttempts !== 'number' || !Number.isSafeInteger(maxAttempts) || maxAttempts < 1) {
     throw new TypeError(`retrysafe: option "maxAttempts" must be a positive integer, got ${describe(maxAttempts)}`);

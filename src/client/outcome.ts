@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { IdempotencyError, type IdempotencyErrorCode } from '../core/errors.js';
+import { IdempotencyError } from '../core/errors.js';
 
 /** One attempt of a logical call, as `onAttempt`, `attemptsOf` and {@link RetryExhaustedError} report it. */
 export interface AttemptRecord {
@@ -26,13 +26,11 @@ export interface AttemptRecord {
 }
 
 /** Why a logical call gave up. */
-export type RetryExhaustedCode = Extract<
-  IdempotencyErrorCode,
+export type RetryExhaustedCode =
   /** `maxAttempts` attempts were made and the last one failed retryably. */
   | 'retry-attempts-exhausted'
   /** The overall deadline (`deadlineMs`) passed, or the next wait would run past it. */
-  | 'retry-deadline-exceeded'
->;
+  | 'retry-deadline-exceeded';
 
 /**
  * Thrown by the retrying fetch when every attempt it was allowed failed with a retryable outcome

@@ -22,48 +22,36 @@ export type HttpErrorCode =
   | 'idempotency-response-not-kept';
 
 /**
- * Stable machine-readable codes of {@link IdempotencyError}, across every module. Each module's own code
- * type (`InboxErrorCode`, `OutboxErrorCode`, `SessionErrorCode`, `RetryExhaustedCode`) is the slice of this
- * union with its prefix.
+ * Stable machine-readable codes of the errors defined here: the receiver's, the store contract's and the
+ * recovery point's. Every other module owns its codes (`InboxErrorCode`, `OutboxErrorCode`,
+ * `SessionErrorCode`, `RetryExhaustedCode`, the CLI's `store-url-invalid`) and passes them as `Code`.
  */
 export type IdempotencyErrorCode =
   // HTTP receiver (receiver.ts, key.ts): answered by the HTTP adapters.
   | HttpErrorCode
-  // Atomic phases (phase-runner.ts).
+  // A recovery point a phase plan can no longer resume from.
   | 'phase-recovery-point-unresumable'
-  // Inbox (messaging/inbox/errors.ts).
-  | 'inbox-message-id-missing'
-  | 'inbox-handler-timeout'
-  // Outbox relay and publishers (messaging/outbox/errors.ts).
-  | 'outbox-publish-failed'
-  | 'outbox-publish-timeout'
-  // Session receiver and client (sessions/errors.ts).
-  | 'session-unknown'
-  | 'session-expired'
-  | 'session-request-stale'
-  | 'session-request-invalid'
-  | 'session-request-in-progress'
-  | 'session-lease-lost'
-  // Retrying fetch (client/outcome.ts).
-  | 'retry-attempts-exhausted'
-  | 'retry-deadline-exceeded'
-  // CLI `--store` flag (cli/store-url.ts).
-  | 'store-url-invalid'
   // Stores used against their contract (stores/*).
   | 'store-closed'
   | 'store-misuse'
   | 'store-transaction-aborted';
 
 /**
+ * A code of {@link IdempotencyError}: one of {@link IdempotencyErrorCode}, or a code a module owns (the
+ * `string & Record<never, never>` keeps the core codes offered by editors while admitting the others).
+ */
+export type ErrorCode = IdempotencyErrorCode | (string & Record<never, never>);
+
+/**
  * Root of every error retrysafe throws on purpose (a bad option is a `TypeError` instead). Module roots
- * such as `InboxError` or `SessionError` extend it and narrow `code` to their slice.
+ * such as `InboxError` or `SessionError` extend it and narrow `code` to the union their module owns.
  */
 export class IdempotencyError extends Error {
   override readonly name: string = 'IdempotencyError';
   /** Stable code; safe to switch on. */
-  readonly code: IdempotencyErrorCode;
+  readonly code: ErrorCode;
 
-  constructor(code: IdempotencyErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
   }

@@ -30,3 +30,16 @@ export function requireGenerateId(value: unknown): () => string {
   }
   return value as () => string;
 }
+
+/**
+ * Asserts that a factory's `options` argument is an object, the check every factory runs first so
+ * that a missing or misplaced argument fails where it was passed rather than at first use.
+ *
+ * @param factory - the factory's name as the caller wrote it, e.g. `createPostgresStore`
+ * @throws TypeError naming the factory and the value when `options` is not an object (or is `null`)
+ */
+export function requireOptions<T>(factory: string, options: T): asserts options is T & object {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`retrysafe: ${factory} expects an options object, got ${describe(options)}`);
+  }
+}

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { HttpErrorCode, IdempotencyError, IdempotencyErrorCode } from './errors.js';
+import type { HttpErrorCode, IdempotencyError } from './errors.js';
 
 /** An RFC 9457 `application/problem+json` body. */
 export interface ProblemDetails {
@@ -13,8 +13,8 @@ export interface ProblemDetails {
   readonly title: string;
   readonly status: number;
   readonly detail: string;
-  /** The retrysafe error code (an RFC 9457 extension member). */
-  readonly code: IdempotencyErrorCode;
+  /** The retrysafe error code (an RFC 9457 extension member): an `IdempotencyErrorCode` or a module's own. */
+  readonly code: string;
 }
 
 /** A ready-to-send problem response. */
@@ -46,7 +46,7 @@ const STATUS: Readonly<Record<HttpErrorCode, readonly [number, string]>> = {
 const INTERNAL: readonly [number, string] = [500, 'Internal error'];
 
 /** `true` for the codes the HTTP adapters answer with their own status (see {@link problemFor}). */
-export function isHttpErrorCode(code: IdempotencyErrorCode): code is HttpErrorCode {
+export function isHttpErrorCode(code: string): code is HttpErrorCode {
   return Object.hasOwn(STATUS, code);
 }
 

@@ -18,7 +18,7 @@ import {
   RequestInProgressError,
   StoreUnavailableError,
 } from './errors.js';
-import { requireGenerateId } from './options.js';
+import { requireGenerateId, requireOptions } from './options.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
 import type { ClaimedTransaction, ClaimInput, IdempotencyStore, TransactionalStore } from './store.js';
 import { receiverHealth, type ReceiverHealth } from '../observability/health.js';
@@ -203,9 +203,7 @@ class Engine<Tx> implements Receiver<Tx> {
   private readonly transactional: boolean;
 
   constructor(options: PlainReceiverOptions | TransactionalReceiverOptions<Tx>) {
-    if (typeof options !== 'object' || options === null) {
-      throw new TypeError(`retrysafe: createReceiver expects an options object, got ${describe(options)}`);
-    }
+    requireOptions('createReceiver', options);
     const store = options.store as unknown;
     if (typeof store !== 'object' || store === null || typeof (store as IdempotencyStore).claim !== 'function') {
       throw new TypeError(`retrysafe: option "store" must be an IdempotencyStore, got ${describe(store)}`);

@@ -2,11 +2,11 @@
  * The framework-neutral half of the HTTP adapters: everything the Express, Fastify and Hono middleware
  * share — the method filter, Idempotency-Key parsing, required/optional keys, scope, fingerprint, the
  * replay-header allow-list, problem responses, and running the handler through the {@link Receiver}.
- * An adapter only translates its framework's request into an {@link ExchangeRequest}, captures the
- * handler's response, and sends the {@link ExchangeOutcome}.
+ * An adapter only translates its framework's request into an {@link HttpExchangeRequest}, captures the
+ * handler's response, and sends the {@link HttpExchangeOutcome}.
  *
  * Behaviour (IETF draft-ietf-httpapi-idempotency-key-header; Stripe's idempotent
- * requests): see {@link Exchange.handle}.
+ * requests): see {@link HttpExchange.handle}.
  *
  * @module
  */
@@ -17,6 +17,7 @@ import { parseIdempotencyKey } from '../core/key.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../core/problem.js';
 import type { Claim, StoredResponse } from '../core/record.js';
 import type { Receiver } from '../core/receiver.js';
+import { requireOptions } from '../core/options.js';
 
 /** Name of the request header carrying the key (IETF draft section 2). */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
@@ -138,7 +139,7 @@ export function contextOf<Tx>(context: IdempotencyContext<unknown> | undefined, 
 }
 
 /** A request as the exchange sees it. */
-export interface ExchangeRequest<Req> {
+export interface HttpExchangeRequest<Req> {
   /** The framework's own request, handed to the `scope` and `route` options. */
   readonly request: Req;
   readonly method: string;
@@ -181,13 +182,13 @@ export interface OutgoingResponse {
  * - `replay`: send a saved response; its headers include `idempotent-replayed: true`.
  * - `problem`: send an `application/problem+json` answer (400, 409, 410, 413, 422 or 503).
  */
-export type ExchangeOutcome =
+export type HttpExchangeOutcome =
   | { readonly kind: 'pass' }
   | { readonly kind: 'handler'; readonly response: CapturedResponse }
   | { readonly kind: 'replay' | 'problem'; readonly response: OutgoingResponse };
 
-/** The shared request pipeline. Create one per middleware with {@link createExchange}. */
-export interface Exchange<Req, Tx> {
+/** The shared request pipeline. Create one per middleware with {@link createHttpExchange}. */
+export interface HttpExchange<Req, Tx> {
   /** The resolved {@link IdempotencyOptions.maxBodyBytes}. */
   readonly maxBodyBytes: number;
   /** The resolved {@link IdempotencyOptions.maxResponseBytes}. */
@@ -211,12 +212,12 @@ export interface Exchange<Req, Tx> {
    * @throws whatever `scope`, `route`, `body` or `run` throw (not a failed handler: see `failed`)
    */
   handle(
-    request: ExchangeRequest<Req>,
+    request: HttpExchangeRequest<Req>,
     run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
-  ): Promise<ExchangeOutcome>;
+  ): Promise<HttpExchangeOutcome>;
 }
 
-/** The resolved, frozen options of an {@link Exchange}. */
+/** The resolved, frozen options of an {@link HttpExchange}. */
 interface ResolvedOptions<Req, Tx> {
   readonly receiver: Receiver<Tx>;
   readonly required: boolean;
@@ -239,7 +240,7 @@ class HandlerFailed extends Error {
 }
 
 const encoder = new TextEncoder();
-const PASS: ExchangeOutcome = Object.freeze({ kind: 'pass' });
+const PASS: HttpExchangeOutcome = Object.freeze({ kind: 'pass' });
 const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
 
 /**
@@ -251,19 +252,17 @@ const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
  *   `maxBodyBytes` or `maxResponseBytes` not a non-negative integer
  * @example
  * ```ts
- * const exchange = createExchange({ receiver, scope: (req: Request) => req.headers.get('x-tenant') ?? '' });
+ * const exchange = createHttpExchange({ receiver, scope: (req: Request) => req.headers.get('x-tenant') ?? '' });
  * const outcome = await exchange.handle(neutralRequest, async (context) => runHandler(context));
  * ```
  */
-export function createExchange<Req, Tx>(options: IdempotencyOptions<Req, Tx>): Exchange<Req, Tx> {
+export function createHttpExchange<Req, Tx>(options: IdempotencyOptions<Req, Tx>): HttpExchange<Req, Tx> {
   const resolved = resolveOptions(options);
-  return new HttpExchange(resolved);
+  return new ReceiverExchange(resolved);
 }
 
 function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): ResolvedOptions<Req, Tx> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: the idempotency middleware expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('the idempotency middleware', options);
   const receiver = options.receiver as unknown;
   if (typeof receiver !== 'object' || receiver === null || typeof (receiver as Receiver<Tx>).execute !== 'function') {
     throw new TypeError(`retrysafe: option "receiver" must be a Receiver (see createReceiver), got ${describe(receiver)}`);
@@ -326,7 +325,7 @@ function isStringArray(value: unknown, pattern: RegExp): value is readonly strin
   return Array.isArray(value) && value.every((item) => typeof item === 'string' && pattern.test(item));
 }
 
-class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
+class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
   readonly maxBodyBytes: number;
   readonly maxResponseBytes: number;
 
@@ -340,9 +339,9 @@ class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
   }
 
   async handle(
-    request: ExchangeRequest<Req>,
+    request: HttpExchangeRequest<Req>,
     run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
-  ): Promise<ExchangeOutcome> {
+  ): Promise<HttpExchangeOutcome> {
     if (!this.applies(request.method)) return PASS;
     const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
     if (header === null || header === undefined) {
@@ -403,7 +402,7 @@ class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
     }
   }
 
-  private problemOutcome(error: IdempotencyError): ExchangeOutcome {
+  private problemOutcome(error: IdempotencyError): HttpExchangeOutcome {
     const problem = problemFor(error, this.options.problemTypeBase, this.options.retryAfterSeconds);
     return {
       kind: 'problem',
@@ -412,7 +411,7 @@ class HttpExchange<Req, Tx> implements Exchange<Req, Tx> {
   }
 
   /** The 410 answer to a retry whose first response was saved without its body. */
-  private notKeptOutcome(saved: StoredResponse, bytes: number): ExchangeOutcome {
+  private notKeptOutcome(saved: StoredResponse, bytes: number): HttpExchangeOutcome {
     const error = new ResponseNotKeptError(saved.status, bytes);
     const problem = problemFor(error, this.options.problemTypeBase, this.options.retryAfterSeconds);
     const location = saved.headers['location'];

@@ -4,7 +4,7 @@
  * The middleware holds the handler's response — whether it is sent with `res.json`, `res.send`,
  * `res.end()`, `res.write()` + `res.end()` or `res.writeHead` — until the receiver has saved it (in
  * transactional mode: until COMMIT), then sends it. Behaviour: see
- * {@link Exchange.handle}.
+ * {@link HttpExchange.handle}.
  *
  * Request body and the fingerprint — what this middleware chose, in order:
  * 1. `req.rawBody` (a Buffer, e.g. set by `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`)
@@ -32,7 +32,7 @@ import { checkHealth, type HealthCheck } from '../observability/health.js';
 import {
   canonicalBody,
   contextOf,
-  createExchange,
+  createHttpExchange,
   readBody,
   type CapturedResponse,
   type IdempotencyContext,
@@ -90,7 +90,7 @@ export function idempotencyOf<Tx>(
  * invalid key, 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress
  * (with `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`.
  *
- * @throws TypeError at creation, naming the option, when an option is invalid (see `createExchange`)
+ * @throws TypeError at creation, naming the option, when an option is invalid (see `createHttpExchange`)
  * @example
  * ```ts
  * import express from 'express';
@@ -105,7 +105,7 @@ export function idempotencyOf<Tx>(
  * ```
  */
 export function idempotency<Tx = undefined>(options: IdempotencyOptions<Request, Tx>): RequestHandler {
-  const exchange = createExchange(options);
+  const exchange = createHttpExchange(options);
   return function idempotencyMiddleware(req: Request, res: Response, next: NextFunction): void {
     if (!exchange.applies(req.method)) {
       next();

@@ -1,6 +1,6 @@
 /**
  * Idempotency-Key plugin for Fastify 5, built with `fastify-plugin` so its hooks apply to every route of
- * the instance it is registered on. Behaviour: see {@link Exchange.handle}.
+ * the instance it is registered on. Behaviour: see {@link HttpExchange.handle}.
  *
  * Hooks: `preParsing` keeps the raw body bytes for the fingerprint (only on requests that carry a key,
  * on methods the plugin acts on; a body over `maxBodyBytes` is answered there with a 413 problem, before
@@ -25,13 +25,13 @@ import {
   BodyTooLargeError,
   canonicalBody,
   contextOf,
-  createExchange,
+  createHttpExchange,
   IDEMPOTENCY_KEY_HEADER,
   readBody,
   type CapturedResponse,
-  type Exchange,
-  type ExchangeOutcome,
-  type ExchangeRequest,
+  type HttpExchange,
+  type HttpExchangeOutcome,
+  type HttpExchangeRequest,
   type IdempotencyContext,
   type IdempotencyOptions,
   type OutgoingResponse,
@@ -96,7 +96,7 @@ export function idempotencyOf<Tx>(request: FastifyRequest, receiver: Receiver<Tx
  * What one request under the plugin carries between its hooks; it is also the request the exchange sees
  * (and its own `headers`), so a request costs one object rather than several closures.
  */
-class Call implements ExchangeRequest<FastifyRequest> {
+class Call implements HttpExchangeRequest<FastifyRequest> {
   readonly method: string;
   readonly route: string;
   readonly query: string;
@@ -109,7 +109,7 @@ class Call implements ExchangeRequest<FastifyRequest> {
   /** Hands the captured response to the receiver; set while the handler runs under a claim. */
   deliver: ((response: CapturedResponse) => void) | undefined;
   /** The exchange's answer, settled once the response is saved (or released). */
-  outcome: Promise<ExchangeOutcome> | undefined;
+  outcome: Promise<HttpExchangeOutcome> | undefined;
   /** Whether the handler runs under the claim (so `onSend`, not `preHandler`, settles the outcome). */
   running = false;
   /** Whether the handler threw (an `onError` hook ran). */
@@ -149,7 +149,7 @@ type Carrier = Record<symbol, Call | null | undefined>;
  * `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`. An exception in the handler goes through
  * Fastify's error handler as usual; its response is sent and the key released whatever `shouldPersist` says.
  *
- * @throws TypeError at registration, naming the option, when an option is invalid (see `createExchange`)
+ * @throws TypeError at registration, naming the option, when an option is invalid (see `createHttpExchange`)
  * @example
  * ```ts
  * import Fastify from 'fastify';
@@ -168,12 +168,12 @@ export const idempotency: FastifyPluginAsync<FastifyIdempotencyOptions> = fastif
 });
 
 function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOptions): Promise<void> {
-  let exchange: Exchange<FastifyRequest, unknown>;
+  let exchange: HttpExchange<FastifyRequest, unknown>;
   try {
-    exchange = createExchange(options);
+    exchange = createHttpExchange(options);
   } catch (error) {
     // Fastify's plugin loader reports a rejection from register(); a synchronous throw escapes it.
-    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- createExchange throws only TypeErrors
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- createHttpExchange throws only TypeErrors
     return Promise.reject(error);
   }
   // One symbol per registration: two registrations on one instance keep apart.

@@ -1,7 +1,7 @@
 /**
  * Idempotency-Key middleware for Hono. It works on the fetch `Request`/`Response` pair, so it runs
  * wherever Hono does: Node (`@hono/node-server`), Bun, Deno, Cloudflare Workers, and Next.js route
- * handlers through `hono/vercel`. Behaviour: see {@link Exchange.handle}.
+ * handlers through `hono/vercel`. Behaviour: see {@link HttpExchange.handle}.
  *
  * The body for the fingerprint is read from a clone of the request (at most `maxBodyBytes`; a longer one
  * is answered with a 413 problem before any claim), so the handler can still call
@@ -15,7 +15,7 @@ import type { Receiver } from '../core/receiver.js';
 import { checkHealth, type HealthCheck } from '../observability/health.js';
 import {
   contextOf,
-  createExchange,
+  createHttpExchange,
   readBody,
   type CapturedResponse,
   type IdempotencyContext,
@@ -79,7 +79,7 @@ export function idempotencyOf<Tx>(c: Context, receiver: Receiver<Tx>): Idempoten
  * (with `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`. An exception in the handler goes to
  * `app.onError` as usual; its response is sent and the key is released whatever `shouldPersist` says.
  *
- * @throws TypeError at creation, naming the option, when an option is invalid (see `createExchange`)
+ * @throws TypeError at creation, naming the option, when an option is invalid (see `createHttpExchange`)
  * @example
  * ```ts
  * import { Hono } from 'hono';
@@ -93,7 +93,7 @@ export function idempotencyOf<Tx>(c: Context, receiver: Receiver<Tx>): Idempoten
  * ```
  */
 export function idempotency<Tx = undefined>(options: IdempotencyOptions<Context, Tx>): MiddlewareHandler<IdempotencyEnv<Tx>> {
-  const exchange = createExchange(options);
+  const exchange = createHttpExchange(options);
   return async function idempotencyMiddleware(c: Context<IdempotencyEnv<Tx>>, next: Next): Promise<Response | undefined> {
     if (!exchange.applies(c.req.method)) {
       await next();

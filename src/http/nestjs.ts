@@ -2,7 +2,7 @@
  * Idempotency-Key support for NestJS 10 and 11, on the Express and the Fastify platform: a module that
  * installs a global interceptor, a route decorator for per-route settings, and a parameter decorator
  * that hands the handler its idempotency context (and, in transactional mode, the transaction).
- * Behaviour per the HTTP contract of the other adapters; see {@link Exchange.handle}.
+ * Behaviour per the HTTP contract of the other adapters; see {@link HttpExchange.handle}.
  *
  * Why an interceptor that holds the Node response: an interceptor knows the route (so `@Idempotent()`
  * applies) and sees a handler fail before the exception filters answer, and the bytes Nest finally
@@ -44,10 +44,10 @@ import { describe } from '../core/duration.js';
 import {
   BodyTooLargeError,
   canonicalBody,
-  createExchange,
+  createHttpExchange,
   readBody,
   type CapturedResponse,
-  type Exchange,
+  type HttpExchange,
   type IdempotencyContext,
   type IdempotencyOptions,
   type OutgoingResponse,
@@ -197,7 +197,7 @@ export class IdempotencyModule {
   /**
    * The module with options known up front.
    *
-   * @throws TypeError naming the option when an option is invalid (see `createExchange`)
+   * @throws TypeError naming the option when an option is invalid (see `createHttpExchange`)
    * @example
    * ```ts
    * import { Module } from '@nestjs/common';
@@ -216,7 +216,7 @@ export class IdempotencyModule {
    * ```
    */
   static forRoot<Req extends NestRequest = NestRequest, Tx = unknown>(options: IdempotencyOptions<Req, Tx>): DynamicModule {
-    const exchange = createExchange(options) as unknown as Exchange<NestRequest, unknown>;
+    const exchange = createHttpExchange(options) as unknown as HttpExchange<NestRequest, unknown>;
     return { module: IdempotencyModule, providers: [{ provide: EXCHANGE, useValue: exchange }, INTERCEPTOR] };
   }
 
@@ -244,7 +244,7 @@ export class IdempotencyModule {
       providers: [
         {
           provide: EXCHANGE,
-          useFactory: async (...args: unknown[]) => createExchange(await factory(...args)),
+          useFactory: async (...args: unknown[]) => createHttpExchange(await factory(...args)),
           inject: options.inject ?? [],
         },
         INTERCEPTOR,
@@ -256,7 +256,7 @@ export class IdempotencyModule {
 /** Runs every HTTP request through the module's exchange, holding the Node response until it is saved. */
 class IdempotencyInterceptor implements NestInterceptor {
   constructor(
-    private readonly exchange: Exchange<NestRequest, unknown>,
+    private readonly exchange: HttpExchange<NestRequest, unknown>,
     private readonly reflector: Reflector,
   ) {}
 
@@ -340,7 +340,7 @@ function respondsItself(context: ExecutionContext): boolean {
 
 const INTERCEPTOR: Provider = {
   provide: APP_INTERCEPTOR,
-  useFactory: (exchange: Exchange<NestRequest, unknown>, reflector: Reflector) => new IdempotencyInterceptor(exchange, reflector),
+  useFactory: (exchange: HttpExchange<NestRequest, unknown>, reflector: Reflector) => new IdempotencyInterceptor(exchange, reflector),
   inject: [EXCHANGE, Reflector],
 };
 

@@ -13,6 +13,7 @@ import { RequestInProgressError } from '../core/errors.js';
 import { checkPlan, type PhasePlan } from './plan.js';
 import { storeName, type PhaseRunner } from './runner.js';
 import { decodeRecoveryPoint } from './recovery-point.js';
+import { requireOptions } from '../core/options.js';
 
 /** Options of {@link completeAbandoned}. */
 export interface CompleteAbandonedOptions<Tx> {
@@ -66,9 +67,7 @@ export interface CompletionReport {
  * ```
  */
 export async function completeAbandoned<Tx>(options: CompleteAbandonedOptions<Tx>): Promise<CompletionReport> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: completeAbandoned expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('completeAbandoned', options);
   const { runner } = options;
   if (typeof runner !== 'object' || runner === null || typeof runner.execute !== 'function') {
     throw new TypeError(`retrysafe: option "runner" must be a phase runner from createPhaseRunner, got ${describe(runner)}`);

@@ -24,6 +24,7 @@ import type { Claim, IdempotencyRecord, StoredResponse } from '../core/record.js
 import type { OperationId } from '../core/receiver.js';
 import { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './recovery-point.js';
 import type { ClaimInput, IdempotencyStore, TransactionalStore, TransactionView } from '../core/store.js';
+import { requireOptions } from '../core/options.js';
 
 /** Options shared by every phase runner. Durations are in milliseconds. */
 export interface PhaseRunnerOptions {
@@ -140,9 +141,7 @@ class Runner<Tx> implements PhaseRunner<Tx> {
   readonly store: CheckpointingStore;
 
   constructor(options: PlainPhaseRunnerOptions | TransactionalPhaseRunnerOptions<Tx>) {
-    if (typeof options !== 'object' || options === null) {
-      throw new TypeError(`retrysafe: createPhaseRunner expects an options object, got ${describe(options)}`);
-    }
+    requireOptions('createPhaseRunner', options);
     const store = options.store as unknown;
     if (typeof store !== 'object' || store === null || typeof (store as IdempotencyStore).claim !== 'function') {
       throw new TypeError(`retrysafe: option "store" must be an IdempotencyStore, got ${describe(store)}`);

@@ -17,6 +17,7 @@ import {
 } from './errors.js';
 import type { SessionRequest } from './store.js';
 import { sleep as timerSleep } from '../client/sleep.js';
+import { requireOptions } from '../core/options.js';
 
 /** Options of {@link SessionClient.open}. Durations are in milliseconds. */
 export interface SessionClientOptions {
@@ -200,9 +201,7 @@ export class SessionClient {
 }
 
 function resolveClientOptions(options: SessionClientOptions): ResolvedClientOptions {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: SessionClient.open expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('SessionClient.open', options);
   const fn = <F>(name: string, value: F): F => {
     if (typeof value !== 'function') throw new TypeError(`retrysafe: option "${name}" must be a function, got ${describe(value)}`);
     return value;

@@ -5,10 +5,16 @@
  *
  * @module
  */
-import { IdempotencyError, type IdempotencyErrorCode } from '../core/errors.js';
+import { IdempotencyError } from '../core/errors.js';
 
-/** Stable machine-readable codes of {@link SessionError}: the `session-` slice of `IdempotencyErrorCode`. */
-export type SessionErrorCode = Extract<IdempotencyErrorCode, `session-${string}`>;
+/** Stable machine-readable codes of {@link SessionError}. */
+export type SessionErrorCode =
+  | 'session-unknown'
+  | 'session-expired'
+  | 'session-request-stale'
+  | 'session-request-invalid'
+  | 'session-request-in-progress'
+  | 'session-lease-lost';
 
 /** Root of the errors a session receiver or client throws on purpose. */
 export class SessionError extends IdempotencyError {

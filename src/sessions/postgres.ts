@@ -10,6 +10,7 @@ import type { Pool, QueryResult, QueryResultRow } from 'pg';
 import { describe } from '../core/duration.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../stores/postgres/schema.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionStats, SessionStore } from './store.js';
+import { requireOptions } from '../core/options.js';
 
 /** Options of {@link createPostgresSessionStore}. */
 export interface PostgresSessionStoreOptions {
@@ -63,9 +64,7 @@ type StatsRow = {
  * ```
  */
 export function createPostgresSessionStore(options: PostgresSessionStoreOptions): SessionStore {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createPostgresSessionStore expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createPostgresSessionStore', options);
   const { pool } = options;
   if (typeof pool !== 'object' || pool === null || typeof pool.query !== 'function') {
     throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);

@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
-import { requireClock, requireGenerateId } from '../core/options.js';
+import { requireClock, requireGenerateId, requireOptions } from '../core/options.js';
 import { describe, requireDurationMs } from '../core/duration.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import {
@@ -128,9 +128,7 @@ class Receiver implements SessionReceiver {
   readonly store: SessionStore;
 
   constructor(options: SessionReceiverOptions) {
-    if (typeof options !== 'object' || options === null) {
-      throw new TypeError(`retrysafe: createSessionReceiver expects an options object, got ${describe(options)}`);
-    }
+    requireOptions('createSessionReceiver', options);
     const store = options.store as unknown;
     if (typeof store !== 'object' || store === null || typeof (store as SessionStore).begin !== 'function') {
       throw new TypeError(`retrysafe: option "store" must be a SessionStore, got ${describe(store)}`);

@@ -18,6 +18,7 @@ import { REAP_SESSION_LUA } from './redis-scripts/reap.lua.js';
 import { RELEASE_SESSION_LUA } from './redis-scripts/release.lua.js';
 import { STATS_SESSION_LUA } from './redis-scripts/stats.lua.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionStats, SessionStore } from './store.js';
+import { requireOptions } from '../core/options.js';
 
 /** Options of {@link createRedisSessionStore}. */
 export interface RedisSessionStoreOptions {
@@ -92,9 +93,7 @@ interface RedisSessionConfig {
  * ```
  */
 export function createRedisSessionStore(options: RedisSessionStoreOptions): SessionStore {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createRedisSessionStore expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createRedisSessionStore', options);
   const { client, prefix = 'retrysafe-sessions' } = options;
   if (!isRedisConnection(client)) {
     throw new TypeError(`retrysafe: option "client" must be an ioredis Redis or Cluster connection, got ${describe(client)}`);

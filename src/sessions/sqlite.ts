@@ -8,6 +8,7 @@
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { describe, requireDurationMs } from '../core/duration.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionStats, SessionStore } from './store.js';
+import { requireOptions } from '../core/options.js';
 
 /** Options of {@link createSqliteSessionStore}. */
 export interface SqliteSessionStoreOptions {
@@ -68,9 +69,7 @@ const MIGRATIONS: readonly { readonly version: number; readonly sql: (sessions: 
  * ```
  */
 export function createSqliteSessionStore(options: SqliteSessionStoreOptions = {}): SessionStore {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createSqliteSessionStore expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createSqliteSessionStore', options);
   const { path, database } = options;
   if (database !== undefined && path !== undefined) {
     throw new TypeError(`retrysafe: option "path" (${describe(path)}) must be absent when "database" is given`);

@@ -168,10 +168,10 @@ describe('usage, help and version', () => {
   });
 
   it('help shows duration defaults in the unit the flags take', async () => {
-    const [complete, cleanup] = await Promise.all([runCli(['complete', '--help']), runCli(['inbox', 'cleanup', '--help'])]);
+    const [complete, reap] = await Promise.all([runCli(['complete', '--help']), runCli(['inbox', 'reap', '--help'])]);
     expect(complete.stdout).toMatch(/--lease <duration>[\s\S]*\(default: 30s\)/);
     expect(complete.stdout).toMatch(/--retention <duration>[\s\S]*\(default: 24h\)/);
-    expect(cleanup.stdout).toMatch(/--retry-horizon <duration>[\s\S]*\(default: 24h\)/);
+    expect(reap.stdout).toMatch(/--retry-horizon <duration>[\s\S]*\(default: 24h\)/);
   });
 
   it.each([
@@ -181,7 +181,7 @@ describe('usage, help and version', () => {
     [['demo', '--bogus'], "unknown option '--bogus'"],
     [['demo', '--payments', '5'], '--payments must be an integer from 10 to 1000000.'],
     [['nope'], "unknown command 'nope'"],
-    [['inbox', 'cleanup', '--store', 'sqlite:/tmp/x.db', '--retention', '1h'], '--retention (3600 s) must exceed --retry-horizon (86400 s)'],
+    [['inbox', 'reap', '--store', 'sqlite:/tmp/x.db', '--retention', '1h'], '--retention (3600 s) must exceed --retry-horizon (86400 s)'],
   ])('%j is refused in one line with exit 2', async (args, message) => {
     expect(expectOneLineFailure(await runCli(args))).toContain(message);
   });

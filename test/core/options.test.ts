@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, systemClock } from '../../src/core/clock.js';
-import { requireClock, requireGenerateId } from '../../src/core/options.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../src/core/options.js';
 
 describe('requireClock', () => {
   it('returns a clock unchanged', () => {
@@ -24,5 +24,17 @@ describe('requireGenerateId', () => {
   it.each([[null], [undefined], ['id'], [{}]])('throws a TypeError naming "generateId" for %s', (value) => {
     expect(() => requireGenerateId(value)).toThrow(TypeError);
     expect(() => requireGenerateId(value)).toThrow(/option "generateId" must be a function, got /);
+  });
+});
+
+describe('requireOptions', () => {
+  it('accepts any object', () => {
+    expect(() => requireOptions('createThing', {})).not.toThrow();
+    expect(() => requireOptions('createThing', { a: 1 })).not.toThrow();
+  });
+
+  it.each([[null], [undefined], [42], ['options']])('throws a TypeError naming the factory for %s', (value) => {
+    expect(() => requireOptions('createThing', value)).toThrow(TypeError);
+    expect(() => requireOptions('createThing', value)).toThrow(/^retrysafe: createThing expects an options object, got /);
   });
 });

@@ -3,10 +3,10 @@
  *
  * @module
  */
-import { IdempotencyError, type IdempotencyErrorCode } from '../../core/errors.js';
+import { IdempotencyError } from '../../core/errors.js';
 
-/** Stable machine-readable codes of {@link InboxError}: the `inbox-` slice of `IdempotencyErrorCode`. */
-export type InboxErrorCode = Extract<IdempotencyErrorCode, `inbox-${string}`>;
+/** Stable machine-readable codes of {@link InboxError}. */
+export type InboxErrorCode = 'inbox-message-id-missing' | 'inbox-handler-timeout';
 
 /** Root of every error the inbox throws on purpose. */
 export class InboxError extends IdempotencyError {

@@ -69,19 +69,26 @@ export interface Inbox<Tx> {
   /** Dead letters, oldest first. @defaultValue limit 100, all consumers */
   deadLetters(query?: { readonly consumer?: string; readonly limit?: number }): Promise<DeadLetter[]>;
   /**
-   * Marks a dead letter for replay (attempts reset to 0). The consumer runs it through {@link Inbox.handle}
-   * again (broker adapters poll {@link Inbox.pendingReplays}); the processed mark makes a replay run at most
-   * once however often it is requested. Returns whether a dead letter was found.
+   * Marks a dead letter for redrive (attempts reset to 0). The consumer runs it through {@link Inbox.handle}
+   * again (broker adapters poll {@link Inbox.pendingRedrives}); the processed mark makes a redrive run at
+   * most once however often it is requested. Returns whether a dead letter was found.
    */
+  redrive(consumer: string, messageId: string): Promise<boolean>;
+  /** @deprecated Use {@link Inbox.redrive}; "replay" names the HTTP replay of a saved response. */
   replay(consumer: string, messageId: string): Promise<boolean>;
-  /** Pending replays of `consumer`, oldest request first, with their saved headers and body. @defaultValue limit 100 */
+  /** Pending redrives of `consumer`, oldest request first, with their saved headers and body. @defaultValue limit 100 */
+  pendingRedrives(consumer: string, limit?: number): Promise<DeadLetter[]>;
+  /** @deprecated Use {@link Inbox.pendingRedrives}. */
   pendingReplays(consumer: string, limit?: number): Promise<DeadLetter[]>;
   /**
-   * Deletes one bounded batch of processed marks older than `retentionMs` (and abandoned attempt rows),
-   * skipping rows other transactions hold, so it never blocks consumers and several instances may run it.
-   * Call it on an interval; returns how many rows went (fewer than `limit` means caught up).
+   * The reaper: deletes one bounded batch of processed marks older than `retentionMs` (and abandoned
+   * attempt rows), skipping rows other transactions hold, so it never blocks consumers and several
+   * instances may run it. Call it on an interval; returns how many rows went (fewer than `limit` means
+   * caught up).
    * @defaultValue limit 1000
    */
+  reap(limit?: number): Promise<number>;
+  /** @deprecated Use {@link Inbox.reap}. */
   cleanup(limit?: number): Promise<number>;
   /** Closes the store. */
   close(): Promise<void>;
@@ -167,16 +174,28 @@ class InboxImpl<Tx> implements Inbox<Tx> {
     return this.config.store.deadLetters(consumer, requireLimit(query.limit ?? 100));
   }
 
-  replay(consumer: string, messageId: string): Promise<boolean> {
+  redrive(consumer: string, messageId: string): Promise<boolean> {
     return this.config.store.requestReplay(requireName('consumer', consumer), requireName('messageId', messageId), this.config.clock.now());
   }
 
-  pendingReplays(consumer: string, limit = 100): Promise<DeadLetter[]> {
+  replay(consumer: string, messageId: string): Promise<boolean> {
+    return this.redrive(consumer, messageId);
+  }
+
+  pendingRedrives(consumer: string, limit = 100): Promise<DeadLetter[]> {
     return this.config.store.pendingReplays(requireName('consumer', consumer), requireLimit(limit));
   }
 
-  cleanup(limit = 1000): Promise<number> {
+  pendingReplays(consumer: string, limit = 100): Promise<DeadLetter[]> {
+    return this.pendingRedrives(consumer, limit);
+  }
+
+  reap(limit = 1000): Promise<number> {
     return this.config.store.cleanup(this.config.clock.now() - this.config.retentionMs, requireLimit(limit));
+  }
+
+  cleanup(limit = 1000): Promise<number> {
+    return this.reap(limit);
   }
 
   close(): Promise<void> {

@@ -5,7 +5,7 @@
  */
 import type { Meter } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock } from '../../core/options.js';
+import { requireClock, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
 import type { InboxEvent } from './metrics.js';
 import type { InboxStore } from './store.js';
@@ -68,9 +68,7 @@ const STORE_METHODS = ['begin', 'process', 'fail', 'deadLetters', 'requestReplay
  *   not exceed `retryHorizonMs`
  */
 export function resolveInboxOptions<Tx>(options: InboxOptions<Tx>): ResolvedInboxOptions<Tx> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createInbox expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createInbox', options);
   const { store } = options;
   if (typeof store !== 'object' || store === null || STORE_METHODS.some((name) => typeof store[name] !== 'function')) {
     throw new TypeError(`retrysafe: option "store" must be an inbox store (createPostgresInboxStore, createSqliteInboxStore), got ${describe(store)}`);

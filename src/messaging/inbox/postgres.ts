@@ -11,6 +11,7 @@ import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { HandlerTimeoutError } from './errors.js';
 import type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
 import { runWithTimeout } from './timeout.js';
+import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link createPostgresInboxStore}. */
 export interface PostgresInboxStoreOptions {
@@ -44,9 +45,7 @@ export interface PostgresInboxStoreOptions {
  * ```
  */
 export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore<pg.PoolClient> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createPostgresInboxStore expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createPostgresInboxStore', options);
   const { pool } = options;
   if (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function') {
     throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);

@@ -38,7 +38,7 @@ export type Disposition = 'ack' | 'retry' | 'dead_letter' | 'reject';
 /**
  * Decides a delivery's disposition. A rejection (the inbox's store failing) makes the adapter redeliver.
  * `replayPending`, when present, is polled by the adapters to run dead letters an operator asked to
- * replay (`retrysafe inbox replay`); it returns how many it ran.
+ * redrive (`retrysafe inbox redrive`); it returns how many it ran.
  */
 export interface MessageProcessor {
   (message: BrokerMessage): Promise<Disposition>;

@@ -10,6 +10,7 @@ import { quoteIdentifier } from '../../stores/sqlite/migrations.js';
 import { Mutex } from '../../stores/sqlite/mutex.js';
 import type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
 import { runWithTimeout } from './timeout.js';
+import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link createSqliteInboxStore}: at most one of `path` and `database`. */
 export interface SqliteInboxStoreOptions {
@@ -83,9 +84,7 @@ const MIGRATIONS: readonly { readonly version: number; readonly sql: (p: (suffix
  * ```
  */
 export function createSqliteInboxStore(options: SqliteInboxStoreOptions = {}): SqliteInboxStore {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createSqliteInboxStore expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createSqliteInboxStore', options);
   const { path, database } = options;
   if (path !== undefined && database !== undefined) {
     throw new TypeError(`retrysafe: option "path" (${describe(path)}) must be absent when "database" is given`);

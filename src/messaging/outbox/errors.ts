@@ -4,10 +4,10 @@
  *
  * @module
  */
-import { IdempotencyError, type IdempotencyErrorCode } from '../../core/errors.js';
+import { IdempotencyError } from '../../core/errors.js';
 
-/** Stable machine-readable codes of {@link OutboxError}: the `outbox-` slice of `IdempotencyErrorCode`. */
-export type OutboxErrorCode = Extract<IdempotencyErrorCode, `outbox-${string}`>;
+/** Stable machine-readable codes of {@link OutboxError}. */
+export type OutboxErrorCode = 'outbox-publish-failed' | 'outbox-publish-timeout';
 
 /** Root of every error the outbox throws on purpose. */
 export class OutboxError extends IdempotencyError {

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId } from '../../core/options.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { derivedMessageId } from './ids.js';
@@ -130,11 +130,14 @@ export interface Outbox {
   /** Counts and ages for monitoring (see {@link OutboxStatus}); cheap reads of the pending and dead rows in one statement. */
   status(db: Queryable): Promise<OutboxStatus>;
   /**
-   * Deletes sent rows older than `retentionMs`, `batchSize` per statement, until a statement deletes fewer
-   * or `maxBatches` ran. Pending and dead-lettered rows are never deleted. Resolves with the number deleted.
+   * The reaper: deletes sent rows older than `retentionMs`, `batchSize` per statement, until a statement
+   * deletes fewer or `maxBatches` ran. Pending and dead-lettered rows are never deleted. Resolves with the
+   * number deleted.
    *
    * @throws TypeError when an option is invalid
    */
+  reap(db: Queryable, options: CleanupOptions): Promise<number>;
+  /** @deprecated Use {@link Outbox.reap}. */
   cleanup(db: Queryable, options: CleanupOptions): Promise<number>;
   /** Dead-lettered messages, oldest first, at most `limit` (a positive integer). */
   deadLetters(db: Queryable, limit: number): Promise<OutboxDeadLetter[]>;
@@ -142,7 +145,11 @@ export interface Outbox {
    * Makes a dead-lettered message pending again with its original id (so consumers still deduplicate it)
    * and zero attempts. It keeps its place in its key's order, so it is published before any later pending
    * message of that key. Resolves with whether such a dead letter existed.
+   *
+   * @throws TypeError when `id` is not a UUID
    */
+  redrive(db: Queryable, id: string): Promise<boolean>;
+  /** @deprecated Use {@link Outbox.redrive}. */
   requeue(db: Queryable, id: string): Promise<boolean>;
 }
 
@@ -164,9 +171,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * ```
  */
 export function createOutbox(options: OutboxOptions = {}): Outbox {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createOutbox expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createOutbox', options);
   const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
   const clock = requireClock(options.clock ?? systemClock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
@@ -205,10 +210,8 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       });
     },
 
-    async cleanup(db, cleanupOptions) {
-      if (typeof cleanupOptions !== 'object' || cleanupOptions === null) {
-        throw new TypeError(`retrysafe: cleanup expects an options object, got ${describe(cleanupOptions)}`);
-      }
+    async reap(db, cleanupOptions) {
+      requireOptions('reap', cleanupOptions);
       const retentionMs = requireDurationMs('retentionMs', cleanupOptions.retentionMs);
       const batchSize = requireCount('batchSize', cleanupOptions.batchSize ?? 1000);
       const maxBatches = requireCount('maxBatches', cleanupOptions.maxBatches ?? 100);
@@ -240,12 +243,20 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       );
     },
 
-    async requeue(db, id) {
+    async redrive(db, id) {
       if (typeof id !== 'string' || !UUID.test(id)) {
-        throw new TypeError(`retrysafe: requeue needs a message id (a UUID), got ${describe(id)}`);
+        throw new TypeError(`retrysafe: redrive needs a message id (a UUID), got ${describe(id)}`);
       }
       const result = await db.query(sql.requeue, [id, clock.now()]);
       return (result.rowCount ?? 0) > 0;
+    },
+
+    cleanup(db, cleanupOptions) {
+      return outbox.reap(db, cleanupOptions);
+    },
+
+    requeue(db, id) {
+      return outbox.redrive(db, id);
     },
   };
   return Object.freeze(outbox);

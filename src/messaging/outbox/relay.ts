@@ -16,6 +16,7 @@ import { OutboxMetrics, type OutboxEvent } from './metrics.js';
 import { requireCount, type Outbox } from './outbox.js';
 import type { OutboxMessage, OutboxPublisher } from './publisher.js';
 import type { ClaimedRow } from './statements.js';
+import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link createRelay}. Durations in milliseconds. */
 export interface RelayOptions {
@@ -165,9 +166,7 @@ interface ResolvedRelayOptions {
 }
 
 function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createRelay expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createRelay', options);
   const { pool, outbox, publisher, onEvent } = options;
   if (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function') {
     throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);

@@ -12,6 +12,7 @@ import type { BrokerMessage, MessageProcessor } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
 import { deliverer, InFlight, ReplayPoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
+import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link startAmqpConsumer}. */
 export interface AmqpConsumerOptions {
@@ -104,9 +105,7 @@ export interface AmqpConsumer {
  * ```
  */
 export async function startAmqpConsumer(options: AmqpConsumerOptions): Promise<AmqpConsumer> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: startAmqpConsumer expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('startAmqpConsumer', options);
   const { channel, queue } = options;
   if (typeof channel !== 'object' || channel === null || typeof channel.consume !== 'function') {
     throw new TypeError(`retrysafe: startAmqpConsumer option "channel" must be an amqplib Channel, got ${describe(channel)}`);
@@ -268,9 +267,7 @@ export interface AmqpPublisher extends OutboxPublisher {
  * ```
  */
 export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublisher {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createAmqpPublisher expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createAmqpPublisher', options);
   const { url } = options;
   if (typeof url !== 'string' || !/^amqps?:\/\//.test(url)) {
     throw new TypeError(`retrysafe: option "url" must be an amqp:// or amqps:// URL, got ${describe(url)}`);

@@ -12,6 +12,7 @@ import type { BrokerMessage, Disposition, MessageProcessor } from '../inbox/proc
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
 import { InFlight, ReplayPoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
+import { requireOptions } from '../../core/options.js';
 
 /** The header carrying the outbox message id (the id the consumer's inbox deduplicates on). */
 export const KAFKA_MESSAGE_ID_HEADER = 'Retrysafe-Message-Id';
@@ -74,9 +75,7 @@ export interface KafkaPublisher extends OutboxPublisher {
  * ```
  */
 export function createKafkaPublisher(options: KafkaPublisherOptions): KafkaPublisher {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createKafkaPublisher expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createKafkaPublisher', options);
   const kafka = requireKafka('createKafkaPublisher', options.kafka);
   const topic = options.topic ?? ((message: OutboxMessage) => message.topic);
   if (typeof topic !== 'function') {
@@ -251,9 +250,7 @@ export interface KafkaConsumer {
  */
 export async function startKafkaConsumer(options: KafkaConsumerOptions): Promise<KafkaConsumer> {
   const adapter = 'startKafkaConsumer';
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: ${adapter} expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('${adapter}', options);
   const kafka = requireKafka(adapter, options.kafka);
   const { groupId } = options;
   if (typeof groupId !== 'string' || groupId.length === 0) {

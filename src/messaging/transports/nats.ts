@@ -14,6 +14,7 @@ import type { BrokerMessage, MessageProcessor } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
 import { deliverer, InFlight, ReplayPoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
+import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link startNatsConsumer}. */
 export interface NatsConsumerOptions {
@@ -76,9 +77,7 @@ export interface NatsConsumer {
  * ```
  */
 export async function startNatsConsumer(options: NatsConsumerOptions): Promise<NatsConsumer> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: startNatsConsumer expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('startNatsConsumer', options);
   const { jetstream, stream, consumer } = options;
   if (typeof jetstream !== 'object' || jetstream === null || typeof jetstream.consumers?.get !== 'function') {
     throw new TypeError(`retrysafe: startNatsConsumer option "jetstream" must be a JetStreamClient, got ${describe(jetstream)}`);
@@ -179,9 +178,7 @@ export const NATS_KEY_HEADER = 'Retrysafe-Key';
  * ```
  */
 export function createNatsPublisher(options: NatsPublisherOptions): NatsPublisher {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createNatsPublisher expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createNatsPublisher', options);
   const { servers, connection } = options;
   if ((servers === undefined) === (connection === undefined)) {
     throw new TypeError('retrysafe: createNatsPublisher needs exactly one of the options "servers" and "connection"');

@@ -8,7 +8,7 @@
  */
 import { request, type Dispatcher } from 'undici';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock } from '../../core/options.js';
+import { requireClock, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
@@ -49,9 +49,7 @@ export interface WebhookPublisherOptions {
  * ```
  */
 export function createWebhookPublisher(options: WebhookPublisherOptions): OutboxPublisher {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createWebhookPublisher expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createWebhookPublisher', options);
   const { url, secret, dispatcher } = options;
   if (typeof url === 'string') checkUrl(url);
   else if (typeof url !== 'function') {

@@ -8,6 +8,7 @@ import pg from 'pg';
 import { describe } from '../../core/duration.js';
 import { MIGRATIONS, type Migration } from './migrations/index.js';
 import { DEFAULT_SCHEMA, schemaNames } from './schema.js';
+import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link migrate}: exactly one of `pool` and `connectionString`. */
 export interface MigrateOptions {
@@ -54,9 +55,7 @@ const MIGRATION_LOCK_CLASS = 0x52_53_4d_47; // "RSMG"
  * ```
  */
 export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: migrate expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('migrate', options);
   const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
   const { pool, connectionString } = options;
   if ((pool === undefined) === (connectionString === undefined)) {

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId } from '../../core/options.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
 import { LeaseLostError, StoreClosedError, TransactionAbortedError } from '../../core/errors.js';
 import { describe } from '../../core/duration.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
@@ -180,9 +180,7 @@ a pooled connection past it. Isolation is READ COMMITTED, set explicitly: the fe
  * ```
  */
 export function createPostgresStore(options: PostgresStoreOptions): PostgresStore {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createPostgresStore expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createPostgresStore', options);
   const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
   const { pool, connectionString } = options;
   if ((pool === undefined) === (connectionString === undefined)) {

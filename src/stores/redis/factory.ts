@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId } from '../../core/options.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
 import type { IdempotencyStore } from '../../core/store.js';
 import { isRedisConnection, type RedisConnection } from './connection.js';
@@ -100,9 +100,7 @@ const DEFAULT_READY_TIMEOUT_MS = 5_000;
 export function createRedisStore(
   options: RedisStoreOptions,
 ): IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases' | 'listRecords'> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createRedisStore expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createRedisStore', options);
   if (!isRedisConnection(options.client)) {
     throw new TypeError(`retrysafe: option "client" must be an ioredis Redis or Cluster connection, got ${describe(options.client)}`);
   }

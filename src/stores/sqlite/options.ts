@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from 'better-sqlite3';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId } from '../../core/options.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
 
 /** Options of `createSqliteStore`. Durations are in milliseconds. */
@@ -64,9 +64,7 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
  */
 export function resolveSqliteStoreOptions(options: SqliteStoreOptions | undefined): ResolvedSqliteStoreOptions {
   if (options === undefined) options = {};
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`retrysafe: createSqliteStore expects an options object, got ${describe(options)}`);
-  }
+  requireOptions('createSqliteStore', options);
   const { path, database } = options;
   if (database !== undefined && path !== undefined) {
     throw new TypeError(`retrysafe: option "path" (${describe(path)}) must be absent when "database" is given`);

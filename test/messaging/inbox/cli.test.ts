@@ -62,21 +62,21 @@ describe.runIf(available)('retrysafe inbox (PostgreSQL)', () => {
     const json = await run(['dead-letters', ...store, '--json', '--consumer', 'mailer']);
     expect(JSON.parse(json.out)).toMatchObject({ consumer: 'mailer', messageId: 'm-1', attempts: 1, body: Buffer.from('hi').toString('base64') });
 
-    expect(await run(['replay', 'm-1', '--consumer', 'mailer', ...store])).toMatchObject({ exitCode: undefined, out: expect.stringContaining('requested') as unknown });
-    expect((await inbox.pendingReplays('mailer')).map((l) => l.messageId)).toEqual(['m-1']);
-    const again = await run(['replay', 'm-1', '--consumer', 'mailer', ...store]);
+    expect(await run(['redrive', 'm-1', '--consumer', 'mailer', ...store])).toMatchObject({ exitCode: undefined, out: expect.stringContaining('requested') as unknown });
+    expect((await inbox.pendingRedrives('mailer')).map((l) => l.messageId)).toEqual(['m-1']);
+    const again = await run(['redrive', 'm-1', '--consumer', 'mailer', ...store]);
     expect(again.exitCode).toBe(1);
     expect(again.err).toContain('no dead letter "m-1"');
     expect((await run(['dead-letters', ...store])).out).toBe('retrysafe: no dead letters\n');
   });
 
-  it('cleans up old marks until caught up, and refuses a retention not above the retry horizon', async () => {
+  it('reaps old marks until caught up, and refuses a retention not above the retry horizon', async () => {
     const clock = new ManualClock(Date.now() - 10 * 86_400_000);
     const inbox = createInbox({ store: createPostgresInboxStore({ pool: db.pool, schema: db.schema }), clock });
     for (let i = 0; i < 5; i += 1) await inbox.handle({ consumer: 'gc', messageId: `old-${i}` }, () => Promise.resolve());
     const store = ['--store', POSTGRES_URL, '--schema', db.schema];
-    expect((await run(['cleanup', ...store, '--retention', '7d', '--limit', '2'])).out).toBe('retrysafe: deleted 5 rows\n');
-    await expect(run(['cleanup', ...store, '--retention', '1h'])).rejects.toMatchObject({ exitCode: 2 });
+    expect((await run(['reap', ...store, '--retention', '7d', '--limit', '2'])).out).toBe('retrysafe: deleted 5 rows\n');
+    await expect(run(['reap', ...store, '--retention', '1h'])).rejects.toMatchObject({ exitCode: 2 });
     await expect(run(['dead-letters', '--store', 'mysql://x'])).rejects.toMatchObject({ code: 'commander.invalidArgument' });
   });
 });

@@ -50,16 +50,16 @@ describe.runIf(available)('PostgreSQL inbox', () => {
     const ids = Array.from({ length: 60 }, () => randomUUID());
     for (const id of ids) await inbox.handle({ consumer: 'gc', messageId: id }, () => Promise.resolve());
     clock.advance(5_000);
-    const deleted = await Promise.all([inbox.cleanup(25), inbox.cleanup(25), inbox.cleanup(25), inbox.cleanup(25)]);
+    const deleted = await Promise.all([inbox.reap(25), inbox.reap(25), inbox.reap(25), inbox.reap(25)]);
     expect(deleted.every((n) => n <= 25)).toBe(true);
     let total = deleted.reduce((a, b) => a + b, 0);
     while (total < 60) {
-      const more = await inbox.cleanup(25);
+      const more = await inbox.reap(25);
       expect(more).toBeGreaterThan(0);
       total += more;
     }
     expect(total).toBe(60);
-    expect(await inbox.cleanup(25)).toBe(0);
+    expect(await inbox.reap(25)).toBe(0);
   });
 
   // The second plan is a nested-loop semi join with the batch query on the inner side, rescanned once per
@@ -85,11 +85,11 @@ describe.runIf(available)('PostgreSQL inbox', () => {
       const limit = 3;
       const counts: number[] = [];
       for (let round = 0; round < 500 && counts.reduce((a, b) => a + b, 0) < 240; round += 1) {
-        counts.push(...(await Promise.all(Array.from({ length: 6 }, () => inbox.cleanup(limit)))));
+        counts.push(...(await Promise.all(Array.from({ length: 6 }, () => inbox.reap(limit)))));
       }
       expect(counts.filter((n) => n > 2 * limit)).toEqual([]);
       expect(counts.reduce((a, b) => a + b, 0)).toBe(240);
-      expect(await inbox.cleanup(limit)).toBe(0);
+      expect(await inbox.reap(limit)).toBe(0);
     } finally {
       await pool.end();
     }
@@ -106,12 +106,12 @@ describe.runIf(available)('PostgreSQL inbox', () => {
     try {
       await holder.query('BEGIN');
       await holder.query(`SELECT 1 FROM "${db.schema}".inbox_processed WHERE consumer = 'lock' AND message_id = $1 FOR UPDATE`, [held]);
-      expect(await inbox.cleanup(10)).toBe(1);
+      expect(await inbox.reap(10)).toBe(1);
       await holder.query('ROLLBACK');
     } finally {
       holder.release();
     }
-    expect(await inbox.cleanup(10)).toBe(1);
+    expect(await inbox.reap(10)).toBe(1);
   });
 
   it('reports processed, duplicates, retries and dead letters to the meter and onEvent', async () => {

@@ -43,22 +43,22 @@ describe.runIf(available)('retrysafe outbox', () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ schema: db.schema, pending: 1, deadLetters: 1, inFlight: 0, sent: 0 });
   });
 
-  it('lists and requeues dead letters; a second requeue finds none (exit 1)', async () => {
+  it('lists and redrives dead letters; a second redrive finds none (exit 1)', async () => {
     const list = await runCli(['outbox', 'dead-letters', '--store', POSTGRES_URL, '--schema', db.schema, '--json']);
     expect(list.code).toBe(0);
     const letter = JSON.parse(list.stdout) as { id: string; error: string; payload: string };
     expect(letter).toMatchObject({ id: dead, error: 'refused by the test', payload: Buffer.from('refused').toString('base64') });
-    expect((await runCli(['outbox', 'requeue', dead, '--store', POSTGRES_URL, '--schema', db.schema])).code).toBe(0);
-    const again = await runCli(['outbox', 'requeue', dead, '--store', POSTGRES_URL, '--schema', db.schema]);
+    expect((await runCli(['outbox', 'redrive', dead, '--store', POSTGRES_URL, '--schema', db.schema])).code).toBe(0);
+    const again = await runCli(['outbox', 'redrive', dead, '--store', POSTGRES_URL, '--schema', db.schema]);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain(`no dead letter ${dead}`);
   });
 
-  it('cleans up and rejects bad flags with exit code 2', async () => {
-    const cleanup = await runCli(['outbox', 'cleanup', '--store', POSTGRES_URL, '--schema', db.schema, '--retention', '1s']);
-    expect(cleanup.stdout).toBe('retrysafe: deleted 0 sent rows\n');
+  it('reaps and rejects bad flags with exit code 2', async () => {
+    const reap = await runCli(['outbox', 'reap', '--store', POSTGRES_URL, '--schema', db.schema, '--retention', '1s']);
+    expect(reap.stdout).toBe('retrysafe: deleted 0 sent rows\n');
     expect((await runCli(['outbox', 'status', '--store', 'redis://127.0.0.1:6379'])).code).toBe(2);
     expect((await runCli(['outbox', 'status', '--store', POSTGRES_URL, '--schema', 'no-dashes'])).code).toBe(2);
-    expect((await runCli(['outbox', 'requeue', 'not-a-uuid', '--store', POSTGRES_URL])).code).toBe(2);
+    expect((await runCli(['outbox', 'redrive', 'not-a-uuid', '--store', POSTGRES_URL])).code).toBe(2);
   });
 });

@@ -231,8 +231,8 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
 
     // A requeued dead letter goes out again with its original id.
     hook.respond = () => 200;
-    expect(await outbox.requeue(db.pool, flaky)).toBe(true);
-    expect(await outbox.requeue(db.pool, flaky)).toBe(false);
+    expect(await outbox.redrive(db.pool, flaky)).toBe(true);
+    expect(await outbox.redrive(db.pool, flaky)).toBe(false);
     await runUntil(relay, () => hook.received.filter((r) => r.id === flaky).length === 4);
     expect((await outbox.status(db.pool)).deadLetters).toBe(1);
   });
@@ -345,13 +345,13 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
     await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'd', payload: 'dead' }));
     await runUntil(relay, async () => (await outbox.status(db.pool)).pending === 0);
     await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'p', payload: 'pending' }));
-    expect(await outbox.cleanup(db.pool, { retentionMs: 60_000 })).toBe(0);
+    expect(await outbox.reap(db.pool, { retentionMs: 60_000 })).toBe(0);
     clock.advance(60_001);
-    expect(await outbox.cleanup(db.pool, { retentionMs: 60_000, batchSize: 3, maxBatches: 2 })).toBe(6);
-    expect(await outbox.cleanup(db.pool, { retentionMs: 60_000, batchSize: 3 })).toBe(1);
+    expect(await outbox.reap(db.pool, { retentionMs: 60_000, batchSize: 3, maxBatches: 2 })).toBe(6);
+    expect(await outbox.reap(db.pool, { retentionMs: 60_000, batchSize: 3 })).toBe(1);
     const status = await outbox.status(db.pool);
     expect([status.sent, status.pending, status.deadLetters]).toEqual([0, 1, 1]);
-    await expect(outbox.cleanup(db.pool, { retentionMs: 0 })).rejects.toThrow(/"retentionMs"/);
+    await expect(outbox.reap(db.pool, { retentionMs: 0 })).rejects.toThrow(/"retentionMs"/);
   });
 
   it('reports pending count, oldest-pending age, dead letters and publish latency to the meter and status()', async () => {

@@ -208,12 +208,12 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     consumers.push(await startAmqpConsumer({ channel: await connection.createChannel(), queue: q, process: recorder.process, replayIntervalMs: 50 }));
     await recorder.until((seen) => count(seen, id, 'dead_letter') === 1);
     healthy = true;
-    expect(await inbox.replay('billing', id)).toBe(true);
+    expect(await inbox.redrive('billing', id)).toBe(true);
     await recorder.until(() => runs.get(id) === 1);
     // Several more polls (every 50 ms) must find nothing left to replay.
     await new Promise((resolve) => setTimeout(resolve, 250));
-    expect(await inbox.pendingReplays('billing')).toEqual([]);
-    expect(await inbox.replay('billing', id)).toBe(false);
+    expect(await inbox.pendingRedrives('billing')).toEqual([]);
+    expect(await inbox.redrive('billing', id)).toBe(false);
     expect(runs.get(id)).toBe(1);
     expect(await db.count('billing', id)).toBe(1);
   });
