@@ -65,19 +65,17 @@ local values = redis.call('HMGET', KEYS[1], ${RECORD_FIELDS.map((field) => `'${f
 local state, fp, lease, expires = values[${luaIndex('state')}], values[${luaIndex('fp')}], values[${luaIndex('lease')}], values[${luaIndex('expires')}]
 local takeover = 0
 local point = nil
-if state == 'in_progress' and values[${luaIndex('token')}] == ARGV[3] then
-  local decided = tonumber(lease) - tonumber(ARGV[4])
-  local kept = values[${luaIndex('rp')}]
-  local took = 0
-  if kept or tonumber(values[${luaIndex('created')}]) < decided then took = 1 end
-  return {1, took, fmt(decided), kept}
-end
 if state then
   if tonumber(expires) > now then
     if state == 'in_progress' and values[${luaIndex('token')}] == ARGV[3] and fp == ARGV[2] then
-      -- The caller's own claim again, its reply lost: it holds the lease, unchanged. The third element is
-      -- the instant the lease began by this claim's lease length, from which the caller derives its end.
-      return {1, 0, fmt(tonumber(lease) - tonumber(ARGV[4])), values[${luaIndex('rp')}]}
+      -- The caller's own claim again (its reply lost, or resent by the client): it holds the lease,
+      -- unchanged. The third element is the instant the lease began by this claim's lease length, from
+      -- which the caller derives its end; the takeover flag is read back from the record.
+      local decided = tonumber(lease) - tonumber(ARGV[4])
+      local kept = values[${luaIndex('rp')}]
+      local took = 0
+      if kept or tonumber(values[${luaIndex('created')}]) < decided then took = 1 end
+      return {1, took, fmt(decided), kept}
     elseif state == 'in_progress' and tonumber(lease) <= now and fp == ARGV[2] then
       takeover = 1
       point = values[${luaIndex('rp')}]
