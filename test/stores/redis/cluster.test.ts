@@ -15,16 +15,12 @@ import { httpScenarios } from '../../http/scenarios.js';
 import { sessionSuite } from '../../sessions/contract.js';
 import { startRedisCluster } from '../../support/redis-cluster.js';
 import { uniqueName } from '../../support/services.js';
+import { deleteUnder, redisContractFixtures } from '../../support/redis.js';
 import { storeContract } from '../contract.js';
 
 const FILE_PREFIX = uniqueName('rs_cluster');
 const FP = 'f'.repeat(64);
 const cluster = await startRedisCluster();
-
-/** Deletes every key under `prefix` on every master (one DEL per key: a multi-key DEL must stay in one slot). */
-async function deleteUnder(client: Cluster, prefix: string): Promise<void> {
-  for await (const keys of scanKeys(client, `${prefix}*`, 500)) await Promise.all(keys.map((key) => client.del(key)));
-}
 
 /** The port of the master holding `key`. */
 async function masterOf(client: Cluster, key: string): Promise<number> {
@@ -42,20 +38,7 @@ if (cluster) {
     await cluster.stop();
   });
 
-  let tests = 0;
-  storeContract('redis cluster', () => {
-    const prefix = `${FILE_PREFIX}:c${++tests}`;
-    const clock = new ManualClock(1_700_000_000_000);
-    const store = createRedisStore({ client, prefix, clock });
-    return Promise.resolve({
-      store,
-      clock,
-      close: async () => {
-        await store.close();
-        await deleteUnder(client, prefix);
-      },
-    });
-  });
+  storeContract('redis cluster', redisContractFixtures(client, FILE_PREFIX));
 
   let sessionStores = 0;
   sessionSuite('the Redis store on Redis Cluster', () => createRedisSessionStore({ client, prefix: `${FILE_PREFIX}:s${++sessionStores}` }));

@@ -11,6 +11,7 @@ import { CLAIM_LUA } from '../../../src/stores/redis/scripts/claim.lua.js';
 import { LuaScript } from '../../../src/stores/redis/script.js';
 import type { ClaimInput } from '../../../src/core/store.js';
 import { REDIS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
+import { deleteUnder, redisContractFixtures } from '../../support/redis.js';
 import { storeContract } from '../contract.js';
 
 const FILE_PREFIX = uniqueName('rs_redis');
@@ -45,11 +46,6 @@ async function secondConnection(): Promise<Redis> {
   return other;
 }
 
-async function deleteUnder(client: Redis, prefix: string): Promise<void> {
-  const keys = await keysUnder(client, prefix);
-  if (keys.length > 0) await client.del(...keys);
-}
-
 const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
 
 if (await serviceAvailable('Redis', () => client.connect())) {
@@ -58,20 +54,7 @@ if (await serviceAvailable('Redis', () => client.connect())) {
     await client.quit();
   });
 
-  let tests = 0;
-  storeContract('redis', () => {
-    const prefix = `${FILE_PREFIX}:c${++tests}`;
-    const clock = new ManualClock(1_700_000_000_000);
-    const store = createRedisStore({ client, prefix, clock });
-    return Promise.resolve({
-      store,
-      clock,
-      close: async () => {
-        await store.close();
-        await deleteUnder(client, prefix);
-      },
-    });
-  });
+  storeContract('redis', redisContractFixtures(client, FILE_PREFIX));
 
   describe('redis store', () => {
     it('keeps records under the prefix, one hash per record, with a real TTL of the retention plus the grace', async () => {

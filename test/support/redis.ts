@@ -1,0 +1,30 @@
+/**
+ * Helpers shared by the Redis store's test files, on one server or on a Cluster.
+ */
+import { ManualClock } from '../../src/core/clock.js';
+import { scanKeys, type RedisConnection } from '../../src/stores/redis/connection.js';
+import { createRedisStore } from '../../src/stores/redis/index.js';
+import type { ContractFixture } from '../stores/contract.js';
+
+/** Deletes every key under `prefix` on every master (one DEL per key: a multi-key DEL must stay in one slot). */
+export async function deleteUnder(client: RedisConnection, prefix: string): Promise<void> {
+  for await (const keys of scanKeys(client, `${prefix}*`, 500)) await Promise.all(keys.map((key) => client.del(key)));
+}
+
+/** The store contract's fixtures on `client`: each test a fresh prefix under `filePrefix`, deleted after it. */
+export function redisContractFixtures(client: RedisConnection, filePrefix: string): () => Promise<ContractFixture> {
+  let tests = 0;
+  return () => {
+    const prefix = `${filePrefix}:c${++tests}`;
+    const clock = new ManualClock(1_700_000_000_000);
+    const store = createRedisStore({ client, prefix, clock });
+    return Promise.resolve({
+      store,
+      clock,
+      close: async () => {
+        await store.close();
+        await deleteUnder(client, prefix);
+      },
+    });
+  };
+}
