@@ -9,6 +9,7 @@ import type pg from 'pg';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
+import { traceHeaders } from '../../observability/propagation.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { derivedMessageId } from './ids.js';
 import { outboxStatements, type OutboxStatements } from './statements.js';
@@ -29,7 +30,10 @@ export interface OutboxInput {
   readonly key: string;
   /** The body: bytes, or a string sent as UTF-8. */
   readonly payload: Uint8Array | string;
-  /** Headers to send along (AMQP headers, NATS headers, HTTP headers). @defaultValue `{}` */
+  /**
+   * Headers to send along (AMQP headers, NATS headers, HTTP headers, Kafka headers). `enqueue` adds the
+   * active trace context to them (see {@link Outbox.enqueue}). @defaultValue `{}`
+   */
   readonly headers?: Readonly<Record<string, string>>;
 }
 
@@ -122,6 +126,11 @@ export interface Outbox {
    * publishes nothing). Resolves with the message id, fixed now for every publish attempt: derived from
    * `options` when given, else `generateId()`. Writing a derived id that already exists keeps the first.
    *
+   * Inside an active span, the row's headers also get the span's trace context, written by the global
+   * propagator of `@opentelemetry/api` (W3C `traceparent`, and `tracestate` when set, with the SDK's
+   * default setup; nothing without an SDK): the relay publishes them with the message, and the consumer's
+   * inbox continues the trace. A header of the same name in `message.headers` wins.
+   *
    * @throws TypeError when the message or options are malformed (empty topic, non-string key or header,
    *   payload neither bytes nor string, negative index)
    * @throws the driver's error when the insert fails (the caller's transaction is then aborted)
@@ -188,7 +197,7 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
     async enqueue(tx, message, enqueueOptions) {
       const { topic, key, payload, headers } = checkMessage(message);
       const id = enqueueOptions === undefined ? newId(generateId) : derivedId(enqueueOptions);
-      await tx.query(sql.enqueue, [id, topic, key, JSON.stringify(headers), payload, clock.now()]);
+      await tx.query(sql.enqueue, [id, topic, key, JSON.stringify({ ...traceHeaders(), ...headers }), payload, clock.now()]);
       return id;
     },
 
