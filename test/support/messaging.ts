@@ -1,8 +1,4 @@
-/**
- * Shared helpers of the messaging tests: a PostgreSQL schema with a business table, and a hand-written
- * OpenTelemetry meter that counts what the inbox records.
- */
-import type { Counter, Meter } from '@opentelemetry/api';
+/** Shared helpers of the messaging tests: a PostgreSQL schema with a business table. */
 import type pg from 'pg';
 import { createTestSchema, type TestSchema } from './postgres-schema.js';
 
@@ -29,14 +25,4 @@ export async function createEffectsSchema(prefix: string, poolSize = 10): Promis
       await tx.query(`INSERT INTO ${table} (consumer, message_id) VALUES ($1, $2)`, [consumer, messageId]);
     },
   };
-}
-
-/** A Meter whose counters add into `totals` (name → sum); the other instruments are not used by the inbox. */
-export function countingMeter(totals: Map<string, number>): Meter {
-  const createCounter = (name: string): Counter => ({
-    add(value: number) {
-      totals.set(name, (totals.get(name) ?? 0) + value);
-    },
-  });
-  return { createCounter } as unknown as Meter;
 }

@@ -3,11 +3,14 @@
  *
  * @module
  */
+import { performance } from 'node:perf_hooks';
 import { describe } from '../../core/duration.js';
+import { keyHash, logEvent } from '../../observability/logging.js';
 import { MAX_MESSAGE_ID_LENGTH, MessageIdMissingError } from './errors.js';
 import { InboxMetrics } from './metrics.js';
 import { resolveInboxOptions, type InboxOptions, type ResolvedInboxOptions } from './options.js';
 import type { DeadLetter } from './store.js';
+import { InboxTraces, type DeliverySpan } from './traces.js';
 
 /** One delivery handed to {@link Inbox.handle}. */
 export interface Delivery {
@@ -15,7 +18,10 @@ export interface Delivery {
   readonly consumer: string;
   /** The message's id, stable across redeliveries (AMQP `messageId`, `Nats-Msg-Id`, …). Required. */
   readonly messageId: string | undefined;
-  /** Headers saved with a dead letter for replay. @defaultValue `{}` */
+  /**
+   * The message's headers: saved with a dead letter for replay, and read for the trace context the message
+   * was enqueued in (`traceparent`), which the delivery's span continues. @defaultValue `{}`
+   */
   readonly headers?: Readonly<Record<string, string>>;
   /** Body saved with a dead letter for replay. @defaultValue empty */
   readonly body?: Uint8Array;
@@ -120,23 +126,48 @@ export function createInbox<Tx>(options: InboxOptions<Tx>): Inbox<Tx> {
 
 class InboxImpl<Tx> implements Inbox<Tx> {
   private readonly metrics: InboxMetrics;
+  private readonly traces: InboxTraces;
   /** Deliveries in progress in this process, per (consumer, message id). */
   private readonly running = new Map<string, number>();
 
   constructor(readonly config: ResolvedInboxOptions<Tx>) {
     this.metrics = new InboxMetrics(config.meter, config.onEvent);
+    this.traces = new InboxTraces(config.tracerProvider);
   }
 
   async handle(delivery: Delivery, fn: InboxHandler<Tx>): Promise<InboxOutcome> {
     const consumer = requireName('consumer', delivery.consumer);
-    const messageId = this.requireMessageId(consumer, delivery.messageId);
+    const started = performance.now();
+    const span = this.traces.start(consumer, delivery.messageId, delivery.headers ?? {});
+    let messageId: string;
+    try {
+      messageId = requireMessageId(delivery.messageId);
+    } catch (error) {
+      this.metrics.emit({ type: 'rejected', consumer, messageId: undefined, attempts: undefined }, undefined);
+      this.traces.end(span, 'rejected', undefined, { error });
+      throw error;
+    }
+    let outcome: InboxOutcome;
+    try {
+      outcome = await this.traces.within(span, () => this.deliver(consumer, messageId, delivery, fn, span));
+    } catch (error) {
+      this.metrics.storeUnavailable(consumer, (performance.now() - started) / 1000);
+      this.traces.end(span, 'store_unavailable', undefined, { error });
+      throw error;
+    }
+    this.report(consumer, messageId, outcome, (performance.now() - started) / 1000, span);
+    return outcome;
+  }
+
+  /** The delivery itself; reports nothing (see {@link InboxImpl.report}). */
+  private async deliver(consumer: string, messageId: string, delivery: Delivery, fn: InboxHandler<Tx>, span: DeliverySpan | undefined): Promise<InboxOutcome> {
     const { store, clock, maxAttempts, handlerTimeoutMs } = this.config;
     const stored = { headers: delivery.headers ?? {}, body: delivery.body ?? new Uint8Array() };
     const key = `${consumer}\0${messageId}`;
     this.running.set(key, (this.running.get(key) ?? 0) + 1);
     try {
       const begun = await store.begin(consumer, messageId, clock.now());
-      if (begun.state === 'processed') return this.duplicate(consumer, messageId);
+      if (begun.state === 'processed') return { status: 'duplicate' };
       if (begun.state === 'dead') return { status: 'dead_lettered', attempts: undefined, error: undefined };
       const attempt = begun.attempts;
       // Deliveries of this id running in this process right now each counted an attempt too; they are not
@@ -151,21 +182,47 @@ class InboxImpl<Tx> implements Inbox<Tx> {
       // wins and this one becomes a duplicate instead of a dead letter.
       const verdict = unfinished >= maxAttempts ? new CrashLoopVerdict(unfinished, maxAttempts) : undefined;
       try {
+        // The handler runs inside the delivery's span however the store schedules it (a pool's queue may
+        // hand the connection over in another async context).
         const result = await store.process(consumer, messageId, clock.now(), handlerTimeoutMs, (tx, signal) =>
-          verdict === undefined ? fn(tx, { attempt, signal }) : Promise.reject(verdict),
+          verdict === undefined ? this.traces.within(span, () => fn(tx, { attempt, signal })) : Promise.reject(verdict),
         );
-        if (result === 'duplicate') return this.duplicate(consumer, messageId);
+        if (result === 'duplicate') return { status: 'duplicate' };
       } catch (error) {
         const failed = await store.fail(consumer, messageId, clock.now(), errorText(error), error === verdict ? 0 : maxAttempts, stored);
         // No attempt row left: a concurrent delivery processed the message meanwhile; a redelivery finds out.
-        return this.failed(consumer, messageId, failed?.attempts ?? attempt, failed?.deadLettered ?? false, error);
+        const attempts = failed?.attempts ?? attempt;
+        return failed?.deadLettered === true ? { status: 'dead_lettered', attempts, error } : { status: 'retry', attempts, error };
       }
-      this.metrics.emit({ type: 'processed', consumer, messageId, attempts: attempt });
       return { status: 'processed', attempts: attempt };
     } finally {
       const left = (this.running.get(key) ?? 1) - 1;
       if (left === 0) this.running.delete(key);
       else this.running.set(key, left);
+    }
+  }
+
+  /** Reports a delivery's outcome: the event (hook and metrics), the span, and a log line for a dead letter. */
+  private report(consumer: string, messageId: string, outcome: InboxOutcome, seconds: number, span: DeliverySpan | undefined): void {
+    if (outcome.status === 'duplicate') {
+      this.metrics.emit({ type: 'duplicate', consumer, messageId, attempts: undefined }, seconds);
+      this.traces.end(span, 'duplicate', undefined);
+      return;
+    }
+    const { status, attempts } = outcome;
+    if (status === 'dead_lettered' && attempts === undefined) {
+      // Dead-lettered by an earlier delivery: nothing new happened to it.
+      this.traces.end(span, status, undefined);
+      return;
+    }
+    this.metrics.emit({ type: status, consumer, messageId, attempts }, seconds);
+    if (status === 'processed') {
+      this.traces.end(span, status, attempts);
+      return;
+    }
+    this.traces.end(span, status, attempts, { error: outcome.error });
+    if (status === 'dead_lettered') {
+      logEvent(this.config.logger, 'dead_letter', { consumer, messageIdHash: keyHash(consumer, messageId), reason: errorText(outcome.error), attempts });
     }
   }
 
@@ -201,32 +258,6 @@ class InboxImpl<Tx> implements Inbox<Tx> {
   close(): Promise<void> {
     return this.config.store.close();
   }
-
-  private requireMessageId(consumer: string, messageId: unknown): string {
-    const reason =
-      typeof messageId !== 'string'
-        ? 'no id'
-        : messageId.length === 0
-          ? 'an empty id'
-          : messageId.length > MAX_MESSAGE_ID_LENGTH
-            ? `an id longer than ${MAX_MESSAGE_ID_LENGTH} characters`
-            : messageId.includes('\0')
-              ? 'an id containing NUL'
-              : undefined;
-    if (reason === undefined) return messageId as string;
-    this.metrics.emit({ type: 'rejected', consumer, messageId: undefined, attempts: undefined });
-    throw new MessageIdMissingError(reason);
-  }
-
-  private duplicate(consumer: string, messageId: string): InboxOutcome {
-    this.metrics.emit({ type: 'duplicate', consumer, messageId, attempts: undefined });
-    return { status: 'duplicate' };
-  }
-
-  private failed(consumer: string, messageId: string, attempts: number, deadLettered: boolean, error: unknown): InboxOutcome {
-    this.metrics.emit({ type: deadLettered ? 'dead_lettered' : 'retry', consumer, messageId, attempts });
-    return { status: deadLettered ? 'dead_lettered' : 'retry', attempts, error };
-  }
 }
 
 /** Why a message that kept crashing its consumer was dead-lettered without running. */
@@ -235,6 +266,25 @@ class CrashLoopVerdict extends Error {
   constructor(unfinished: number, maxAttempts: number) {
     super(`started ${unfinished} times without finishing (maxAttempts ${maxAttempts})`);
   }
+}
+
+/**
+ * The delivery's message id.
+ * @throws MessageIdMissingError when it is absent, empty, over 255 characters or contains NUL
+ */
+function requireMessageId(messageId: unknown): string {
+  const reason =
+    typeof messageId !== 'string'
+      ? 'no id'
+      : messageId.length === 0
+        ? 'an empty id'
+        : messageId.length > MAX_MESSAGE_ID_LENGTH
+          ? `an id longer than ${MAX_MESSAGE_ID_LENGTH} characters`
+          : messageId.includes('\0')
+            ? 'an id containing NUL'
+            : undefined;
+  if (reason !== undefined) throw new MessageIdMissingError(reason);
+  return messageId as string;
 }
 
 function requireName(option: string, value: unknown): string {

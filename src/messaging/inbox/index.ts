@@ -8,7 +8,8 @@
 export { createInbox, type Delivery, type HandlerContext, type Inbox, type InboxHandler, type InboxOutcome } from './inbox.js';
 export { INBOX_DEFAULTS, type InboxOptions, type ResolvedInboxOptions } from './options.js';
 export { HandlerTimeoutError, InboxError, MAX_MESSAGE_ID_LENGTH, MessageIdMissingError, type InboxErrorCode } from './errors.js';
-export { INBOX_COUNTERS, type InboxEvent, type InboxEventType } from './metrics.js';
+export { INBOX_COUNTERS, INBOX_INSTRUMENTS, type InboxEvent, type InboxEventType, type InboxMessageOutcome } from './metrics.js';
+export { INBOX_SPANS } from './traces.js';
 export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './postgres.js';
 export { createSqliteInboxStore, type SqliteInboxStore, type SqliteInboxStoreOptions } from './sqlite.js';
 export { inboxProcessor, type BrokerMessage, type Disposition, type MessageProcessor, type MessageHandler } from './processor.js';

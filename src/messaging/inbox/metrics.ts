@@ -1,11 +1,17 @@
 /**
- * Inbox observability: every outcome is reported to an optional `onEvent` hook and counted on an optional
- * OpenTelemetry `Meter` (`@opentelemetry/api`; only its types are imported, so the API package stays an
- * optional peer dependency and nothing is recorded unless a meter is given).
+ * Inbox metrics: every outcome is reported to an optional `onEvent` hook and to OpenTelemetry instruments
+ * (`@opentelemetry/api`; without an SDK registered, or a `meter` given, nothing is recorded).
+ *
+ * Naming follows the receiver's (`retrysafe.*`, the OpenTelemetry semantic conventions): one counter of
+ * deliveries with an `outcome` attribute, durations as histograms in seconds (unit `s`, like
+ * `messaging.process.duration`). Attributes are bounded: `outcome` from a fixed list and `consumer` (the
+ * names an application gives its consumers); never the message id.
  *
  * @module
  */
-import type { Counter, Meter } from '@opentelemetry/api';
+import type { Attributes, Counter, Histogram, Meter } from '@opentelemetry/api';
+import { otel } from '../../observability/api.js';
+import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/metrics.js';
 
 /** What happened to one delivery. */
 export type InboxEventType = 'processed' | 'duplicate' | 'retry' | 'dead_lettered' | 'rejected';
@@ -20,36 +26,98 @@ export interface InboxEvent {
   readonly attempts: number | undefined;
 }
 
-/** Counter names, one per event type (OpenTelemetry semantic style: dotted, unit `{message}`). */
-export const INBOX_COUNTERS: Readonly<Record<InboxEventType, string>> = Object.freeze({
-  processed: 'retrysafe.inbox.processed',
-  duplicate: 'retrysafe.inbox.duplicates',
-  retry: 'retrysafe.inbox.retries',
-  dead_lettered: 'retrysafe.inbox.dead_letters',
-  rejected: 'retrysafe.inbox.rejected',
+/**
+ * How one delivery ended (the `outcome` attribute of `retrysafe.inbox.messages`): an {@link InboxEventType},
+ * or `store_unavailable` when the inbox's store failed and `handle` threw (the broker redelivers it).
+ */
+export type InboxMessageOutcome = InboxEventType | 'store_unavailable';
+
+/** Instrument names of the inbox. */
+export const INBOX_INSTRUMENTS = Object.freeze({
+  /** Counter, `{message}`: deliveries by `outcome` (an {@link InboxMessageOutcome}); attribute `consumer`. */
+  messages: 'retrysafe.inbox.messages',
+  /**
+   * Histogram, `s`: one delivery through `inbox.handle`, from the call to its outcome (the committed attempt
+   * count, the transaction running the handler, the failure's record); attributes `outcome` (every outcome
+   * but `rejected`), `consumer`.
+   */
+  processDuration: 'retrysafe.inbox.process.duration',
 });
 
-/** Sends each event to the hook and the matching counter (attribute `consumer`). */
+/**
+ * The counter each event type is counted on.
+ * @deprecated The five counters became one, {@link INBOX_INSTRUMENTS}`.messages`
+ * (`retrysafe.inbox.messages`), with the event type as its `outcome` attribute; every entry names it.
+ */
+export const INBOX_COUNTERS: Readonly<Record<InboxEventType, string>> = Object.freeze({
+  processed: INBOX_INSTRUMENTS.messages,
+  duplicate: INBOX_INSTRUMENTS.messages,
+  retry: INBOX_INSTRUMENTS.messages,
+  dead_lettered: INBOX_INSTRUMENTS.messages,
+  rejected: INBOX_INSTRUMENTS.messages,
+});
+
+interface Instruments {
+  readonly messages: Counter;
+  readonly duration: Histogram;
+}
+
+/** Counts outcomes and times deliveries; sends each event to the hook. */
 export class InboxMetrics {
-  private readonly counters: Partial<Record<InboxEventType, Counter>> = {};
+  /** Created on first use, so a meter provider registered after the inbox is seen. */
+  private instruments: Instruments | undefined;
+  /** Attribute objects, one per (outcome, consumer), so recording allocates nothing. */
+  private readonly attributes = new Map<string, Attributes>();
 
   constructor(
-    meter: Meter | undefined,
+    /** The meter given in the options; otherwise the global provider's `retrysafe` meter. */
+    private readonly meter: Meter | undefined,
     private readonly onEvent: ((event: InboxEvent) => void) | undefined,
-  ) {
-    if (meter === undefined) return;
-    for (const [type, name] of Object.entries(INBOX_COUNTERS) as [InboxEventType, string][]) {
-      this.counters[type] = meter.createCounter(name, { description: `Inbox deliveries: ${type}`, unit: '{message}' });
-    }
-  }
+  ) {}
 
-  emit(event: InboxEvent): void {
-    this.counters[event.type]?.add(1, { consumer: event.consumer });
+  /** Records `event` (and its delivery's duration in seconds, when timed) and calls the hook. */
+  emit(event: InboxEvent, seconds: number | undefined): void {
+    this.record(event.type, event.consumer, seconds);
     // A throwing hook must not turn a committed delivery into a failure (and a redelivery).
     try {
       this.onEvent?.(event);
     } catch {
       return;
     }
+  }
+
+  /** Records a delivery whose store failed (no event: `handle` threw). */
+  storeUnavailable(consumer: string, seconds: number): void {
+    this.record('store_unavailable', consumer, seconds);
+  }
+
+  private record(outcome: InboxMessageOutcome, consumer: string, seconds: number | undefined): void {
+    const instruments = this.obtain();
+    if (instruments === undefined) return;
+    const attributes = this.attributesOf(outcome, consumer);
+    instruments.messages.add(1, attributes);
+    if (seconds !== undefined) instruments.duration.record(seconds, attributes);
+  }
+
+  private obtain(): Instruments | undefined {
+    if (this.instruments !== undefined) return this.instruments;
+    const meter = this.meter ?? otel?.metrics.getMeterProvider().getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+    if (meter === undefined) return undefined;
+    const n = INBOX_INSTRUMENTS;
+    this.instruments = {
+      messages: meter.createCounter(n.messages, { description: 'Inbox deliveries by outcome', unit: '{message}' }),
+      duration: meter.createHistogram(n.processDuration, { description: 'One delivery through the inbox, call to outcome', unit: 's' }),
+    };
+    return this.instruments;
+  }
+
+  private attributesOf(outcome: InboxMessageOutcome, consumer: string): Attributes {
+    const key = `${outcome}\0${consumer}`;
+    let attributes = this.attributes.get(key);
+    if (attributes === undefined) {
+      attributes = Object.freeze({ outcome, consumer });
+      this.attributes.set(key, attributes);
+    }
+    return attributes;
   }
 }

@@ -3,10 +3,11 @@
  *
  * @module
  */
-import type { Meter } from '@opentelemetry/api';
+import type { Meter, TracerProvider } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { requireClock, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
+import type { Logger } from '../../observability/logging.js';
 import type { InboxEvent } from './metrics.js';
 import type { InboxStore } from './store.js';
 
@@ -33,8 +34,23 @@ export interface InboxOptions<Tx> {
   readonly retentionMs?: number;
   /** Time source for marks, attempts and retention. @defaultValue the system clock */
   readonly clock?: Clock;
-  /** An OpenTelemetry meter to count outcomes on (see `INBOX_COUNTERS`). @defaultValue none */
+  /**
+   * The OpenTelemetry meter to record on (see `INBOX_INSTRUMENTS`).
+   * @defaultValue the global provider's `retrysafe` meter (`metrics.getMeterProvider()`), read on first use
+   */
   readonly meter?: Meter;
+  /**
+   * Where the `retrysafe.inbox.process` spans go (see `INBOX_SPANS`).
+   * @defaultValue the global provider (`trace.getTracerProvider()`), read on first use
+   */
+  readonly tracerProvider?: TracerProvider;
+  /**
+   * Gets one structured line per dead letter (`event: 'dead_letter'`, level error) with `consumer`,
+   * `messageIdHash` (the message id hashed as `keyHash(consumer, messageId)`; the id itself is never
+   * logged), `reason` (the last error) and `attempts`. Any logger with pino's calling convention.
+   * @defaultValue none
+   */
+  readonly logger?: Logger;
   /** Called synchronously with every delivery's outcome; a throw from it is ignored. @defaultValue none */
   readonly onEvent?: (event: InboxEvent) => void;
 }
@@ -48,6 +64,8 @@ export interface ResolvedInboxOptions<Tx> {
   readonly retentionMs: number;
   readonly clock: Clock;
   readonly meter: Meter | undefined;
+  readonly tracerProvider: TracerProvider | undefined;
+  readonly logger: Logger | undefined;
   readonly onEvent: ((event: InboxEvent) => void) | undefined;
 }
 
@@ -86,12 +104,18 @@ export function resolveInboxOptions<Tx>(options: InboxOptions<Tx>): ResolvedInbo
     );
   }
   const clock = requireClock(options.clock ?? systemClock);
-  const { meter, onEvent } = options;
+  const { meter, tracerProvider, logger, onEvent } = options;
   if (meter !== undefined && (typeof meter !== 'object' || meter === null || typeof meter.createCounter !== 'function')) {
     throw new TypeError(`retrysafe: option "meter" must be an OpenTelemetry Meter, got ${describe(meter)}`);
+  }
+  if (tracerProvider !== undefined && (typeof tracerProvider !== 'object' || tracerProvider === null || typeof tracerProvider.getTracer !== 'function')) {
+    throw new TypeError(`retrysafe: option "tracerProvider" must be an OpenTelemetry TracerProvider, got ${describe(tracerProvider)}`);
+  }
+  if (logger !== undefined && (typeof logger !== 'object' || logger === null || typeof logger.error !== 'function')) {
+    throw new TypeError(`retrysafe: option "logger" must be a logger with pino's error(fields, message), got ${describe(logger)}`);
   }
   if (onEvent !== undefined && typeof onEvent !== 'function') {
     throw new TypeError(`retrysafe: option "onEvent" must be a function, got ${describe(onEvent)}`);
   }
-  return Object.freeze({ store, maxAttempts, handlerTimeoutMs, retryHorizonMs, retentionMs, clock, meter, onEvent });
+  return Object.freeze({ store, maxAttempts, handlerTimeoutMs, retryHorizonMs, retentionMs, clock, meter, tracerProvider, logger, onEvent });
 }

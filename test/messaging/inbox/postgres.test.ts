@@ -6,11 +6,12 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/core/clock.js';
-import { createInbox, createPostgresInboxStore, HandlerTimeoutError, INBOX_COUNTERS, type InboxEvent } from '../../../src/messaging/inbox/index.js';
+import { createInbox, createPostgresInboxStore, HandlerTimeoutError, INBOX_INSTRUMENTS, type InboxEvent } from '../../../src/messaging/inbox/index.js';
 import { postgresAvailable } from '../../support/postgres-schema.js';
 import { POSTGRES_URL } from '../../support/services.js';
 import { inboxContract } from './contract.js';
-import { countingMeter, createEffectsSchema, type EffectsSchema } from '../../support/messaging.js';
+import { createEffectsSchema, type EffectsSchema } from '../../support/messaging.js';
+import { telemetry } from '../../support/telemetry.js';
 
 const available = await postgresAvailable();
 
@@ -115,12 +116,12 @@ describe.runIf(available)('PostgreSQL inbox', () => {
   });
 
   it('reports processed, duplicates, retries and dead letters to the meter and onEvent', async () => {
-    const totals = new Map<string, number>();
+    const t = telemetry();
     const events: InboxEvent[] = [];
     const inbox = createInbox({
       store: createPostgresInboxStore({ pool: db.pool, schema: db.schema }),
       maxAttempts: 2,
-      meter: countingMeter(totals),
+      meter: t.meterProvider.getMeter('retrysafe'),
       onEvent: (event) => {
         events.push(event);
         throw new Error('a broken hook must not fail the delivery');
@@ -133,13 +134,17 @@ describe.runIf(available)('PostgreSQL inbox', () => {
     await inbox.handle({ consumer: 'm', messageId: bad }, () => Promise.reject(new Error('x')));
     await inbox.handle({ consumer: 'm', messageId: bad }, () => Promise.reject(new Error('x')));
     await expect(inbox.handle({ consumer: 'm', messageId: undefined }, () => Promise.resolve())).rejects.toThrow();
-    expect(Object.fromEntries(totals)).toEqual({
-      [INBOX_COUNTERS.processed]: 1,
-      [INBOX_COUNTERS.duplicate]: 1,
-      [INBOX_COUNTERS.retry]: 1,
-      [INBOX_COUNTERS.dead_lettered]: 1,
-      [INBOX_COUNTERS.rejected]: 1,
-    });
+    const byOutcome = async (outcome: string): Promise<[number, number]> => [
+      await t.sum(INBOX_INSTRUMENTS.messages, { outcome, consumer: 'm' }),
+      await t.count(INBOX_INSTRUMENTS.processDuration, { outcome, consumer: 'm' }),
+    ];
+    expect(await byOutcome('processed')).toEqual([1, 1]);
+    expect(await byOutcome('duplicate')).toEqual([1, 1]);
+    expect(await byOutcome('retry')).toEqual([1, 1]);
+    expect(await byOutcome('dead_lettered')).toEqual([1, 1]);
+    expect(await byOutcome('rejected')).toEqual([1, 0]);
+    expect(await t.sum(INBOX_INSTRUMENTS.messages)).toBe(5);
+    await t.shutdown();
     expect(events.map((e) => [e.type, e.messageId, e.attempts])).toEqual([
       ['processed', ok, 1],
       ['duplicate', ok, undefined],
