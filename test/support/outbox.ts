@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import * as net from 'node:net';
 import type pg from 'pg';
-import { createNoopMeter, type BatchObservableCallback, type Counter, type Histogram, type Meter, type ObservableGauge } from '@opentelemetry/api';
+import { createNoopMeter, type Attributes, type BatchObservableCallback, type Counter, type Histogram, type Meter, type ObservableGauge } from '@opentelemetry/api';
 import { verifyWebhook } from '../../src/messaging/transports/webhook-signature.js';
 import type { Relay } from '../../src/messaging/outbox/relay.js';
 
@@ -165,23 +165,34 @@ export async function outboxBacklog(pool: pg.Pool, schema: string): Promise<stri
   }`;
 }
 
-/** A Meter that sums counters, keeps histogram values, and lets the test run the batch gauge callbacks. */
+/** One value a counter added or a histogram recorded. */
+interface Point {
+  readonly name: string;
+  readonly value: number;
+  readonly attributes: Attributes;
+}
+
+/** A Meter that keeps what counters and histograms recorded, and lets the test run the batch gauge callbacks. */
 export class RecordingMeter {
-  readonly sums = new Map<string, number>();
-  readonly values = new Map<string, number[]>();
+  readonly points: Point[] = [];
+  readonly units = new Map<string, string | undefined>();
   readonly callbacks = new Set<BatchObservableCallback>();
   private readonly gaugeNames = new Map<ObservableGauge, string>();
   private readonly noop = createNoopMeter();
 
   /** This object as an OpenTelemetry Meter. */
   get meter(): Meter {
-    const createCounter = (name: string): Counter => ({
-      add: (value: number) => void this.sums.set(name, (this.sums.get(name) ?? 0) + value),
-    });
-    const createHistogram = (name: string): Histogram => ({
-      record: (value: number) => void this.values.set(name, [...(this.values.get(name) ?? []), value]),
-    });
-    const createObservableGauge = (name: string): ObservableGauge => {
+    const record = (name: string) => (value: number, attributes: Attributes = {}) => void this.points.push({ name, value, attributes });
+    const createCounter = (name: string, options?: { unit?: string }): Counter => {
+      this.units.set(name, options?.unit);
+      return { add: record(name) };
+    };
+    const createHistogram = (name: string, options?: { unit?: string }): Histogram => {
+      this.units.set(name, options?.unit);
+      return { record: record(name) };
+    };
+    const createObservableGauge = (name: string, options?: { unit?: string }): ObservableGauge => {
+      this.units.set(name, options?.unit);
       // The no-op meter hands out one shared gauge; each name needs its own object to be told apart.
       const gauge = Object.create(this.noop.createObservableGauge(name)) as ObservableGauge;
       this.gaugeNames.set(gauge, name);
@@ -195,6 +206,18 @@ export class RecordingMeter {
       addBatchObservableCallback: (callback: BatchObservableCallback) => void this.callbacks.add(callback),
       removeBatchObservableCallback: (callback: BatchObservableCallback) => void this.callbacks.delete(callback),
     } as unknown as Meter;
+  }
+
+  /** The values `name` recorded on points whose attributes include `match`, in order. */
+  values(name: string, match: Attributes = {}): number[] {
+    return this.points
+      .filter((p) => p.name === name && Object.entries(match).every(([key, value]) => p.attributes[key] === value))
+      .map((p) => p.value);
+  }
+
+  /** The sum of the values `name` recorded on points whose attributes include `match`. */
+  sum(name: string, match: Attributes = {}): number {
+    return this.values(name, match).reduce((total, value) => total + value, 0);
   }
 
   /** Runs every registered batch callback; resolves with gauge name → observed value. */

@@ -2,9 +2,14 @@
  * Relay observability: every outcome goes to an optional `onEvent` hook and to OpenTelemetry instruments
  * on a `Meter` (`@opentelemetry/api`; without an SDK registered the default meter records nothing).
  *
+ * Naming follows the receiver's (`retrysafe.*`, the OpenTelemetry semantic conventions): one counter of
+ * messages with an `outcome` attribute, durations and ages in seconds (unit `s`). Attributes are bounded:
+ * `outcome` from a fixed list and `topic` (the application's routing keys, subjects or webhook names);
+ * never the message id or its ordering key. The `onEvent` hook keeps milliseconds.
+ *
  * @module
  */
-import type { BatchObservableCallback, Counter, Histogram, Meter, ObservableGauge } from '@opentelemetry/api';
+import type { Attributes, BatchObservableCallback, Counter, Histogram, Meter, ObservableGauge } from '@opentelemetry/api';
 import type { OutboxStatus } from './outbox.js';
 
 /** What happened to one message (or to the relay, for `error`). */
@@ -27,27 +32,46 @@ export interface OutboxEvent {
   readonly error: string | undefined;
 }
 
-/** Instrument names (OpenTelemetry semantic style: dotted). */
+/** How a publish attempt ended (the `outcome` attribute of `retrysafe.outbox.messages`). */
+export type OutboxMessageOutcome = 'published' | 'retry' | 'dead_lettered';
+
+/** Instrument names of the outbox relay. */
 export const OUTBOX_INSTRUMENTS = Object.freeze({
-  published: 'retrysafe.outbox.published',
-  retries: 'retrysafe.outbox.retries',
-  deadLettered: 'retrysafe.outbox.dead_lettered',
+  /**
+   * Counter, `{message}`: publish attempts by `outcome` (an {@link OutboxMessageOutcome}: `published` when
+   * the broker confirmed, `retry` when it failed and will be retried, `dead_lettered` when it failed for
+   * good); attribute `topic`.
+   */
+  messages: 'retrysafe.outbox.messages',
+  /** Histogram, `s`: handing a message to the publisher to its confirm or failure; attributes `outcome`, `topic`. */
   publishDuration: 'retrysafe.outbox.publish.duration',
-  deliveryLatency: 'retrysafe.outbox.delivery.latency',
+  /** Histogram, `s`: enqueue to the broker's confirm (published messages), by the relay's clock; attribute `topic`. */
+  deliveryDuration: 'retrysafe.outbox.delivery.duration',
+  /** Gauge, `{message}`: rows not yet sent and not dead-lettered (in flight included). */
   pending: 'retrysafe.outbox.pending',
+  /** Gauge, `s`: age of the oldest pending row (0 when none). */
   oldestPendingAge: 'retrysafe.outbox.oldest_pending.age',
+  /** Gauge, `{message}`: dead-lettered rows. */
   deadLetters: 'retrysafe.outbox.dead_letters',
+  /** @deprecated Counted on {@link OUTBOX_INSTRUMENTS}`.messages` with `outcome: 'published'`; names it. */
+  published: 'retrysafe.outbox.messages',
+  /** @deprecated Counted on {@link OUTBOX_INSTRUMENTS}`.messages` with `outcome: 'retry'`; names it. */
+  retries: 'retrysafe.outbox.messages',
+  /** @deprecated Counted on {@link OUTBOX_INSTRUMENTS}`.messages` with `outcome: 'dead_lettered'`; names it. */
+  deadLettered: 'retrysafe.outbox.messages',
+  /** @deprecated Renamed {@link OUTBOX_INSTRUMENTS}`.deliveryDuration` (`retrysafe.outbox.delivery.duration`, in seconds); names it. */
+  deliveryLatency: 'retrysafe.outbox.delivery.duration',
 });
 
-/** Sends events to the hook and the instruments (attribute `topic`); observes the status gauges. */
+/** Sends events to the hook and the instruments; observes the status gauges. */
 export class OutboxMetrics {
-  private readonly published: Counter;
-  private readonly retries: Counter;
-  private readonly deadLettered: Counter;
+  private readonly messages: Counter;
   private readonly publishDuration: Histogram;
-  private readonly deliveryLatency: Histogram;
+  private readonly deliveryDuration: Histogram;
   private readonly gauges: readonly ObservableGauge[];
   private readonly observe: BatchObservableCallback;
+  /** Attribute objects, one per (outcome, topic), so recording allocates nothing. */
+  private readonly attributes = new Map<string, Attributes>();
 
   constructor(
     private readonly meter: Meter,
@@ -55,19 +79,17 @@ export class OutboxMetrics {
     readStatus: () => Promise<OutboxStatus>,
   ) {
     const n = OUTBOX_INSTRUMENTS;
-    this.published = meter.createCounter(n.published, { description: 'Messages the broker confirmed', unit: '{message}' });
-    this.retries = meter.createCounter(n.retries, { description: 'Failed publish attempts to be retried', unit: '{message}' });
-    this.deadLettered = meter.createCounter(n.deadLettered, { description: 'Messages dead-lettered', unit: '{message}' });
-    this.publishDuration = meter.createHistogram(n.publishDuration, { description: 'Publish to broker confirm', unit: 'ms' });
-    this.deliveryLatency = meter.createHistogram(n.deliveryLatency, { description: 'Enqueue to broker confirm', unit: 'ms' });
+    this.messages = meter.createCounter(n.messages, { description: 'Outbox publish attempts by outcome', unit: '{message}' });
+    this.publishDuration = meter.createHistogram(n.publishDuration, { description: 'Publish to broker confirm or failure', unit: 's' });
+    this.deliveryDuration = meter.createHistogram(n.deliveryDuration, { description: 'Enqueue to broker confirm', unit: 's' });
     const pending = meter.createObservableGauge(n.pending, { description: 'Pending outbox messages', unit: '{message}' });
-    const oldest = meter.createObservableGauge(n.oldestPendingAge, { description: 'Age of the oldest pending message', unit: 'ms' });
+    const oldest = meter.createObservableGauge(n.oldestPendingAge, { description: 'Age of the oldest pending message', unit: 's' });
     const dead = meter.createObservableGauge(n.deadLetters, { description: 'Dead-lettered messages', unit: '{message}' });
     this.gauges = [pending, oldest, dead];
     this.observe = async (observer) => {
       const status = await readStatus();
       observer.observe(pending, status.pending);
-      observer.observe(oldest, status.oldestPendingAgeMs);
+      observer.observe(oldest, status.oldestPendingAgeMs / 1000);
       observer.observe(dead, status.deadLetters);
     };
   }
@@ -83,12 +105,13 @@ export class OutboxMetrics {
   }
 
   emit(event: OutboxEvent): void {
-    const attributes = event.topic === undefined ? {} : { topic: event.topic };
-    if (event.type === 'published') this.published.add(1, attributes);
-    if (event.type === 'retry') this.retries.add(1, attributes);
-    if (event.type === 'dead_lettered') this.deadLettered.add(1, attributes);
-    if (event.publishMs !== undefined) this.publishDuration.record(event.publishMs, attributes);
-    if (event.latencyMs !== undefined) this.deliveryLatency.record(event.latencyMs, attributes);
+    const { type, topic } = event;
+    if (type === 'published' || type === 'retry' || type === 'dead_lettered') {
+      const attributes = this.attributesOf(type, topic);
+      this.messages.add(1, attributes);
+      if (event.publishMs !== undefined) this.publishDuration.record(event.publishMs / 1000, attributes);
+      if (event.latencyMs !== undefined) this.deliveryDuration.record(event.latencyMs / 1000, this.attributesOf(undefined, topic));
+    }
     // A throwing hook must not fail a batch whose messages the broker already confirmed.
     try {
       this.onEvent?.(event);
@@ -96,5 +119,14 @@ export class OutboxMetrics {
       return;
     }
   }
-}
 
+  private attributesOf(outcome: OutboxMessageOutcome | undefined, topic: string | undefined): Attributes {
+    const key = `${outcome ?? ''}\0${topic ?? ''}`;
+    let attributes = this.attributes.get(key);
+    if (attributes === undefined) {
+      attributes = Object.freeze({ ...(outcome === undefined ? {} : { outcome }), ...(topic === undefined ? {} : { topic }) });
+      this.attributes.set(key, attributes);
+    }
+    return attributes;
+  }
+}

@@ -11,6 +11,7 @@ import type pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { isListenOption, listenClient, type ListenOption, poolerProblem } from '../../stores/postgres/listen-session.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
+import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/metrics.js';
 import { PublishError, PublishTimeoutError } from './errors.js';
 import { OutboxMetrics, type OutboxEvent } from './metrics.js';
 import { requireCount, type Outbox } from './outbox.js';
@@ -66,7 +67,10 @@ export interface RelayOptions {
   readonly backoffMaxMs?: number;
   /** Time source for leases, backoff and latencies (milliseconds). @defaultValue the outbox's clock */
   readonly clock?: Clock;
-  /** OpenTelemetry meter for counters, histograms and status gauges. @defaultValue `metrics.getMeter('retrysafe')` */
+  /**
+   * OpenTelemetry meter for the counter, histograms and status gauges (see `OUTBOX_INSTRUMENTS`).
+   * @defaultValue `metrics.getMeter('retrysafe', <package version>)`, the global provider's
+   */
   readonly meter?: Meter;
   /** Called synchronously with every outcome; a throw from it is ignored. @defaultValue none */
   readonly onEvent?: (event: OutboxEvent) => void;
@@ -184,7 +188,7 @@ function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
   if (onEvent !== undefined && typeof onEvent !== 'function') {
     throw new TypeError(`retrysafe: option "onEvent" must be a function, got ${describe(onEvent)}`);
   }
-  const meter = options.meter ?? metrics.getMeter('retrysafe');
+  const meter = options.meter ?? metrics.getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
   if (typeof meter !== 'object' || meter === null || typeof meter.createCounter !== 'function') {
     throw new TypeError(`retrysafe: option "meter" must be an OpenTelemetry Meter, got ${describe(meter)}`);
   }

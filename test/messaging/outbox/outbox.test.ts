@@ -378,10 +378,22 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
       latencyP50Ms: 40,
       latencyP99Ms: 40,
     });
-    expect(recording.sums.get(OUTBOX_INSTRUMENTS.published)).toBe(1);
-    expect(recording.sums.get(OUTBOX_INSTRUMENTS.deadLettered)).toBe(1);
-    expect(recording.values.get(OUTBOX_INSTRUMENTS.deliveryLatency)).toEqual([40]);
-    expect(recording.values.get(OUTBOX_INSTRUMENTS.publishDuration)).toEqual([0, 0]);
+    const I = OUTBOX_INSTRUMENTS;
+    expect(recording.sum(I.messages, { outcome: 'published', topic: 'orders' })).toBe(1);
+    expect(recording.sum(I.messages, { outcome: 'dead_lettered', topic: 'orders' })).toBe(1);
+    expect(recording.sum(I.messages)).toBe(2);
+    // Durations and ages in seconds, as the receiver's.
+    expect(recording.values(I.deliveryDuration, { topic: 'orders' })).toEqual([0.04]);
+    expect(recording.values(I.publishDuration, { outcome: 'published' })).toEqual([0]);
+    expect(recording.values(I.publishDuration, { outcome: 'dead_lettered' })).toEqual([0]);
+    expect([I.messages, I.publishDuration, I.deliveryDuration, I.pending, I.oldestPendingAge, I.deadLetters].map((name) => recording.units.get(name))).toEqual([
+      '{message}',
+      's',
+      's',
+      '{message}',
+      's',
+      '{message}',
+    ]);
 
     // The gauges are observed while a relay runs, and unregistered when it stops.
     let fail!: (error: Error) => void;
@@ -394,12 +406,12 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
     const observed = await recording.collect();
     expect(Object.fromEntries(observed)).toEqual({
       [OUTBOX_INSTRUMENTS.pending]: 1,
-      [OUTBOX_INSTRUMENTS.oldestPendingAge]: 2_500,
+      [OUTBOX_INSTRUMENTS.oldestPendingAge]: 2.5,
       [OUTBOX_INSTRUMENTS.deadLetters]: 1,
     });
     fail(new Error('broker gone'));
     await gauges.stop();
     expect(recording.callbacks.size).toBe(0);
-    expect(recording.sums.get(OUTBOX_INSTRUMENTS.retries)).toBe(1);
+    expect(recording.sum(OUTBOX_INSTRUMENTS.messages, { outcome: 'retry', topic: 'orders' })).toBe(1);
   });
 });
