@@ -20,6 +20,7 @@ export {
   StaleRequestError,
   type SessionErrorCode,
 } from './errors.js';
+export { SESSION_INSTRUMENTS, type SessionOutcome } from './metrics.js';
 export { createPostgresSessionStore, type PostgresSessionStoreOptions } from './postgres.js';
 export { createRedisSessionStore, REDIS_SESSION_TTL_GRACE_MS, type RedisSessionStoreOptions } from './redis.js';
 export { createSessionReceiver, type Applied, type SessionReceiver, type SessionReceiverOptions } from './receiver.js';

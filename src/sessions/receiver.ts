@@ -8,6 +8,8 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { MeterProvider } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../core/clock.js';
 import { requireClock, requireGenerateId, requireOptions } from '../core/options.js';
 import { describe, requireDurationMs } from '../core/duration.js';
@@ -20,6 +22,7 @@ import {
   SessionUnknownError,
   StaleRequestError,
 } from './errors.js';
+import { SessionMetrics, type SessionOutcome } from './metrics.js';
 import type { SessionRequest, SessionStats, SessionStore } from './store.js';
 
 /** Options of {@link createSessionReceiver}. Durations are in milliseconds. */
@@ -40,6 +43,11 @@ export interface SessionReceiverOptions {
   readonly clock?: Clock;
   /** Generator of client ids and fencing tokens; ids must be unguessable and never repeat. @defaultValue `crypto.randomUUID` */
   readonly generateId?: () => string;
+  /**
+   * Where the receiver's metrics go (see `SESSION_INSTRUMENTS`).
+   * @defaultValue the global provider (`metrics.getMeterProvider()`), read on first use
+   */
+  readonly meterProvider?: MeterProvider;
 }
 
 /** The outcome of {@link SessionReceiver.apply}. */
@@ -59,7 +67,7 @@ export interface Applied<T> {
 /** The server half of client sessions. Create one with {@link createSessionReceiver}. */
 export interface SessionReceiver {
   /** The resolved, frozen options. */
-  readonly options: Readonly<Required<Omit<SessionReceiverOptions, 'store'>>>;
+  readonly options: Readonly<Required<Omit<SessionReceiverOptions, 'store' | 'meterProvider'>>>;
   readonly store: SessionStore;
   /**
    * Opens a session and resolves its client id: a fresh id from `generateId` (a UUID v4 by default, 122
@@ -126,6 +134,7 @@ const REGISTER_ATTEMPTS = 5;
 class Receiver implements SessionReceiver {
   readonly options: SessionReceiver['options'];
   readonly store: SessionStore;
+  private readonly metrics: SessionMetrics;
 
   constructor(options: SessionReceiverOptions) {
     requireOptions('createSessionReceiver', options);
@@ -134,6 +143,11 @@ class Receiver implements SessionReceiver {
       throw new TypeError(`retrysafe: option "store" must be a SessionStore, got ${describe(store)}`);
     }
     this.store = options.store;
+    const { meterProvider } = options;
+    if (meterProvider !== undefined && (typeof meterProvider !== 'object' || meterProvider === null || typeof meterProvider.getMeter !== 'function')) {
+      throw new TypeError(`retrysafe: option "meterProvider" must be an OpenTelemetry MeterProvider, got ${describe(meterProvider)}`);
+    }
+    this.metrics = new SessionMetrics(meterProvider);
     const clock = requireClock(options.clock === undefined ? systemClock : options.clock);
     const generateId = requireGenerateId(options.generateId === undefined ? randomUUID : options.generateId);
     this.options = Object.freeze({
@@ -150,12 +164,28 @@ class Receiver implements SessionReceiver {
   async register(): Promise<string> {
     for (let i = 0; i < REGISTER_ATTEMPTS; i++) {
       const clientId = this.options.generateId();
-      if (await this.call(() => this.store.create(clientId, this.options.clock.now(), this.options.leaseMs))) return clientId;
+      if (await this.call(() => this.store.create(clientId, this.options.clock.now(), this.options.leaseMs))) {
+        this.metrics.registered();
+        return clientId;
+      }
     }
     throw new StoreUnavailableError(new Error(`generateId returned ${REGISTER_ATTEMPTS} client ids that were already taken`));
   }
 
   async apply<T>(request: SessionRequest, fn: () => Promise<T>): Promise<Applied<T>> {
+    const work = new TimedWork(fn, this.metrics);
+    let applied: Applied<T>;
+    try {
+      applied = await this.applyOnce(request, work);
+    } catch (error) {
+      this.metrics.request(work.threw(error) ? 'released_after_error' : outcomeOf(error));
+      throw error;
+    }
+    this.metrics.request(applied.replayed ? 'replayed' : applied.saved ? 'executed' : 'not_saved');
+    return applied;
+  }
+
+  private async applyOnce<T>(request: SessionRequest, work: TimedWork<T>): Promise<Applied<T>> {
     const { clientId, requestNumber, lowWaterMark } = checkRequest(request);
     const token = this.options.generateId();
     const begun = await this.call(() =>
@@ -181,11 +211,12 @@ class Receiver implements SessionReceiver {
       case 'replay':
         return { value: decode<T>(begun.response), replayed: true, saved: true };
       case 'execute':
+        if (begun.takeover) this.metrics.takeover();
         break;
     }
     let value: T;
     try {
-      value = await fn();
+      value = await work.run();
     } catch (error) {
       await this.store.release(clientId, requestNumber, token).catch(() => false);
       throw error;
@@ -222,7 +253,11 @@ class Receiver implements SessionReceiver {
     if (!Number.isSafeInteger(limit) || limit <= 0) {
       throw new TypeError(`retrysafe: reap "limit" must be a positive integer, got ${describe(limit)}`);
     }
-    return this.call(() => this.store.reap(this.options.clock.now(), limit));
+    return this.call(async () => {
+      const reaped = await this.store.reap(this.options.clock.now(), limit);
+      this.metrics.reaped(reaped);
+      return reaped;
+    });
   }
 
   stats(clientId: string): Promise<SessionStats | undefined> {
@@ -237,6 +272,47 @@ class Receiver implements SessionReceiver {
       throw new StoreUnavailableError(error);
     }
   }
+}
+
+/** The work of one `apply`, timed; remembers its own throw so it is told apart from the receiver's. */
+class TimedWork<T> {
+  private failed = false;
+  private failure: unknown;
+
+  constructor(
+    private readonly fn: () => Promise<T>,
+    private readonly metrics: SessionMetrics,
+  ) {}
+
+  async run(): Promise<T> {
+    const started = performance.now();
+    try {
+      const value = await this.fn();
+      this.metrics.handler('executed', (performance.now() - started) / 1000);
+      return value;
+    } catch (error) {
+      this.failed = true;
+      this.failure = error;
+      this.metrics.handler('released_after_error', (performance.now() - started) / 1000);
+      throw error;
+    }
+  }
+
+  /** Whether `error` is the work's own throw (whatever its class: the work may call another receiver). */
+  threw(error: unknown): boolean {
+    return this.failed && error === this.failure;
+  }
+}
+
+/** The outcome of an `apply` the receiver refused. */
+function outcomeOf(error: unknown): SessionOutcome {
+  if (error instanceof StaleRequestError) return 'stale';
+  if (error instanceof SessionRequestInProgressError) return 'in_flight_rejected';
+  if (error instanceof SessionLeaseLostError) return 'lease_lost';
+  if (error instanceof SessionUnknownError) return 'session_unknown';
+  if (error instanceof SessionExpiredError) return 'session_expired';
+  if (error instanceof SessionRequestInvalidError) return 'invalid_request';
+  return error instanceof StoreUnavailableError ? 'store_unavailable' : 'error';
 }
 
 function checkClientId(clientId: unknown): string {
