@@ -22,7 +22,8 @@ export interface Logger {
  * - `lease_lost` (warn): a work finished after its lease was taken over; its response was not saved;
  * - `takeover` (warn): a claim took over an expired lease (the holder crashed or outran its lease);
  * - `store_unavailable` (error): the store failed; the request was refused with a 503;
- * - `dead_letter` (error): the inbox or the outbox dead-lettered a message.
+ * - `dead_letter` (error): the inbox dead-lettered a message (fields `consumer`, `messageIdHash`,
+ *   `reason`, `attempts`; see `createInbox`'s `logger`).
  */
 export type LogEvent = 'mismatch' | 'lease_lost' | 'takeover' | 'store_unavailable' | 'dead_letter';
 
