@@ -24,5 +24,5 @@ export { SESSION_INSTRUMENTS, type SessionOutcome } from './metrics.js';
 export { createPostgresSessionStore, type PostgresSessionStoreOptions } from './postgres.js';
 export { createRedisSessionStore, REDIS_SESSION_TTL_GRACE_MS, type RedisSessionStoreOptions } from './redis.js';
 export { createSessionReceiver, type Applied, type SessionReceiver, type SessionReceiverOptions } from './receiver.js';
-export type { BeginInput, BeginResult, KeepAliveResult, SessionRequest, SessionStats, SessionStore } from './store.js';
+export type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionRequest, SessionStats, SessionStore, SessionSummary } from './store.js';
 export { createSqliteSessionStore, type SqliteSessionStoreOptions } from './sqlite.js';

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { BeginInput, BeginResult, KeepAliveResult, SessionStats, SessionStore } from './store.js';
+import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
 
 interface RequestEntry {
   state: 'in_progress' | 'completed';
@@ -30,8 +30,26 @@ interface Session {
  * const receiver = createSessionReceiver({ store: createMemorySessionStore() });
  * ```
  */
-export function createMemorySessionStore(): SessionStore {
+export function createMemorySessionStore(): SessionStore & Pick<Required<SessionStore>, 'listSessions'> {
   return new MemorySessionStore();
+}
+
+/** A session's counters, and the highest request number it holds (`undefined` when it holds none). */
+function counters(session: Session): { stats: SessionStats; highest: number | undefined } {
+  let storedResponses = 0;
+  let highest: number | undefined;
+  for (const [number, entry] of session.requests) {
+    if (entry.state === 'completed') storedResponses++;
+    highest = Math.max(highest ?? number, number);
+  }
+  const stats: SessionStats = {
+    state: session.state,
+    lowWaterMark: session.lowWaterMark,
+    leaseExpiresAt: session.leaseExpiresAt,
+    storedResponses,
+    inProgress: session.requests.size - storedResponses,
+  };
+  return { stats, highest };
 }
 
 class MemorySessionStore implements SessionStore {
@@ -100,16 +118,27 @@ class MemorySessionStore implements SessionStore {
 
   stats(clientId: string): Promise<SessionStats | undefined> {
     const session = this.sessions.get(clientId);
-    if (!session) return Promise.resolve(undefined);
-    let storedResponses = 0;
-    for (const entry of session.requests.values()) if (entry.state === 'completed') storedResponses++;
-    return Promise.resolve({
-      state: session.state,
-      lowWaterMark: session.lowWaterMark,
-      leaseExpiresAt: session.leaseExpiresAt,
-      storedResponses,
-      inProgress: session.requests.size - storedResponses,
-    });
+    return Promise.resolve(session && counters(session).stats);
+  }
+
+  /** One page in client-id order: filters and sorts every session id, so O(n log n) in the sessions held. */
+  listSessions(query: SessionQuery): Promise<SessionSummary[]> {
+    if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
+      return Promise.reject(new TypeError(`retrysafe: listSessions limit must be a positive integer, got ${String(query.limit)}`));
+    }
+    const { clientIdPrefix, after } = query;
+    const ids = [...this.sessions.keys()]
+      .filter((id) => (clientIdPrefix === undefined || id.startsWith(clientIdPrefix)) && (after === undefined || id > after))
+      .sort()
+      .slice(0, query.limit);
+    return Promise.resolve(
+      ids.flatMap((clientId) => {
+        const session = this.sessions.get(clientId);
+        if (!session) return [];
+        const { stats, highest } = counters(session);
+        return [{ clientId, ...stats, ...(highest !== undefined && { highestRequestNumber: highest }) }];
+      }),
+    );
   }
 
   close(): Promise<void> {

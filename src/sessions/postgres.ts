@@ -9,7 +9,7 @@
 import type { Pool, QueryResult, QueryResultRow } from 'pg';
 import { describe } from '../core/duration.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../stores/postgres/schema.js';
-import type { BeginInput, BeginResult, KeepAliveResult, SessionStats, SessionStore } from './store.js';
+import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
 import { requireOptions } from '../core/options.js';
 
 /** Options of {@link createPostgresSessionStore}. */
@@ -39,6 +39,11 @@ type StatsRow = {
   readonly in_progress: string;
 };
 
+type SummaryRow = StatsRow & {
+  readonly client_id: string;
+  readonly highest: string | null;
+};
+
 /**
  * Creates the PostgreSQL {@link SessionStore}: the session-based Idempotent Receiver of *Patterns of
  * Distributed Systems* with Raft's client sessions (Ongaro's thesis, section 6.3). It creates no tables:
@@ -63,7 +68,7 @@ type StatsRow = {
  * const receiver = createSessionReceiver({ store: createPostgresSessionStore({ pool }) });
  * ```
  */
-export function createPostgresSessionStore(options: PostgresSessionStoreOptions): SessionStore {
+export function createPostgresSessionStore(options: PostgresSessionStoreOptions): SessionStore & Pick<Required<SessionStore>, 'listSessions'> {
   requireOptions('createPostgresSessionStore', options);
   const { pool } = options;
   if (typeof pool !== 'object' || pool === null || typeof pool.query !== 'function') {
@@ -73,7 +78,7 @@ export function createPostgresSessionStore(options: PostgresSessionStoreOptions)
   return new PostgresSessionStore(pool, name, quoted);
 }
 
-type Method = 'create' | 'begin' | 'complete' | 'release' | 'keepAlive' | 'end' | 'reap' | 'stats';
+type Method = 'create' | 'begin' | 'complete' | 'release' | 'keepAlive' | 'end' | 'reap' | 'stats' | 'listSessions';
 
 class PostgresSessionStore implements SessionStore {
   private readonly sql: Readonly<Record<Method, string>>;
@@ -113,6 +118,20 @@ class PostgresSessionStore implements SessionStore {
                      count(r.client_id) FILTER (WHERE r.state = 'in_progress') AS in_progress
               FROM ${s}.sessions AS x LEFT JOIN ${s}.session_requests AS r ON r.client_id = x.client_id
               WHERE x.client_id = $1 GROUP BY x.client_id`,
+      // $1 client-id prefix or null, $2 the previous page's last client id or null, $3 limit. Ordered by
+      // bytes (COLLATE "C"), as SQLite and Redis order, whatever the database's collation; the primary
+      // key's index has the column's collation, so the page costs a scan of the sessions table.
+      listSessions: `SELECT x.client_id, x.state, x.lease_expires_at, x.low_water_mark, r.stored, r.in_progress, r.highest
+              FROM (SELECT client_id, state, lease_expires_at, low_water_mark FROM ${s}.sessions
+                    WHERE ($1::text IS NULL OR starts_with(client_id, $1::text))
+                      AND ($2::text IS NULL OR client_id COLLATE "C" > $2::text COLLATE "C")
+                    ORDER BY client_id COLLATE "C" LIMIT $3) AS x
+              CROSS JOIN LATERAL (
+                SELECT count(*) FILTER (WHERE q.state = 'completed') AS stored,
+                       count(*) FILTER (WHERE q.state = 'in_progress') AS in_progress,
+                       max(q.request_number) AS highest
+                FROM ${s}.session_requests AS q WHERE q.client_id = x.client_id) AS r
+              ORDER BY x.client_id COLLATE "C"`,
     });
   }
 
@@ -183,6 +202,22 @@ class PostgresSessionStore implements SessionStore {
       storedResponses: Number(row.stored),
       inProgress: Number(row.in_progress),
     };
+  }
+
+  async listSessions(query: SessionQuery): Promise<SessionSummary[]> {
+    if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
+      throw new TypeError(`retrysafe: listSessions limit must be a positive integer, got ${String(query.limit)}`);
+    }
+    const result = await this.query<SummaryRow>('listSessions', [query.clientIdPrefix ?? null, query.after ?? null, query.limit]);
+    return result.rows.map((row) => ({
+      clientId: row.client_id,
+      state: row.state,
+      lowWaterMark: Number(row.low_water_mark),
+      leaseExpiresAt: Number(row.lease_expires_at),
+      storedResponses: Number(row.stored),
+      inProgress: Number(row.in_progress),
+      ...(row.highest !== null && { highestRequestNumber: Number(row.highest) }),
+    }));
   }
 
   /**

@@ -7,7 +7,7 @@
  */
 import { describe } from '../core/duration.js';
 import { isRedisConnection, type RedisConnection, scanKeys } from '../stores/redis/connection.js';
-import { recordKey, recordPattern } from '../stores/redis/keys.js';
+import { parseRecordKey, recordKey, recordPattern } from '../stores/redis/keys.js';
 import { LuaScript } from '../stores/redis/script.js';
 import { BEGIN_SESSION_LUA } from './redis-scripts/begin.lua.js';
 import { COMPLETE_SESSION_LUA } from './redis-scripts/complete.lua.js';
@@ -17,7 +17,8 @@ import { KEEP_ALIVE_SESSION_LUA } from './redis-scripts/keep-alive.lua.js';
 import { REAP_SESSION_LUA } from './redis-scripts/reap.lua.js';
 import { RELEASE_SESSION_LUA } from './redis-scripts/release.lua.js';
 import { STATS_SESSION_LUA } from './redis-scripts/stats.lua.js';
-import type { BeginInput, BeginResult, KeepAliveResult, SessionStats, SessionStore } from './store.js';
+import { SUMMARY_SESSION_LUA } from './redis-scripts/summary.lua.js';
+import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
 import { requireOptions } from '../core/options.js';
 
 /** Options of {@link createRedisSessionStore}. */
@@ -56,6 +57,10 @@ const KEEP_ALIVE = new LuaScript(KEEP_ALIVE_SESSION_LUA);
 const END = new LuaScript(END_SESSION_LUA);
 const REAP = new LuaScript(REAP_SESSION_LUA);
 const STATS = new LuaScript(STATS_SESSION_LUA);
+const SUMMARY = new LuaScript(SUMMARY_SESSION_LUA);
+
+/** The hash-tag scope of every session key: `${prefix}:{session\0<client id>}`. */
+const SESSION_SCOPE = 'session';
 
 interface RedisSessionConfig {
   readonly client: RedisConnection;
@@ -78,6 +83,8 @@ interface RedisSessionConfig {
  * - `reap` walks the prefix with SCAN in steps of about 250 keys and deletes sessions whose lease ended
  *   (re-checked atomically per session), stopping at `limit`; each call starts a fresh walk, so it costs up
  *   to O(keys under the prefix). On Redis Cluster (an ioredis `Cluster` as `client`) it visits every master.
+ * - `listSessions` walks the whole prefix the same way (Redis keeps no ordered index of sessions), keeping
+ *   only one page of client ids in memory, then reads each session of the page with one script.
  *
  * Errors: operations reject with the driver's error when Redis fails; the receiver maps that to
  * `StoreUnavailableError`.
@@ -92,7 +99,7 @@ interface RedisSessionConfig {
  * const receiver = createSessionReceiver({ store: createRedisSessionStore({ client }) });
  * ```
  */
-export function createRedisSessionStore(options: RedisSessionStoreOptions): SessionStore {
+export function createRedisSessionStore(options: RedisSessionStoreOptions): SessionStore & Pick<Required<SessionStore>, 'listSessions'> {
   requireOptions('createRedisSessionStore', options);
   const { client, prefix = 'retrysafe-sessions' } = options;
   if (!isRedisConnection(client)) {
@@ -193,6 +200,49 @@ class RedisSessionStore implements SessionStore {
     };
   }
 
+  /**
+   * One page in client-id order (JavaScript string order): SCAN over the prefix, keeping the first
+   * `query.limit` matching ids, then one `summary` script per session of the page. Costs O(keys under the
+   * prefix) per page; a session deleted between the walk and its read is left out.
+   */
+  async listSessions(query: SessionQuery): Promise<SessionSummary[]> {
+    const { limit, clientIdPrefix, after } = query;
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new TypeError(`retrysafe: listSessions limit must be a positive integer, got ${String(limit)}`);
+    }
+    // SCAN may return a key twice: a set keeps each id once.
+    let page = new Set<string>();
+    for await (const found of scanKeys(this.config.client, recordPattern(this.config.prefix), SCAN_COUNT)) {
+      for (const key of found) {
+        const parsed = parseRecordKey(this.config.prefix, key);
+        if (parsed === undefined || parsed[0] !== SESSION_SCOPE) continue;
+        const clientId = parsed[1];
+        if (clientIdPrefix !== undefined && !clientId.startsWith(clientIdPrefix)) continue;
+        if (after !== undefined && clientId <= after) continue;
+        page.add(clientId);
+      }
+      if (page.size > limit) page = new Set([...page].sort().slice(0, limit));
+    }
+    const ids = [...page].sort();
+    const replies = await Promise.all(ids.map((clientId) => SUMMARY.run(this.config.client, this.keys(clientId), []) as Promise<unknown[] | null>));
+    return ids.flatMap((clientId, i): SessionSummary[] => {
+      const reply = replies[i];
+      if (reply == null) return [];
+      const highest = Number(reply[5]);
+      return [
+        {
+          clientId,
+          state: text(reply[0]) === 'expired' ? 'expired' : 'live',
+          lowWaterMark: Number(text(reply[1])),
+          leaseExpiresAt: Number(text(reply[2])),
+          storedResponses: Number(reply[3]),
+          inProgress: Number(reply[4]),
+          ...(highest >= 0 && { highestRequestNumber: highest }),
+        },
+      ];
+    });
+  }
+
   /** Nothing to release: the connection is the caller's. */
   close(): Promise<void> {
     return Promise.resolve();
@@ -200,7 +250,7 @@ class RedisSessionStore implements SessionStore {
 
   /** The session hash, its saved responses and its executions in progress: one hash tag, one slot. */
   private keys(clientId: string): [string, string, string] {
-    const session = recordKey(this.config.prefix, 'session', clientId);
+    const session = recordKey(this.config.prefix, SESSION_SCOPE, clientId);
     return [session, `${session}:responses`, `${session}:pending`];
   }
 }

@@ -7,7 +7,7 @@
  */
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { describe, requireDurationMs } from '../core/duration.js';
-import type { BeginInput, BeginResult, KeepAliveResult, SessionStats, SessionStore } from './store.js';
+import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
 import { requireOptions } from '../core/options.js';
 
 /** Options of {@link createSqliteSessionStore}. */
@@ -68,7 +68,7 @@ const MIGRATIONS: readonly { readonly version: number; readonly sql: (sessions: 
  * const receiver = createSessionReceiver({ store: createSqliteSessionStore({ path: './sessions.db' }) });
  * ```
  */
-export function createSqliteSessionStore(options: SqliteSessionStoreOptions = {}): SessionStore {
+export function createSqliteSessionStore(options: SqliteSessionStoreOptions = {}): SessionStore & Pick<Required<SessionStore>, 'listSessions'> {
   requireOptions('createSqliteSessionStore', options);
   const { path, database } = options;
   if (database !== undefined && path !== undefined) {
@@ -122,6 +122,13 @@ interface SessionRow {
   readonly low_water_mark: number;
 }
 
+interface SummaryRow extends SessionRow {
+  readonly client_id: string;
+  readonly completed: number;
+  readonly in_progress: number;
+  readonly highest: number | null;
+}
+
 interface RequestRow {
   readonly state: 'in_progress' | 'completed';
   readonly lease_expires_at: number;
@@ -142,7 +149,8 @@ class SqliteSessionStore implements SessionStore {
     | 'completeRequest'
     | 'releaseRequest'
     | 'selectExpired'
-    | 'countRequests',
+    | 'countRequests'
+    | 'listSessions',
     Statement
   >;
   private readonly beginTx: (input: BeginInput) => BeginResult;
@@ -183,6 +191,17 @@ class SqliteSessionStore implements SessionStore {
       selectExpired: db.prepare(`SELECT client_id FROM ${sessions} WHERE lease_expires_at <= ? LIMIT ?`).pluck(),
       countRequests: db.prepare(
         `SELECT coalesce(sum(state = 'completed'), 0) AS completed, coalesce(sum(state = 'in_progress'), 0) AS in_progress FROM ${requests} WHERE client_id = ?`,
+      ),
+      // The page first (primary-key order, LIMIT), then the counters of its sessions only.
+      listSessions: db.prepare(
+        `SELECT x.client_id, x.state, x.lease_expires_at, x.low_water_mark,
+                coalesce(sum(r.state = 'completed'), 0) AS completed, coalesce(sum(r.state = 'in_progress'), 0) AS in_progress,
+                max(r.request_number) AS highest
+         FROM (SELECT * FROM ${sessions}
+               WHERE (@prefix IS NULL OR substr(client_id, 1, length(@prefix)) = @prefix) AND (@after IS NULL OR client_id > @after)
+               ORDER BY client_id LIMIT @limit) AS x
+         LEFT JOIN ${requests} AS r ON r.client_id = x.client_id
+         GROUP BY x.client_id ORDER BY x.client_id`,
       ),
     };
     const begin = db.transaction((input: BeginInput): BeginResult => {
@@ -260,6 +279,24 @@ class SqliteSessionStore implements SessionStore {
         storedResponses: counts.completed,
         inProgress: counts.in_progress,
       };
+    });
+  }
+
+  listSessions(query: SessionQuery): Promise<SessionSummary[]> {
+    return this.run(() => {
+      if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
+        throw new TypeError(`retrysafe: listSessions limit must be a positive integer, got ${String(query.limit)}`);
+      }
+      const rows = this.sql.listSessions.all({ prefix: query.clientIdPrefix ?? null, after: query.after ?? null, limit: query.limit }) as SummaryRow[];
+      return rows.map((row) => ({
+        clientId: row.client_id,
+        state: row.state,
+        lowWaterMark: row.low_water_mark,
+        leaseExpiresAt: row.lease_expires_at,
+        storedResponses: row.completed,
+        inProgress: row.in_progress,
+        ...(row.highest !== null && { highestRequestNumber: row.highest }),
+      }));
     });
   }
 

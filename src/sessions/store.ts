@@ -68,6 +68,31 @@ export interface SessionStats {
   readonly inProgress: number;
 }
 
+/**
+ * A bounded page of sessions for an operator's view ({@link SessionStore.listSessions}), in client-id order
+ * (by code unit; the SQL stores compare bytes, which agrees for the ASCII ids `register()` hands out).
+ * Every field but `limit` narrows the page; `after` is the last client id of the previous page (keyset paging).
+ */
+export interface SessionQuery {
+  /** Only client ids that start with this text (case-sensitive). */
+  readonly clientIdPrefix?: string;
+  /** Only client ids after this one, for the next page. */
+  readonly after?: string;
+  /** At most this many sessions (a positive safe integer). */
+  readonly limit: number;
+}
+
+/** One session as {@link SessionStore.listSessions} reports it: its id, its counters and what it holds. */
+export interface SessionSummary extends SessionStats {
+  /** The id `register()` handed the client. */
+  readonly clientId: string;
+  /**
+   * The highest request number the session holds a record of (in progress or saved), or `undefined` when it
+   * holds none — the low-water mark has passed every request, or none was made, or the session expired.
+   */
+  readonly highestRequestNumber?: number;
+}
+
 /** Outcome of {@link SessionStore.keepAlive}. */
 export type KeepAliveResult = 'ok' | 'unknown' | 'expired';
 
@@ -83,6 +108,8 @@ export type KeepAliveResult = 'ok' | 'unknown' | 'expired';
  * - `complete` and `release` are fenced on the token and apply only while the request is `in_progress`.
  * - `keepAlive` refuses as `begin` does, else raises the low-water mark, drops requests at or below it and
  *   renews the lease.
+ * - `listSessions` (optional, for the operator console) only reads: live sessions and tombstones as stored,
+ *   so a live session whose lease has ended but that nobody touched since still reads `live`.
  */
 export interface SessionStore {
   /** Creates a live session with the lease `now + leaseMs`; resolves `false` when the id is already taken. */
@@ -101,6 +128,14 @@ export interface SessionStore {
   reap(now: number, limit: number): Promise<number>;
   /** The session's counters, or `undefined` when no session or tombstone has this id. */
   stats(clientId: string): Promise<SessionStats | undefined>;
+  /**
+   * Optional (the operator console): one page of sessions and tombstones matching `query`, in client-id
+   * order, each with its counters. Read-only and bounded: at most `query.limit` sessions, whatever the
+   * store holds. The stores of this package all implement it.
+   *
+   * @throws TypeError (as a rejection) when `query.limit` is not a positive safe integer
+   */
+  listSessions?(query: SessionQuery): Promise<SessionSummary[]>;
   /** Releases the store's resources. */
   close(): Promise<void>;
 }

@@ -41,6 +41,7 @@ function bindAll(store: SessionStore): SessionStore {
     end: store.end.bind(store),
     reap: store.reap.bind(store),
     stats: store.stats.bind(store),
+    ...(store.listSessions && { listSessions: store.listSessions.bind(store) }),
     close: store.close.bind(store),
   };
 }
@@ -59,12 +60,12 @@ export function sessionSuite(name: string, makeStore: () => SessionStore): void 
       await Promise.all(opened.splice(0).map((store) => store.close()));
     });
 
-    function setup(options: Partial<SessionReceiverOptions> = {}): { receiver: SessionReceiver; clock: ManualClock } {
+    function setup(options: Partial<SessionReceiverOptions> = {}): { receiver: SessionReceiver; clock: ManualClock; store: SessionStore } {
       const store = makeStore();
       opened.push(store);
       const clock = new ManualClock(1_000_000);
       const receiver = createSessionReceiver({ store, clock, leaseMs: LEASE_MS, executionLeaseMs: EXECUTION_LEASE_MS, ...options });
-      return { receiver, clock };
+      return { receiver, clock, store };
     }
 
     /** A unit of work that counts its executions per request number. */
@@ -315,6 +316,45 @@ export function sessionSuite(name: string, makeStore: () => SessionStore): void 
       expect(await receiver.stats(clientId)).toBeUndefined();
       await expect(receiver.keepAlive(clientId)).rejects.toBeInstanceOf(SessionUnknownError);
       expect(await receiver.end(clientId)).toBe(false);
+    });
+
+    it('lists sessions and tombstones in client-id order with their counters, by prefix and page', async () => {
+      const ids = ['c-9', 'b-2', 'a-1', 'b-1'];
+      let tokens = 0;
+      const { receiver, clock, store } = setup({ generateId: () => ids.shift() ?? `token-${++tokens}` });
+      const list = store.listSessions?.bind(store);
+      if (list === undefined) throw new Error('the store has no listSessions');
+      // c-9's lease runs out and an access turns it into a tombstone.
+      await receiver.register();
+      clock.advance(LEASE_MS);
+      await expect(receiver.keepAlive('c-9')).rejects.toBeInstanceOf(SessionExpiredError);
+      for (let i = 0; i < 3; i++) await receiver.register();
+      // a-1: requests 1 to 3 applied, the third carrying low-water mark 1, so 2 and 3 stay saved.
+      for (const n of [1, 2, 3]) await receiver.apply({ clientId: 'a-1', requestNumber: n, lowWaterMark: n === 3 ? 1 : 0 }, () => Promise.resolve(n));
+      // b-2: request 4 claimed and not yet completed.
+      const now = clock.now();
+      expect(await store.begin({ clientId: 'b-2', requestNumber: 4, lowWaterMark: 0, now, sessionLeaseMs: LEASE_MS, executionLeaseMs: EXECUTION_LEASE_MS, token: 't' })).toEqual({
+        outcome: 'execute',
+        takeover: false,
+      });
+      const lease = now + LEASE_MS;
+      const all = await list({ limit: 10 });
+      expect(all).toEqual([
+        { clientId: 'a-1', state: 'live', lowWaterMark: 1, leaseExpiresAt: lease, storedResponses: 2, inProgress: 0, highestRequestNumber: 3 },
+        { clientId: 'b-1', state: 'live', lowWaterMark: 0, leaseExpiresAt: lease, storedResponses: 0, inProgress: 0 },
+        { clientId: 'b-2', state: 'live', lowWaterMark: 0, leaseExpiresAt: lease, storedResponses: 0, inProgress: 1, highestRequestNumber: 4 },
+        { clientId: 'c-9', state: 'expired', lowWaterMark: 0, leaseExpiresAt: 1_000_000 + LEASE_MS, storedResponses: 0, inProgress: 0 },
+      ]);
+      expect(all.find((s) => s.clientId === 'b-1')).not.toHaveProperty('highestRequestNumber');
+      const idsOf = async (query: Parameters<typeof list>[0]): Promise<string[]> => (await list(query)).map((s) => s.clientId);
+      expect(await idsOf({ clientIdPrefix: 'b-', limit: 10 })).toEqual(['b-1', 'b-2']);
+      expect(await idsOf({ limit: 2 })).toEqual(['a-1', 'b-1']);
+      expect(await idsOf({ after: 'b-1', limit: 2 })).toEqual(['b-2', 'c-9']);
+      expect(await idsOf({ after: 'c-9', limit: 2 })).toEqual([]);
+      expect(await idsOf({ clientIdPrefix: 'b-', after: 'b-1', limit: 10 })).toEqual(['b-2']);
+      expect(await idsOf({ clientIdPrefix: 'z', limit: 10 })).toEqual([]);
+      await expect(list({ limit: 0 })).rejects.toThrow(TypeError);
+      await expect(list({ limit: 1.5 })).rejects.toThrow(TypeError);
     });
 
     it('survives a retry storm of lost replies from a pipelining client: every request applied once', async () => {

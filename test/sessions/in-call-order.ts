@@ -12,6 +12,7 @@ import type { SessionStore } from '../../src/sessions/index.js';
  */
 export function inCallOrder(store: SessionStore): SessionStore {
   let tail: Promise<unknown> = Promise.resolve();
+  const list = store.listSessions?.bind(store);
   const serial =
     <A extends unknown[], R>(operation: (...args: A) => Promise<R>) =>
     (...args: A): Promise<R> => {
@@ -28,6 +29,7 @@ export function inCallOrder(store: SessionStore): SessionStore {
     end: serial((...args: Parameters<SessionStore['end']>) => store.end(...args)),
     reap: serial((...args: Parameters<SessionStore['reap']>) => store.reap(...args)),
     stats: serial((...args: Parameters<SessionStore['stats']>) => store.stats(...args)),
+    ...(list && { listSessions: serial(list) }),
     close: () => store.close(),
   };
 }

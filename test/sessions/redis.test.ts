@@ -93,6 +93,16 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       expect(await client.ping()).toBe('PONG');
     });
 
+    it('lists client ids holding braces, percent signs and NUL as they were registered', async () => {
+      const prefix = `${FILE_PREFIX}:odd`;
+      const ids = ['a}{b', '%7D', 'x\u0000y', '%'];
+      const store = createRedisSessionStore({ client, prefix });
+      const receiver = createSessionReceiver({ store, clock: new ManualClock(0), generateId: () => ids.shift() ?? 'token' });
+      for (let i = 0; i < 4; i++) await receiver.register();
+      expect((await store.listSessions({ limit: 10 })).map((s) => s.clientId)).toEqual(['%', '%7D', 'a}{b', 'x\u0000y']);
+      expect((await store.listSessions({ clientIdPrefix: '%7', limit: 10 })).map((s) => s.clientId)).toEqual(['%7D']);
+    });
+
     it.each<[string, unknown]>([
       ['client', { client: {} }],
       ['prefix', { client, prefix: '' }],

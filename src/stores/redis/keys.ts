@@ -28,6 +28,24 @@ export function recordKey(prefix: string, scope: string, key: string): string {
   return `${prefix}:{${escapePart(scope)}\u0000${escapePart(key)}}`;
 }
 
+/**
+ * The (scope, key) of a record key that {@link recordKey} built under `prefix`, or `undefined` when
+ * `redisKey` is no such key (another prefix, a suffixed companion key such as `…}:responses`).
+ */
+export function parseRecordKey(prefix: string, redisKey: string): [scope: string, key: string] | undefined {
+  const head = `${prefix}:{`;
+  if (!redisKey.startsWith(head) || !redisKey.endsWith('}')) return undefined;
+  const parts = redisKey.slice(head.length, -1).split('\u0000');
+  if (parts.length !== 2 || parts.some((part) => part.includes('}'))) return undefined;
+  const [scope = '', key = ''] = parts.map(unescapePart);
+  return [scope, key];
+}
+
+/** Reverses `escapePart`: `%25`, `%7B`, `%7D` and `%00` back to `%`, `{`, `}` and NUL. */
+function unescapePart(text: string): string {
+  return text.replace(/%(25|7B|7D|00)/g, (_match, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+}
+
 /** A SCAN `MATCH` pattern for every record key under `prefix` (glob metacharacters in it escaped). */
 export function recordPattern(prefix: string): string {
   return `${prefix.replace(/[*?[\]\\]/g, (c) => `\\${c}`)}:{*`;
