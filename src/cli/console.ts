@@ -1,21 +1,26 @@
 /**
- * `retrysafe console --store URL [--port N] [--host H] [--token T] [--allow-actions]`: serves the operator
+ * `retrysafe console --store URL [--port N] [--host H] [--allowed-host NAME]… [--token T] [--allow-actions]`:
+ * serves the operator
  * console, a web UI over the store: keys by state with search by scope and key, one record in full with a
  * fenced release of a stuck key, and — where the database holds their tables (PostgreSQL; the inbox on
  * SQLite too) — inbox dead letters with redrive and the outbox backlog with retry of its dead letters.
  *
  * It listens on 127.0.0.1 unless `--host` says otherwise; any other host requires `--token`, which every
  * API request must then carry as `Authorization: Bearer TOKEN` (open the UI at `http://HOST:PORT/#token=TOKEN`).
+ * It answers only requests whose `Host` header names it — `localhost`, `127.0.0.1`, `[::1]`, the `--host`
+ * it listens on, the address a connection arrived on, or a name given with `--allowed-host` (repeatable;
+ * e.g. the name a reverse proxy forwards) — and answers others 421, so a DNS-rebinding page cannot use it.
  * Without `--allow-actions` the console is read-only: release, redrive and retry answer 403. It opens the
  * store as it is (creates no file, schema or table) and runs until interrupted.
  *
- * Exit codes: 0 stopped by SIGINT/SIGTERM; 2 usage error (a non-local `--host` without `--token`), store
- * unreachable or missing, port in use.
+ * Exit codes: 0 stopped by SIGINT/SIGTERM; 2 usage error (a non-local `--host` without `--token`, an
+ * `--allowed-host` that is no host name or address), store unreachable or missing, port in use.
  *
  * @module
  */
 import type { Server } from 'node:http';
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
+import { allowedHostName } from '../console/host-check.js';
 import type { ConsoleOptions } from '../console/server.js';
 import { CliFailure, redactUrl } from './failure.js';
 import { loadPeer } from './peer.js';
@@ -26,6 +31,7 @@ interface ConsoleFlags {
   readonly store: StoreTarget;
   readonly port: number;
   readonly host: string;
+  readonly allowedHost: readonly string[];
   readonly token?: string;
   readonly allowActions?: boolean;
 }
@@ -39,7 +45,8 @@ export function register(program: Command): void {
     .description('Serve the operator console: keys, stuck leases, inbox dead letters and the outbox backlog.')
     .requiredOption('--store <url>', 'idempotency store, e.g. postgres://user@127.0.0.1:5432/app', storeFlag)
     .option('--port <n>', 'TCP port (0 picks a free one)', integerFlag('--port', 0, 65_535), 8_080)
-    .option('--host <host>', 'interface to listen on; anything but localhost requires --token', '127.0.0.1')
+    .option('--host <host>', 'interface to listen on; anything but localhost requires --token', hostFlag, '127.0.0.1')
+    .option('--allowed-host <name>', 'another host name the Host header may carry, e.g. behind a proxy (repeatable)', allowedHostFlag, [])
     .option('--token <token>', 'bearer token every API request must carry')
     .option('--allow-actions', 'enable release, redrive and retry (read-only otherwise)')
     .addHelpText('after', '\nExit codes: 0 stopped, 2 usage error, store unreachable or missing, port in use.')
@@ -55,6 +62,7 @@ export function register(program: Command): void {
         storeName: redactUrl(flags.store.url),
         allowActions: flags.allowActions === true,
         token: flags.token,
+        allowedHosts: [flags.host, ...flags.allowedHost],
         ...extras.options,
       });
       await listen(server, flags.port, flags.host).catch(async (error: unknown) => {
@@ -73,6 +81,26 @@ export function register(program: Command): void {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await Promise.all([opened.store.close(), extras.close()]);
     });
+}
+
+/**
+ * Commander argument parser for `--host`, whose name the console then answers to.
+ *
+ * @throws InvalidArgumentError (exit 2) when the value is no host name or IP address
+ */
+function hostFlag(text: string): string {
+  if (allowedHostName(text) === undefined) throw new InvalidArgumentError('--host takes a host name or an IP address.');
+  return text;
+}
+
+/**
+ * Commander argument parser for `--allowed-host`: collects the names, each checked.
+ *
+ * @throws InvalidArgumentError (exit 2) when a value is no host name or IP address, or carries a port
+ */
+function allowedHostFlag(text: string, previous: readonly string[]): readonly string[] {
+  if (allowedHostName(text) === undefined) throw new InvalidArgumentError('--allowed-host takes a host name or an IP address, without a port.');
+  return [...previous, text];
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

@@ -15,9 +15,11 @@
  * - `GET /api/inbox/dead-letters?consumer=&limit=`, `POST /api/inbox/redrive` `{ consumer, messageId }`.
  * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/retry` `{ id }`.
  *
- * Access: with a `token`, every `/api/` request must carry `Authorization: Bearer TOKEN` (401 otherwise).
- * Actions (the `POST`s) answer 403 unless `allowActions` is set, and take only `application/json` bodies,
- * which a cross-site form cannot send.
+ * Access: every request must name the console in its `Host` header — a loopback name, one of
+ * `allowedHosts`, or the address the connection arrived on — else 421 (the DNS-rebinding defence of
+ * `./host-check.ts`); a `POST` whose `Origin` is another origin answers 403. With a `token`, every `/api/`
+ * request must carry `Authorization: Bearer TOKEN` (401 otherwise). Actions (the `POST`s) answer 403 unless
+ * `allowActions` is set, and take only `application/json` bodies, which a cross-site form cannot send.
  *
  * @module
  */
@@ -29,6 +31,7 @@ import type { IdempotencyRecord } from '../core/record.js';
 import type { IdempotencyStore } from '../core/store.js';
 import type { Inbox } from '../messaging/inbox/inbox.js';
 import type { Outbox, Queryable } from '../messaging/outbox/outbox.js';
+import { allowedHostName, hostAllowed, LOOPBACK_HOSTS, originAllowed } from './host-check.js';
 
 /** What the console serves. */
 export interface ConsoleOptions {
@@ -44,6 +47,12 @@ export interface ConsoleOptions {
   readonly allowActions: boolean;
   /** When set, every API request must carry `Authorization: Bearer <token>`. */
   readonly token?: string | undefined;
+  /**
+   * Host names (or IP addresses) the `Host` header may name besides `localhost`, `127.0.0.1`, `[::1]` and
+   * the address a connection arrived on: the name the console is bound to, or reached by through a proxy.
+   * No ports. @defaultValue none
+   */
+  readonly allowedHosts?: readonly string[] | undefined;
 }
 
 /** The largest page `GET /api/keys` returns. */
@@ -85,6 +94,7 @@ function problem(status: number, title: string, detail?: string): Answer {
 /**
  * Creates the console's HTTP server (not yet listening).
  *
+ * @throws TypeError when `allowedHosts` holds something that is no host name or IP address
  * @example
  * ```ts
  * const server = createConsoleServer({ store, storeName: 'postgres://…', allowActions: false });
@@ -93,14 +103,32 @@ function problem(status: number, title: string, detail?: string): Answer {
  */
 export function createConsoleServer(options: ConsoleOptions): Server {
   const expected = options.token === undefined ? undefined : Buffer.from(`Bearer ${options.token}`);
+  const hosts = new Set(LOOPBACK_HOSTS);
+  for (const name of options.allowedHosts ?? []) {
+    const host = allowedHostName(name);
+    if (host === undefined) throw new TypeError(`retrysafe: allowedHosts holds ${JSON.stringify(name)}, which is no host name or IP address (give no port)`);
+    hosts.add(host);
+  }
   return createServer((request, response) => {
-    void dispatch(options, expected, request, response).catch((error: unknown) => {
+    void dispatch(options, hosts, expected, request, response).catch((error: unknown) => {
       send(response, problem(500, 'The console failed', error instanceof Error ? error.message : String(error)));
     });
   });
 }
 
-async function dispatch(options: ConsoleOptions, expected: Buffer | undefined, request: IncomingMessage, response: ServerResponse): Promise<void> {
+async function dispatch(
+  options: ConsoleOptions,
+  hosts: ReadonlySet<string>,
+  expected: Buffer | undefined,
+  request: IncomingMessage,
+  response: ServerResponse,
+): Promise<void> {
+  if (!hostAllowed(hosts, request)) {
+    return send(response, problem(421, 'Misdirected request', 'the Host header does not name this console; start it with --allowed-host NAME to answer to NAME'));
+  }
+  if (request.method !== 'GET' && request.method !== 'HEAD' && !originAllowed(request)) {
+    return send(response, problem(403, 'Cross-origin request refused', 'the Origin of an action must be the console itself'));
+  }
   // Prefixed, not resolved against a base: a path such as `//x` would otherwise be read as a host.
   const url = new URL(`http://console${request.url ?? '/'}`);
   const file = STATIC[url.pathname];
