@@ -1,9 +1,12 @@
 /**
- * `retrysafe console --store URL [--port N] [--host H] [--allowed-host NAME]… [--token T] [--allow-actions]`:
- * serves the operator
- * console, a web UI over the store: keys by state with search by scope and key, one record in full with a
- * fenced release of a stuck key, and — where the database holds their tables (PostgreSQL; the inbox on
- * SQLite too) — inbox dead letters with redrive and the outbox backlog with retry of its dead letters.
+ * `retrysafe console --store URL [--port N] [--host H] [--allowed-host NAME]… [--token T] [--allow-actions]
+ * [--sessions-table T | --sessions-prefix P]`: serves the operator console, a web UI over the store: keys
+ * by state with search by scope and key, one record in full with a fenced release of a stuck key, and —
+ * where the database holds their tables (PostgreSQL; the inbox on SQLite too) — inbox dead letters with
+ * redrive and the outbox backlog with retry of its dead letters. Client sessions are listed from the
+ * store's database too: the `sessions` table of the PostgreSQL schema, the SQLite file's `--sessions-table`
+ * (default `retrysafe_sessions`) when it is there, and the Redis keys under `--sessions-prefix` (default
+ * `retrysafe-sessions`).
  *
  * It listens on 127.0.0.1 unless `--host` says otherwise; any other host requires `--token`, which every
  * API request must then carry as `Authorization: Bearer TOKEN` (open the UI at `http://HOST:PORT/#token=TOKEN`).
@@ -14,7 +17,8 @@
  * store as it is (creates no file, schema or table) and runs until interrupted.
  *
  * Exit codes: 0 stopped by SIGINT/SIGTERM; 2 usage error (a non-local `--host` without `--token`, an
- * `--allowed-host` that is no host name or address), store unreachable or missing, port in use.
+ * `--allowed-host` that is no host name or address, a sessions flag of another store), store unreachable
+ * or missing, port in use.
  *
  * @module
  */
@@ -34,6 +38,8 @@ interface ConsoleFlags {
   readonly allowedHost: readonly string[];
   readonly token?: string;
   readonly allowActions?: boolean;
+  readonly sessionsTable?: string;
+  readonly sessionsPrefix?: string;
 }
 
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -49,13 +55,27 @@ export function register(program: Command): void {
     .option('--allowed-host <name>', 'another host name the Host header may carry, e.g. behind a proxy (repeatable)', allowedHostFlag, [])
     .option('--token <token>', 'bearer token every API request must carry')
     .option('--allow-actions', 'enable release, redrive and retry (read-only otherwise)')
+    .option('--sessions-table <name>', 'SQLite: the client sessions table (default retrysafe_sessions)', patternFlag('--sessions-table', /^[A-Za-z_][A-Za-z0-9_]{0,39}$/, 'letters, digits and underscores (at most 40)'))
+    .option('--sessions-prefix <prefix>', 'Redis: the client sessions key prefix (default retrysafe-sessions)', patternFlag('--sessions-prefix', /^[^{}]+$/, 'a non-empty prefix without "{" or "}"'))
     .addHelpText('after', '\nExit codes: 0 stopped, 2 usage error, store unreachable or missing, port in use.')
     .action(async (flags: ConsoleFlags) => {
       if (!LOCAL_HOSTS.has(flags.host) && (flags.token === undefined || flags.token === '')) {
         throw new CliFailure(`--host ${flags.host} exposes the console beyond this machine; give --token too`);
       }
+      if (flags.sessionsTable !== undefined && flags.store.scheme !== 'sqlite') throw new CliFailure('--sessions-table applies to a sqlite: store only');
+      if (flags.sessionsPrefix !== undefined && flags.store.scheme !== 'redis' && flags.store.scheme !== 'rediss') {
+        throw new CliFailure('--sessions-prefix applies to a redis: store only');
+      }
       const opened = await flags.store.open('existing');
-      const extras = await openExtras(opened);
+      const extras = await openExtras(opened).catch(async (error: unknown) => {
+        await opened.store.close();
+        throw error;
+      });
+      const sessions = await openSessions(opened, flags).catch(async (error: unknown) => {
+        await Promise.all([opened.store.close(), extras.close()]);
+        throw error;
+      });
+      const close = (): Promise<unknown> => Promise.all([opened.store.close(), extras.close(), sessions.close()]);
       const { createConsoleServer } = await import('../console/server.js');
       const server = createConsoleServer({
         store: opened.store,
@@ -63,10 +83,11 @@ export function register(program: Command): void {
         allowActions: flags.allowActions === true,
         token: flags.token,
         allowedHosts: [flags.host, ...flags.allowedHost],
+        sessions: sessions.sessions,
         ...extras.options,
       });
       await listen(server, flags.port, flags.host).catch(async (error: unknown) => {
-        await Promise.all([opened.store.close(), extras.close()]);
+        await close();
         throw new CliFailure(`cannot listen on ${flags.host}:${flags.port}: ${(error as Error).message}`, 2, { cause: error });
       });
       const address = server.address();
@@ -79,7 +100,7 @@ export function register(program: Command): void {
       });
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await Promise.all([opened.store.close(), extras.close()]);
+      await close();
     });
 }
 
@@ -101,6 +122,18 @@ function hostFlag(text: string): string {
 function allowedHostFlag(text: string, previous: readonly string[]): readonly string[] {
   if (allowedHostName(text) === undefined) throw new InvalidArgumentError('--allowed-host takes a host name or an IP address, without a port.');
   return [...previous, text];
+}
+
+/**
+ * Commander argument parser for a name flag that must match `pattern`.
+ *
+ * @throws InvalidArgumentError (exit 2) saying what `flag` takes when the value does not match
+ */
+function patternFlag(flag: string, pattern: RegExp, takes: string): (text: string) => string {
+  return (text) => {
+    if (!pattern.test(text)) throw new InvalidArgumentError(`${flag} takes ${takes}.`);
+    return text;
+  };
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {
@@ -140,6 +173,47 @@ async function openExtras(opened: OpenedStore): Promise<{ options: Pick<ConsoleO
     const [{ createInbox }, { createSqliteInboxStore }] = await Promise.all([import('../messaging/inbox/inbox.js'), import('../messaging/inbox/sqlite.js')]);
     const store = createSqliteInboxStore({ database: opened.database });
     return { options: { inbox: createInbox({ store }) }, close: () => store.close() };
+  }
+  return none;
+}
+
+/**
+ * The client sessions over the store's own database: PostgreSQL's `sessions` table (migration 0005), the
+ * SQLite file's sessions table when it is there, or the Redis keys under the sessions prefix (on a
+ * connection of its own). Nothing is created: a missing table means no sessions view.
+ */
+async function openSessions(opened: OpenedStore, flags: ConsoleFlags): Promise<{ sessions: ConsoleOptions['sessions']; close: () => Promise<void> }> {
+  const none = { sessions: undefined, close: () => Promise.resolve() };
+  if (opened.scheme === 'postgres' || opened.scheme === 'postgresql') {
+    const { pool, schema } = opened.store;
+    const { rows } = await pool.query<{ found: string | null }>('SELECT to_regclass(format($1, $2::text)) AS found', ['%I.sessions', schema]);
+    if (rows[0]?.found == null) return none;
+    const { createPostgresSessionStore } = await import('../sessions/postgres.js');
+    return { sessions: { store: createPostgresSessionStore({ pool, schema }), location: `table ${schema}.sessions` }, close: () => Promise.resolve() };
+  }
+  if (opened.scheme === 'sqlite') {
+    const table = flags.sessionsTable ?? 'retrysafe_sessions';
+    const exists = opened.database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+    if (exists.get(table) === undefined || exists.get(`${table}_requests`) === undefined) return none;
+    const { createSqliteSessionStore } = await import('../sessions/sqlite.js');
+    const store = createSqliteSessionStore({ database: opened.database, table });
+    return { sessions: { store, location: `table ${table}` }, close: () => store.close() };
+  }
+  if (opened.scheme === 'redis' || opened.scheme === 'rediss') {
+    const prefix = flags.sessionsPrefix ?? 'retrysafe-sessions';
+    const [{ Redis }, { createRedisSessionStore }] = await loadPeer(() => Promise.all([import('ioredis'), import('../sessions/redis.js')]));
+    const client = new Redis(flags.store.driverUrl, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+    client.on('error', () => undefined);
+    await client.connect().catch((error: unknown) => {
+      client.disconnect();
+      throw new CliFailure(`cannot reach ${redactUrl(flags.store.url)} for the client sessions: ${(error as Error).message}`, 2, { cause: error });
+    });
+    return {
+      sessions: { store: createRedisSessionStore({ client, prefix }), location: `keys ${prefix}:*` },
+      close: async () => {
+        await client.quit();
+      },
+    };
   }
   return none;
 }

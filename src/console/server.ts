@@ -14,6 +14,8 @@
  *   or claimed again meanwhile (then nothing changed).
  * - `GET /api/inbox/dead-letters?consumer=&limit=`, `POST /api/inbox/redrive` `{ consumer, messageId }`.
  * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/retry` `{ id }`.
+ * - `GET /api/sessions?client=&after=&limit=` — one page (at most 200) of client sessions in client-id
+ *   order; `client` is a prefix; `next` is the `after` of the following page.
  *
  * Access: every request must name the console in its `Host` header — a loopback name, one of
  * `allowedHosts`, or the address the connection arrived on — else 421 (the DNS-rebinding defence of
@@ -31,6 +33,7 @@ import type { IdempotencyRecord } from '../core/record.js';
 import type { IdempotencyStore } from '../core/store.js';
 import type { Inbox } from '../messaging/inbox/inbox.js';
 import type { Outbox, Queryable } from '../messaging/outbox/outbox.js';
+import type { SessionStore, SessionSummary } from '../sessions/store.js';
 import { allowedHostName, hostAllowed, LOOPBACK_HOSTS, originAllowed } from './host-check.js';
 
 /** What the console serves. */
@@ -43,6 +46,11 @@ export interface ConsoleOptions {
   readonly inbox?: Inbox<unknown> | undefined;
   /** The outbox and the connection it is queried through, when the database has the outbox table. */
   readonly outbox?: { readonly outbox: Outbox; readonly db: Queryable } | undefined;
+  /**
+   * The client sessions over the same database, when it holds them: a session store that can list its
+   * sessions, and where it keeps them (shown in the UI, e.g. `table retrysafe_sessions`).
+   */
+  readonly sessions?: { readonly store: Pick<Required<SessionStore>, 'listSessions'>; readonly location: string } | undefined;
   /** Enables the release, redrive and retry actions; without it they answer 403. */
   readonly allowActions: boolean;
   /** When set, every API request must carry `Authorization: Bearer <token>`. */
@@ -165,6 +173,7 @@ async function read(options: ConsoleOptions, url: URL): Promise<Answer> {
         keys: options.store.listRecords !== undefined,
         inbox: options.inbox !== undefined,
         outbox: options.outbox !== undefined,
+        sessions: options.sessions === undefined ? null : { location: options.sessions.location },
       });
     case '/api/keys': {
       if (options.store.listRecords === undefined) return problem(501, 'This store cannot list its keys');
@@ -223,6 +232,23 @@ async function read(options: ConsoleOptions, url: URL): Promise<Answer> {
         })),
       });
     }
+    case '/api/sessions': {
+      if (options.sessions === undefined) return problem(501, 'No client sessions in this store');
+      const limit = Math.min(MAX_PAGE, positive(q.get('limit')) ?? 50);
+      const prefix = nonEmpty(q.get('client'));
+      const after = q.get('after');
+      const sessions = await options.sessions.store.listSessions({
+        limit: limit + 1,
+        ...(prefix !== undefined && { clientIdPrefix: prefix }),
+        ...(after !== null && { after }),
+      });
+      const page = sessions.slice(0, limit);
+      const last = page[page.length - 1];
+      return new Answer(200, {
+        sessions: page.map((session) => sessionView(session, Date.now())),
+        ...(sessions.length > limit && last !== undefined && { next: last.clientId }),
+      });
+    }
     default:
       return problem(404, 'Not found');
   }
@@ -266,6 +292,20 @@ function summary(record: IdempotencyRecord, now: number): Record<string, unknown
     leaseExpiresAt: new Date(record.leaseExpiresAt).toISOString(),
     createdAt: new Date(record.createdAt).toISOString(),
     status: record.response?.status ?? null,
+  };
+}
+
+function sessionView(session: SessionSummary, now: number): Record<string, unknown> {
+  return {
+    clientId: session.clientId,
+    state: session.state,
+    // A live session past its lease is expired in all but name: the next access marks it so.
+    leaseEnded: session.state === 'live' && session.leaseExpiresAt <= now,
+    lowWaterMark: session.lowWaterMark,
+    highestRequestNumber: session.highestRequestNumber ?? null,
+    storedResponses: session.storedResponses,
+    inProgress: session.inProgress,
+    leaseExpiresAt: new Date(session.leaseExpiresAt).toISOString(),
   };
 }
 

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import { runCli } from '../support/run-cli.js';
@@ -66,6 +67,28 @@ describe('console access rules (SQLite store, over HTTP)', () => {
     const released = await release(guarded.url, { authorization: 'Bearer sesame' });
     expect(released.status).toBe(200);
     expect((await fetch(new URL('/api/key?scope=s&key=held', guarded.url), { headers: { authorization: 'Bearer sesame' } })).status).toBe(404);
+  });
+
+  it('has no sessions view when the file holds no sessions table, and creates none', async () => {
+    const info = (await (await fetch(new URL('/api/info', readOnly.url))).json()) as { sessions: unknown };
+    expect(info.sessions).toBeNull();
+    const sessions = await fetch(new URL('/api/sessions', readOnly.url));
+    expect(sessions.status).toBe(501);
+    expect(sessions.headers.get('content-type')).toBe('application/problem+json');
+    const database = new BetterSqlite3(path, { readonly: true });
+    try {
+      expect(database.prepare("SELECT name FROM sqlite_master WHERE name LIKE '%session%'").all()).toEqual([]);
+    } finally {
+      database.close();
+    }
+  });
+
+  it.each([
+    [['--sessions-prefix', 'rs'], 'retrysafe: --sessions-prefix applies to a redis: store only\n'],
+    [['--sessions-table', 'bad-name'], "retrysafe: option '--sessions-table <name>' argument 'bad-name' is invalid. --sessions-table takes letters, digits and underscores (at most 40). (see --help)\n"],
+  ])('refuses a sessions flag %j that does not fit the store: one line, exit 2', async (flags, message) => {
+    const result = await runCli(['console', '--store', `sqlite:${path}`, ...flags]);
+    expect(result).toEqual({ code: 2, stdout: '', stderr: message });
   });
 
   it('refuses to listen beyond localhost without a token: one line, exit 2', async () => {

@@ -143,12 +143,39 @@ function Outbox({ info }) {
   </section></main>`;
 }
 
+function Sessions({ info }) {
+  const [client, setClient] = useState('');
+  const [cursors, setCursors] = useState([]);
+  const after = cursors[cursors.length - 1];
+  const query = new URLSearchParams({ client, limit: '25', ...(after !== undefined && { after }) });
+  const [page, error] = usePoll(() => api(`/api/sessions?${query}`), [query.toString()]);
+  const state = (s) => (s.state === 'expired' ? 'expired' : s.leaseEnded ? 'lease ended' : 'live');
+  return html`<main><section class="list">
+    <form class="search" onSubmit=${(e) => e.preventDefault()}>
+      <input name="client" placeholder="client id starts with" value=${client} onInput=${(e) => { setClient(e.target.value); setCursors([]); }} />
+    </form>
+    <p class="where">Client sessions in ${info.sessions.location}. A saved response is kept for retries of its request until the client's low-water mark passes it.</p>
+    ${error && html`<p class="error">${error}</p>`}
+    <table id="sessions">
+      <thead><tr><th>client id</th><th>state</th><th>low-water mark</th><th>highest request</th><th>saved responses</th><th>in progress</th><th>lease expires</th></tr></thead>
+      <tbody>${(page?.sessions ?? []).map((s) => html`<tr key=${s.clientId}>
+        <td class="id">${s.clientId}</td><td class=${state(s) === 'live' ? '' : 'stuck'}>${state(s)}</td>
+        <td>${s.lowWaterMark}</td><td>${s.highestRequestNumber ?? '—'}</td><td>${s.storedResponses}</td><td>${s.inProgress}</td><td>${s.leaseExpiresAt}</td></tr>`)}</tbody>
+    </table>
+    ${page && page.sessions.length === 0 && html`<p>No sessions.</p>`}
+    <p>
+      <button disabled=${cursors.length === 0} onClick=${() => setCursors(cursors.slice(0, -1))}>previous</button>
+      <button disabled=${!page?.next} onClick=${() => setCursors([...cursors, page.next])}>next</button>
+    </p>
+  </section></main>`;
+}
+
 function App() {
   const [info, error] = usePoll(() => api('/api/info'), []);
   const [view, setView] = useState('keys');
   if (error && !info) return html`<p class="error">${error}</p>`;
   if (!info) return html`<p>Loading…</p>`;
-  const tabs = [['keys', 'Keys', info.keys], ['inbox', 'Inbox dead letters', info.inbox], ['outbox', 'Outbox', info.outbox]];
+  const tabs = [['keys', 'Keys', info.keys], ['inbox', 'Inbox dead letters', info.inbox], ['outbox', 'Outbox', info.outbox], ['sessions', 'Client sessions', info.sessions !== null]];
   return html`<header>
       <h1>retrysafe console</h1>
       <nav>${tabs.filter((t) => t[2]).map(([id, label]) => html`<button class=${view === id ? 'active' : ''} onClick=${() => setView(id)}>${label}</button>`)}</nav>
@@ -156,7 +183,8 @@ function App() {
     </header>
     ${view === 'keys' && html`<${Keys} info=${info} />`}
     ${view === 'inbox' && html`<${Inbox} info=${info} />`}
-    ${view === 'outbox' && html`<${Outbox} info=${info} />`}`;
+    ${view === 'outbox' && html`<${Outbox} info=${info} />`}
+    ${view === 'sessions' && html`<${Sessions} info=${info} />`}`;
 }
 
 render(html`<${App} />`, document.getElementById('app'));
