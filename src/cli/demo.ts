@@ -1,12 +1,13 @@
 /**
  * `retrysafe demo`: proves, on real HTTP traffic with real faults, that every retried payment is charged
  * exactly once (`--scenario payments`, see `demo/payments/run.ts`) and that every order is charged once
- * across HTTP, an outbox, RabbitMQ and an inbox (`--scenario orders`, see `demo/orders/run.ts`). The demo
- * and its drivers are loaded when the command runs.
+ * across HTTP, an outbox, RabbitMQ or Kafka (`--broker`) and an inbox (`--scenario orders`, see
+ * `demo/orders/run.ts`). The demo and its drivers are loaded when the command runs.
  *
- * Exit codes: 0 when no payment was charged twice or lost and every key's answers were identical; 1
- * otherwise (or when the server could not run); 2 for a usage error or a store or broker that cannot be
- * reached (one line naming it); 130 when interrupted (Ctrl-C), after removing what the run created.
+ * Exit codes: 0 when no payment (or order) was charged twice or lost and every key's answers were
+ * identical; 1 otherwise (or when the server could not run); 2 for a usage error, a store or broker that
+ * cannot be reached or a driver package that is not installed (one line naming it); 130 when interrupted
+ * (Ctrl-C), after removing what the run created.
  *
  * @module
  */
@@ -31,15 +32,20 @@ interface DemoFlags {
   readonly unsafe?: boolean;
   readonly scenario: 'payments' | 'orders';
   readonly orders: number;
+  readonly broker: BrokerName;
   readonly amqp?: string;
 }
 
 /** Flags that belong to one scenario only, and that scenario. */
-const SCENARIO_FLAGS: readonly (readonly [option: 'payments' | 'orders' | 'amqp', scenario: DemoFlags['scenario']])[] = [
+const SCENARIO_FLAGS: readonly (readonly [option: 'payments' | 'orders' | 'broker' | 'amqp', scenario: DemoFlags['scenario']])[] = [
   ['payments', 'payments'],
   ['orders', 'orders'],
+  ['broker', 'orders'],
   ['amqp', 'orders'],
 ];
+
+/** The brokers `--broker` takes; the type is repeated here so `--help` loads no demo module. */
+type BrokerName = 'rabbitmq' | 'kafka';
 
 /** Adds the `demo` command to `program`. */
 export function register(program: Command): void {
@@ -60,9 +66,10 @@ export function register(program: Command): void {
     )
     .option('--json', 'print the report as JSON')
     .option('--unsafe', 'serve WITHOUT the idempotency middleware, to see what the same traffic does without retrysafe (exits 1)')
-    .option('--scenario <name>', 'payments (HTTP only) or orders (HTTP → outbox → RabbitMQ → inbox; needs PostgreSQL and RabbitMQ)', scenario, 'payments')
+    .option('--scenario <name>', 'payments (HTTP only) or orders (HTTP → outbox → broker → inbox; needs PostgreSQL, and RabbitMQ unless --broker kafka)', scenario, 'payments')
     .option('--orders <n>', `orders scenario: logical orders (at least ${MIN_OPERATIONS})`, integerFlag('--orders', MIN_OPERATIONS, 100_000), 100)
-    .option('--amqp <url>', 'orders scenario: RabbitMQ URL (default amqp://guest:guest@127.0.0.1:5672)')
+    .option('--broker <name>', 'orders scenario: rabbitmq, or kafka (librdkafka\'s mock cluster of 3 brokers inside the demo; needs @confluentinc/kafka-javascript)', broker, 'rabbitmq')
+    .option('--amqp <url>', 'orders scenario on rabbitmq: RabbitMQ URL (default amqp://guest:guest@127.0.0.1:5672)')
     .addHelpText(
       'after',
       [
@@ -80,12 +87,17 @@ export function register(program: Command): void {
         '  memory:, sqlite::memory:  the records live in the server process, so no crash is injected.',
         '',
         'Scenario orders (--scenario orders): POST /orders writes the order and an order.placed outbox row in one',
-        'transaction (Express + retrysafe, PostgreSQL transactional); a relay process publishes to RabbitMQ; a',
+        'transaction (Express + retrysafe, PostgreSQL transactional); a relay process publishes to the broker; a',
         'consumer process charges each order once through the inbox. Faults on every hop: lost replies, client',
         'timeouts and duplicate bursts on HTTP; the relay SIGKILLed after the confirm, before marking sent;',
         'duplicate deliveries; the consumer SIGKILLed mid-handler and after commit before ack. --store must be',
-        'postgres://… (default postgres://postgres@127.0.0.1:5432/test); a per-run schema, exchange and queue are',
-        'created and removed. --unsafe runs the consumer WITHOUT the inbox. Exit 2 when a service is missing.',
+        'postgres://… (default postgres://postgres@127.0.0.1:5432/test); a per-run schema is created and dropped.',
+        '--unsafe runs the consumer WITHOUT the inbox. Exit 2 when a service or a driver package is missing.',
+        '  --broker rabbitmq  (default) the RabbitMQ at --amqp, with a per-run exchange and queue (deleted afterwards).',
+        '  --broker kafka     no Kafka server: librdkafka\'s mock cluster (3 brokers) runs inside the demo, with a',
+        '                     per-run topic and group. The relay waits for acks=all; the consumer is a group of two',
+        '                     members, one SIGKILLed mid-handler and one after commit before its offset is stored,',
+        '                     whose records the group reads again (docs/kafka.md).',
         '',
         'Exit codes: 0 passed, 1 a payment was charged twice or lost (or the run failed), 2 usage error or a',
         'store or broker that cannot be reached, 130 interrupted (Ctrl-C; what the run created is removed first).',
@@ -142,6 +154,7 @@ async function ordersAction(flags: DemoFlags, signal: AbortSignal): Promise<void
   if (flags.store !== undefined && flags.store.scheme !== 'postgres' && flags.store.scheme !== 'postgresql') {
     throw new CliFailure('demo --scenario orders needs --store postgres://…');
   }
+  if (flags.broker === 'kafka' && flags.amqp !== undefined) throw new CliFailure('--amqp applies to --broker rabbitmq only, not to --broker kafka');
   const [{ runOrders }, { formatOrdersReport }, { ServiceUnavailableError }, { DemoInterruptedError }] = await loadPeer(() =>
     Promise.all([
       import('../demo/orders/run.js'),
@@ -150,6 +163,8 @@ async function ordersAction(flags: DemoFlags, signal: AbortSignal): Promise<void
       import('../demo/harness/interrupted.js'),
     ]),
   );
+  // The broker's client package, named in one line when missing (run.js loads the module only when the run starts).
+  await loadPeer<unknown>(() => (flags.broker === 'kafka' ? import('../demo/orders/kafka.js') : import('../demo/orders/rabbitmq.js')));
   try {
     const report = await runOrders({
       orders: flags.orders,
@@ -158,6 +173,7 @@ async function ordersAction(flags: DemoFlags, signal: AbortSignal): Promise<void
       signal,
       ...(flags.seed !== undefined && { seed: flags.seed }),
       ...(flags.store !== undefined && { store: flags.store.driverUrl }),
+      broker: flags.broker,
       ...(flags.amqp !== undefined && { amqp: flags.amqp }),
     });
     process.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : formatOrdersReport(report));
@@ -182,6 +198,11 @@ async function probe(target: StoreTarget): Promise<void> {
 
 function scenario(text: string): 'payments' | 'orders' {
   if (text !== 'payments' && text !== 'orders') throw new InvalidArgumentError('--scenario must be payments or orders.');
+  return text;
+}
+
+function broker(text: string): BrokerName {
+  if (text !== 'rabbitmq' && text !== 'kafka') throw new InvalidArgumentError('--broker must be rabbitmq or kafka.');
   return text;
 }
 

@@ -12,9 +12,11 @@ describe('retrysafe (main)', () => {
   it('demo --help documents every flag and the exit codes', async () => {
     const result = await runCli(['demo', '--help']);
     expect(result.code).toBe(0);
-    for (const flag of ['--payments <n>', '--concurrency <n>', '--seed <n>', '--store <url>', '--json', '--unsafe']) {
+    for (const flag of ['--payments <n>', '--concurrency <n>', '--seed <n>', '--store <url>', '--json', '--unsafe', '--scenario <name>', '--orders <n>', '--broker <name>', '--amqp <url>']) {
       expect(result.stdout).toContain(flag);
     }
+    expect(result.stdout).toMatch(/--broker <name>\s+orders scenario: rabbitmq, or kafka/);
+    expect(result.stdout).toMatch(/\(default: "rabbitmq"\)/);
     expect(result.stdout).toContain('Exit codes: 0 passed, 1 a payment was charged twice or lost');
   });
 

@@ -1,12 +1,13 @@
 /**
  * The CLI with none of the optional peers installed: a copy of the sources in a temporary directory whose
  * `node_modules` holds only the package's own dependencies (and tsx to run the sources), so Node's real
- * resolution finds no `pg`, `ioredis`, `express`, `amqplib` or `nats`.
+ * resolution finds no `pg`, `ioredis`, `express`, `amqplib` or `nats`; and a second copy with the orders
+ * scenario's drivers but not the Kafka client.
  */
 import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
@@ -16,28 +17,42 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** What `npm i retrysafe` brings without peers (`dependencies`), and tsx to run the TypeScript sources. */
 const INSTALLED = ['commander', 'better-sqlite3', 'undici', 'tsx'];
 
-let dir: string;
+/** What `demo --scenario orders --broker kafka` needs besides the Kafka client. */
+const ORDERS_DRIVERS = ['pg', 'express', '@opentelemetry/api'];
 
-function run(args: readonly string[]): Promise<CliResult> {
+let dir: string;
+let withoutKafka: string;
+
+function run(args: readonly string[], cwd = dir): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = execFile(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: dir, timeout: 60_000 }, (error, stdout, stderr) => {
+    const child = execFile(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd, timeout: 60_000 }, (error, stdout, stderr) => {
       if (error && typeof error.code !== 'number') reject(new Error(`${error.message}\n${stderr}`, { cause: error }));
       else resolve({ code: child.exitCode, stdout, stderr });
     });
   });
 }
 
+/** A copy of the sources whose `node_modules` links only `packages` (their own dependencies resolve from the real one). */
+function copyWith(prefix: string, packages: readonly string[]): string {
+  const copy = mkdtempSync(join(tmpdir(), prefix));
+  cpSync(join(ROOT, 'src'), join(copy, 'src'), { recursive: true });
+  cpSync(join(ROOT, 'package.json'), join(copy, 'package.json'));
+  cpSync(join(ROOT, 'tsconfig.json'), join(copy, 'tsconfig.json'));
+  for (const name of packages) {
+    mkdirSync(dirname(join(copy, 'node_modules', name)), { recursive: true });
+    symlinkSync(join(ROOT, 'node_modules', name), join(copy, 'node_modules', name), 'dir');
+  }
+  return copy;
+}
+
 beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), 'retrysafe-no-peers-'));
-  cpSync(join(ROOT, 'src'), join(dir, 'src'), { recursive: true });
-  cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
-  cpSync(join(ROOT, 'tsconfig.json'), join(dir, 'tsconfig.json'));
-  mkdirSync(join(dir, 'node_modules'));
-  for (const name of INSTALLED) symlinkSync(join(ROOT, 'node_modules', name), join(dir, 'node_modules', name), 'dir');
+  dir = copyWith('retrysafe-no-peers-', INSTALLED);
+  withoutKafka = copyWith('retrysafe-no-kafka-', [...INSTALLED, ...ORDERS_DRIVERS]);
 });
 
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
+  rmSync(withoutKafka, { recursive: true, force: true });
 });
 
 describe('retrysafe without the optional peers installed', () => {
@@ -73,6 +88,14 @@ describe('retrysafe without the optional peers installed', () => {
     [['demo', '--scenario', 'orders'], 'pg'],
   ])('%j names the missing package in one line and exits 2', async (args, name) => {
     const result = await run(args);
+    expect(result).toMatchObject({ code: 2, stdout: '', stderr: `retrysafe: this command needs the package "${name}": npm i ${name}\n` });
+  });
+});
+
+describe('retrysafe with the orders scenario\'s drivers but without the Kafka client', () => {
+  it('demo --scenario orders --broker kafka names @confluentinc/kafka-javascript in one line and exits 2', async () => {
+    const result = await run(['demo', '--scenario', 'orders', '--broker', 'kafka'], withoutKafka);
+    const name = '@confluentinc/kafka-javascript';
     expect(result).toMatchObject({ code: 2, stdout: '', stderr: `retrysafe: this command needs the package "${name}": npm i ${name}\n` });
   });
 });

@@ -1,5 +1,5 @@
 /**
- * The error of a missing service: the orders scenario needs PostgreSQL and RabbitMQ running.
+ * The error of a missing service: the orders scenario needs PostgreSQL, and RabbitMQ unless it runs on Kafka.
  *
  * @module
  */
@@ -12,11 +12,12 @@ export class ServiceUnavailableError extends Error {
   /**
    * @param service - `PostgreSQL` or `RabbitMQ`
    * @param url - the URL tried; its password is masked in the message
+   * @param option - the CLI option that points the scenario at another server, e.g. `--amqp amqp://…`
    */
-  constructor(service: string, url: string, cause: unknown) {
+  constructor(service: string, url: string, cause: unknown, option: string) {
     super(
       `${service} is not reachable at ${redactUrl(url)}: ${cause instanceof Error ? cause.message : String(cause)}. ` +
-        `The orders scenario needs PostgreSQL and RabbitMQ; start them or pass --store postgres://… / --amqp amqp://….`,
+        `The orders scenario needs it; start it or pass ${option}.`,
       { cause },
     );
   }

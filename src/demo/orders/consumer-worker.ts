@@ -1,17 +1,18 @@
 /**
- * Entry point of the orders scenario's billing consumer: `startAmqpConsumer` on the run's queue, charging
- * each `order.placed` once through the inbox (`inboxProcessor` on `createPostgresInboxStore`), or — with
- * `unsafe` — in a plain transaction of its own, as an at-least-once consumer without the inbox would.
- * The configured crash stops inside the handler (after the charge INSERT, before COMMIT) or after the
- * commit (before the ack) until the parent's SIGKILL; RabbitMQ then redelivers what was unacknowledged.
+ * Entry point of the orders scenario's billing consumer: `startAmqpConsumer` on the run's RabbitMQ queue or
+ * `startKafkaConsumer` on the run's Kafka topic, charging each `order.placed` once through the inbox
+ * (`inboxProcessor` on `createPostgresInboxStore`), or — with `unsafe` — in a plain transaction of its own,
+ * as an at-least-once consumer without the inbox would. The configured crash stops inside the handler
+ * (after the charge INSERT, before COMMIT) or after the commit (before the ack, or before Kafka stores the
+ * offset) until the parent's SIGKILL; RabbitMQ then redelivers what was unacknowledged, and the Kafka
+ * group's next member reads again from the last committed offset.
  *
  * @module
  */
-import amqplib from 'amqplib';
 import pg from 'pg';
 import { createInbox, createPostgresInboxStore, inboxProcessor, type BrokerMessage, type MessageProcessor } from '../../messaging/inbox/index.js';
-import { startAmqpConsumer } from '../../messaging/transports/amqp.js';
 import type { OrderPlaced } from './api.js';
+import { workerTransport } from './broker.js';
 import { awaitKill, onShutdown, tellParent, type WorkerConfig } from './protocol.js';
 
 /** The inbox's consumer name. */
@@ -66,19 +67,11 @@ const processor: MessageProcessor = async (message) => {
   return disposition;
 };
 
-const connection = await amqplib.connect(config.amqp);
-const channel = await connection.createChannel();
-const consumer = await startAmqpConsumer({
-  channel,
-  queue: config.queue,
-  process: processor,
-  prefetch: 16,
-  replayIntervalMs: false,
-  onError: (error) => process.stderr.write(`retrysafe orders consumer: ${error instanceof Error ? error.message : String(error)}\n`),
-});
+const consumer = await (await workerTransport(config.broker)).consume(processor, (error) =>
+  process.stderr.write(`retrysafe orders consumer: ${error instanceof Error ? error.message : String(error)}\n`),
+);
 onShutdown(async () => {
   await consumer.stop();
-  await connection.close();
   await pool.end();
 });
 tellParent({ type: 'ready' });

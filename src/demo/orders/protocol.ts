@@ -4,12 +4,13 @@
  *
  * @module
  */
+import type { BrokerEndpoint } from './broker.js';
 
 /** Where a worker crashes itself: the parent SIGKILLs it when told, then starts the next incarnation. */
 export type WorkerCrash =
-  /** Relay: after the broker confirmed the `at`-th publish, before the relay marks it sent. */
+  /** Relay: after the broker confirmed (Kafka: acknowledged) the `at`-th publish, before the relay marks it sent. */
   | 'relay-after-confirm'
-  /** Consumer: after the `at`-th delivery's inbox transaction committed, before the ack. */
+  /** Consumer: after the `at`-th delivery's inbox transaction committed, before the ack (Kafka: before its offset is stored). */
   | 'consumer-after-commit'
   /** Consumer: inside the handler of the `at`-th delivery, after the charge INSERT, before COMMIT. */
   | 'consumer-mid-handler';
@@ -18,14 +19,10 @@ export type WorkerCrash =
 export interface WorkerConfig {
   /** PostgreSQL URL. */
   readonly store: string;
-  /** RabbitMQ URL. */
-  readonly amqp: string;
   /** This run's schema (outbox, inbox, orders and charges tables). */
   readonly schema: string;
-  /** This run's exchange (the relay publishes to it). */
-  readonly exchange: string;
-  /** This run's queue (the consumer reads it). */
-  readonly queue: string;
+  /** This run's exchange and queue, or topic and consumer group. */
+  readonly broker: BrokerEndpoint;
   /** The crash this incarnation injects, if any, and at which publish or delivery (from 1). */
   readonly crash: { readonly kind: WorkerCrash; readonly at: number } | undefined;
   /** Relay: publish every `duplicateEvery`-th message a second time with the same id (0: never). */

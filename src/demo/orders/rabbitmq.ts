@@ -1,23 +1,16 @@
 /**
- * The orders scenario's RabbitMQ side: a direct exchange and a queue per run, bound on `order.placed`,
- * deleted at the end.
+ * The orders scenario on RabbitMQ: a direct exchange and a durable queue per run, bound on `order.placed`
+ * and deleted at the end; the relay publishes with publisher confirms (`createAmqpPublisher`), the consumer
+ * reads with manual acks (`startAmqpConsumer`, 16 unacknowledged at most).
  *
  * @module
  */
 import amqplib from 'amqplib';
+import { createAmqpPublisher, startAmqpConsumer } from '../../messaging/transports/amqp.js';
+import { ORDER_PLACED, type RabbitEndpoint, type RunBroker, type WorkerTransport } from './broker.js';
 
-/** The routing key (and outbox topic) of the event. */
-export const ORDER_PLACED = 'order.placed';
-
-/** The run's exchange and queue, and a way to read the queue's depth and remove both. */
-export interface RunBroker {
-  readonly exchange: string;
-  readonly queue: string;
-  /** Messages ready in the queue (not counting those delivered and unacknowledged). */
-  ready(): Promise<number>;
-  /** Deletes the queue and the exchange and closes the connection. */
-  dispose(): Promise<void>;
-}
+/** Deliveries the consumer holds unacknowledged at once. */
+const PREFETCH = 16;
 
 /**
  * Declares `retrysafe.orders.<run>` (direct, durable) and `retrysafe.orders.<run>.billing` (durable)
@@ -25,7 +18,7 @@ export interface RunBroker {
  *
  * @throws the driver's error when RabbitMQ is unreachable or refuses
  */
-export async function declareRunBroker(url: string, runId: string): Promise<RunBroker> {
+export async function declareRabbitBroker(url: string, runId: string): Promise<RunBroker> {
   const connection = await amqplib.connect(url);
   try {
     const channel = await connection.createChannel();
@@ -35,9 +28,9 @@ export async function declareRunBroker(url: string, runId: string): Promise<RunB
     await channel.assertQueue(queue, { durable: true });
     await channel.bindQueue(queue, exchange, ORDER_PLACED);
     return {
-      exchange,
-      queue,
-      ready: async () => (await channel.checkQueue(queue)).messageCount,
+      endpoint: { kind: 'rabbitmq', url, exchange, queue },
+      created: [`exchange ${exchange}`, `queue ${queue}`],
+      backlog: async () => (await channel.checkQueue(queue)).messageCount,
       async dispose(): Promise<void> {
         await channel.deleteQueue(queue);
         await channel.deleteExchange(exchange);
@@ -48,4 +41,27 @@ export async function declareRunBroker(url: string, runId: string): Promise<RunB
     await connection.close().catch(() => undefined);
     throw error;
   }
+}
+
+/** The workers' side: publish to the run's exchange, consume the run's queue. */
+export function rabbitTransport(endpoint: RabbitEndpoint): WorkerTransport {
+  return {
+    publisher: () => createAmqpPublisher({ url: endpoint.url, exchange: endpoint.exchange }),
+    async consume(process, onError) {
+      const connection = await amqplib.connect(endpoint.url);
+      try {
+        const channel = await connection.createChannel();
+        const consumer = await startAmqpConsumer({ channel, queue: endpoint.queue, process, prefetch: PREFETCH, replayIntervalMs: false, onError });
+        return {
+          async stop(): Promise<void> {
+            await consumer.stop();
+            await connection.close();
+          },
+        };
+      } catch (error) {
+        await connection.close().catch(() => undefined);
+        throw error;
+      }
+    },
+  };
 }

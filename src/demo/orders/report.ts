@@ -1,10 +1,11 @@
 /**
- * The orders scenario's report: what happened on every hop (HTTP → outbox → relay → RabbitMQ → inbox
- * consumer), the faults injected on each, and the verdict: every logical order charged exactly once.
+ * The orders scenario's report: what happened on every hop (HTTP → outbox → relay → RabbitMQ or Kafka →
+ * inbox consumer), the faults injected on each, and the verdict: every logical order charged exactly once.
  *
  * @module
  */
 import { formatRows, type ReportRow } from '../harness/table.js';
+import type { BrokerName } from './broker.js';
 import type { LedgerCounts } from './database.js';
 
 /** Faults that took effect, per hop. */
@@ -15,9 +16,9 @@ export interface OrdersFaults {
   readonly clientTimeouts: number;
   /** HTTP: orders sent as a burst of concurrent calls under one key. */
   readonly duplicateBursts: number;
-  /** Relay: SIGKILLs after the broker's confirm, before the row was marked sent. */
+  /** Relay: SIGKILLs after the broker's confirm (Kafka: acknowledgement), before the row was marked sent. */
   readonly relayKilledAfterConfirm: number;
-  /** Consumer: SIGKILLs after the inbox commit, before the ack. */
+  /** Consumer: SIGKILLs after the inbox commit, before the ack (Kafka: before the offset was stored). */
   readonly consumerKilledAfterCommit: number;
   /** Consumer: SIGKILLs inside the handler, before COMMIT. */
   readonly consumerKilledMidHandler: number;
@@ -29,6 +30,8 @@ export interface OrdersFaults {
 export interface OrdersReport {
   readonly scenario: 'orders';
   readonly seed: number;
+  /** The broker between the relay and the consumer (`kafka`: librdkafka's mock cluster in the demo's process). */
+  readonly broker: BrokerName;
   /** The consumer ran without the inbox. */
   readonly unsafe: boolean;
   /** Logical orders (distinct Idempotency-Keys) sent. */
@@ -43,7 +46,7 @@ export interface OrdersReport {
   readonly duplicateOrders: number;
   readonly eventsEnqueued: number;
   readonly eventsUnsent: number;
-  /** Publish attempts handed to RabbitMQ (republishes and duplicate copies included). */
+  /** Publish attempts handed to the broker (republishes and duplicate copies included). */
   readonly eventsPublished: number;
   /** Deliveries the consumer processes saw (redeliveries included; those cut off by a SIGKILL may be missing). */
   readonly deliveries: number;
@@ -64,6 +67,7 @@ export interface OrdersReport {
 /** Inputs of {@link buildOrdersReport} besides the ledger counts. */
 export interface OrdersObservations {
   readonly seed: number;
+  readonly broker: BrokerName;
   readonly unsafe: boolean;
   /** Idempotency keys of the logical orders. */
   readonly keys: readonly string[];
@@ -86,6 +90,7 @@ export function buildOrdersReport(observed: OrdersObservations, ledger: LedgerCo
   return {
     scenario: 'orders',
     seed: observed.seed,
+    broker: observed.broker,
     unsafe: observed.unsafe,
     ordersPlaced: observed.keys.length,
     httpAttempts: observed.httpAttempts,
@@ -108,9 +113,16 @@ export function buildOrdersReport(observed: OrdersObservations, ledger: LedgerCo
   };
 }
 
+/** How the text report names each broker and its acknowledgements. */
+const BROKER_WORDS: Readonly<Record<BrokerName, { readonly name: string; readonly confirm: string; readonly ack: string }>> = {
+  rabbitmq: { name: 'RabbitMQ', confirm: 'confirm', ack: 'ack' },
+  kafka: { name: 'Kafka (mock cluster, 3 brokers)', confirm: 'acks=all acknowledgement', ack: 'offset stored' },
+};
+
 /** The report as text for a terminal. */
 export function formatOrdersReport(report: OrdersReport): string {
   const f = report.faults;
+  const words = BROKER_WORDS[report.broker];
   const rows: ReportRow[] = [
     ['orders placed (logical)', report.ordersPlaced],
     ['HTTP attempts', report.httpAttempts],
@@ -128,13 +140,13 @@ export function formatOrdersReport(report: OrdersReport): string {
   ];
   const hops: ReportRow[] = [
     ['HTTP', `${f.lostReplies} lost replies, ${f.clientTimeouts} client timeouts, ${f.duplicateBursts} duplicate bursts`],
-    ['relay', `${f.relayKilledAfterConfirm} SIGKILL after confirm, before marking sent`],
+    ['relay', `${f.relayKilledAfterConfirm} SIGKILL after ${words.confirm}, before marking sent`],
     ['broker', `${f.brokerDuplicates} duplicate deliveries (same message id)`],
-    ['consumer', `${f.consumerKilledAfterCommit} SIGKILL after commit before ack, ${f.consumerKilledMidHandler} SIGKILL mid-handler`],
+    ['consumer', `${f.consumerKilledAfterCommit} SIGKILL after commit before ${words.ack}, ${f.consumerKilledMidHandler} SIGKILL mid-handler`],
   ];
   const lines = [
-    `retrysafe demo --scenario orders${report.unsafe ? ' --unsafe (consumer WITHOUT the inbox)' : ''} (seed ${report.seed}, ${report.durationMs} ms)`,
-    'HTTP order API (Express + retrysafe, PostgreSQL transactional) → outbox → relay → RabbitMQ → inbox consumer',
+    `retrysafe demo --scenario orders --broker ${report.broker}${report.unsafe ? ' --unsafe (consumer WITHOUT the inbox)' : ''} (seed ${report.seed}, ${report.durationMs} ms)`,
+    `HTTP order API (Express + retrysafe, PostgreSQL transactional) → outbox → relay → ${words.name} → inbox consumer`,
     '',
     ...formatRows(rows),
     '',

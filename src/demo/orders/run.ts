@@ -1,8 +1,9 @@
 /**
  * One run of `retrysafe demo --scenario orders`: the HTTP order API writes each order and its
- * `order.placed` event in one transaction; a relay process publishes the outbox to RabbitMQ; a consumer
- * process charges each order once through the inbox. Faults are injected on every hop, and the charges
- * table is checked against the logical orders at the end.
+ * `order.placed` event in one transaction; a relay process publishes the outbox to RabbitMQ, or to Kafka
+ * (librdkafka's mock cluster, started in this process); a consumer process charges each order once through
+ * the inbox. Faults are injected on every hop, and the charges table is checked against the logical orders
+ * at the end.
  *
  * @module
  */
@@ -19,7 +20,7 @@ import { drive } from '../harness/traffic.js';
 import { DemoInterruptedError } from '../harness/interrupted.js';
 import { ServiceUnavailableError } from '../harness/unavailable.js';
 import { createOrdersApp } from './api.js';
-import { declareRunBroker, type RunBroker } from './broker.js';
+import type { BrokerName, RunBroker } from './broker.js';
 import { countLedger, createOrdersSchema, dropOrdersSchema, progress } from './database.js';
 import type { WorkerConfig, WorkerCounter, WorkerCrash } from './protocol.js';
 import { buildOrdersReport, type OrdersReport } from './report.js';
@@ -40,7 +41,15 @@ export interface OrdersOptions {
   readonly seed?: number;
   /** PostgreSQL URL; the run creates and drops schema `retrysafe_orders_<run>`. @defaultValue {@link DEFAULT_ORDERS_STORE} */
   readonly store?: string;
-  /** RabbitMQ URL; the run declares and deletes exchange `retrysafe.orders.<run>` and its queue. @defaultValue {@link DEFAULT_ORDERS_AMQP} */
+  /**
+   * The broker between the relay and the consumer: `rabbitmq`, or `kafka` (librdkafka's mock cluster of 3
+   * brokers, started in this process and gone with the run: no Kafka server is needed). @defaultValue 'rabbitmq'
+   */
+  readonly broker?: BrokerName;
+  /**
+   * RabbitMQ URL (`broker: 'rabbitmq'` only); the run declares and deletes exchange `retrysafe.orders.<run>`
+   * and its queue. @defaultValue {@link DEFAULT_ORDERS_AMQP}
+   */
   readonly amqp?: string;
   /** Run the consumer WITHOUT the inbox, to show the check failing. @defaultValue false */
   readonly unsafe?: boolean;
@@ -57,12 +66,14 @@ const POLL_MS = 150;
 
 /**
  * Runs the scenario and resolves with its report (whether it passed or not). Everything the run created
- * (schema, exchange, queue, processes) is removed before it resolves or rejects.
+ * (schema, RabbitMQ exchange and queue or mock Kafka cluster, processes) is removed before it resolves or
+ * rejects.
  *
- * @throws TypeError naming the option when an option is invalid
+ * @throws TypeError naming the option when an option is invalid (`amqp` with `broker: 'kafka'` too)
  * @throws {@link ServiceUnavailableError} when PostgreSQL or RabbitMQ does not answer
+ * @throws Error when the mock Kafka cluster does not start
  * @throws Error when a worker process fails in a way the scenario did not cause
- * @throws {@link DemoInterruptedError} when `signal` aborts, once the run's schema, exchange and queue are removed
+ * @throws {@link DemoInterruptedError} when `signal` aborts, once what the run created is removed
  * @example
  * ```ts
  * const report = await runOrders({ orders: 100 });
@@ -79,6 +90,13 @@ export async function runOrders(options: OrdersOptions = {}): Promise<OrdersRepo
   const seed = options.seed ?? randomBytes(4).readUInt32BE(0);
   const unsafe = options.unsafe ?? false;
   const store = options.store ?? DEFAULT_ORDERS_STORE;
+  const brokerName = options.broker ?? 'rabbitmq';
+  if (brokerName !== 'rabbitmq' && brokerName !== 'kafka') {
+    throw new TypeError(`retrysafe: option "broker" must be 'rabbitmq' or 'kafka', got ${JSON.stringify(brokerName)}`);
+  }
+  if (brokerName === 'kafka' && options.amqp !== undefined) {
+    throw new TypeError(`retrysafe: option "amqp" applies to broker 'rabbitmq' only, got it with broker 'kafka'`);
+  }
   const amqp = options.amqp ?? DEFAULT_ORDERS_AMQP;
   const drainTimeoutMs = options.drainTimeoutMs ?? 45_000;
   const runId = randomBytes(4).toString('hex');
@@ -91,16 +109,14 @@ export async function runOrders(options: OrdersOptions = {}): Promise<OrdersRepo
   pool.on('error', () => undefined);
   try {
     await pool.query('SELECT 1').catch((error: unknown) => {
-      throw new ServiceUnavailableError('PostgreSQL', store, error);
+      throw new ServiceUnavailableError('PostgreSQL', store, error, '--store postgres://…');
     });
-    const broker = await declareRunBroker(amqp, runId).catch((error: unknown) => {
-      throw new ServiceUnavailableError('RabbitMQ', amqp, error);
-    });
+    const broker = await openBroker(brokerName, amqp, runId);
     const schema = `retrysafe_orders_${runId}`;
     try {
       await createOrdersSchema(pool, schema);
-      const interrupted = new DemoInterruptedError([`schema ${schema}`, `exchange ${broker.exchange}`, `queue ${broker.queue}`]);
-      return await runPipeline({ pool, broker, schema, store, amqp, plan, concurrency, seed, unsafe, drainTimeoutMs, started, signal: options.signal, interrupted });
+      const interrupted = new DemoInterruptedError([`schema ${schema}`, ...broker.created]);
+      return await runPipeline({ pool, broker, brokerName, schema, store, plan, concurrency, seed, unsafe, drainTimeoutMs, started, signal: options.signal, interrupted });
     } finally {
       await dropOrdersSchema(pool, schema);
       await broker.dispose();
@@ -113,9 +129,9 @@ export async function runOrders(options: OrdersOptions = {}): Promise<OrdersRepo
 interface PipelineInput {
   readonly pool: pg.Pool;
   readonly broker: RunBroker;
+  readonly brokerName: BrokerName;
   readonly schema: string;
   readonly store: string;
-  readonly amqp: string;
   readonly plan: ReturnType<typeof planFaults>;
   readonly concurrency: number;
   readonly seed: number;
@@ -138,7 +154,7 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
   input.signal?.addEventListener('abort', onInterrupt, { once: true });
   const client = createDemoClient({ attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, deadlineMs: 30_000, maxAttempts: 100 });
 
-  const base: WorkerConfig = { store: input.store, amqp: input.amqp, schema, exchange: broker.exchange, queue: broker.queue, crash: undefined, duplicateEvery: 0, unsafe };
+  const base: WorkerConfig = { store: input.store, schema, broker: broker.endpoint, crash: undefined, duplicateEvery: 0, unsafe };
   // Crash points sit a fifth of the way in, so traffic is flowing when each worker dies and keeps coming after.
   const at = Math.ceil(n / 5);
   const common = {
@@ -154,11 +170,17 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
       { ...base, duplicateEvery: 10 },
     ],
   });
-  const consumer = new WorkerSupervisor({
-    ...common,
-    entry: 'consumer-worker',
-    incarnations: [{ ...base, crash: { kind: 'consumer-mid-handler', at } }, { ...base, crash: { kind: 'consumer-after-commit', at } }, base],
-  });
+  // RabbitMQ hands a dead consumer's unacknowledged messages to the next one at once, so one consumer process
+  // goes through both crashes in turn. A Kafka group gives a SIGKILLed member's partitions away only once its
+  // session has timed out, so there the billing consumer is a group of two members, each killed once and early
+  // in its half of the records (before the other's restart makes the group rebalance), so that the two
+  // recoveries overlap.
+  const kafka = input.brokerName === 'kafka';
+  const consumerAt = kafka ? Math.ceil(at / 2) : at;
+  const midHandler: WorkerConfig = { ...base, crash: { kind: 'consumer-mid-handler', at: consumerAt } };
+  const afterCommit: WorkerConfig = { ...base, crash: { kind: 'consumer-after-commit', at: consumerAt } };
+  const consumerPlans: readonly (readonly WorkerConfig[])[] = kafka ? [[midHandler, base], [afterCommit, base]] : [[midHandler, afterCommit, base]];
+  const consumers = consumerPlans.map((incarnations) => new WorkerSupervisor({ ...common, entry: 'consumer-worker', incarnations }));
 
   const postgresStore = createPostgresStore({ pool, schema });
   const app = createOrdersApp({
@@ -177,16 +199,17 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
   try {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    await Promise.all([relay.start(), consumer.start()]);
+    await Promise.all([relay.start(), ...consumers.map((consumer) => consumer.start())]);
     const calls = await drive({ plan, concurrency: input.concurrency, origin, path: '/orders', fetch: client.fetch, signal: failure.signal });
     const gaveUp = new Set(calls.filter((call) => call.status !== 201).map((call) => call.key));
     await drain(pool, schema, broker, input.drainTimeoutMs, failure.signal);
     await relay.stop();
-    await consumer.stop();
+    await Promise.all(consumers.map((consumer) => consumer.stop()));
     const ledger = await countLedger(pool, schema);
     return buildOrdersReport(
       {
         seed: input.seed,
+        broker: input.brokerName,
         unsafe,
         keys: plan.map((order) => order.key),
         httpAttempts: client.counters.attempts,
@@ -212,7 +235,7 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
   } finally {
     input.signal?.removeEventListener('abort', onInterrupt);
     await relay.stop();
-    await consumer.stop();
+    await Promise.all(consumers.map((consumer) => consumer.stop()));
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeAllConnections();
@@ -223,7 +246,22 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
 }
 
 /**
- * Waits until every order row has a charge, the outbox has nothing unsent and the queue nothing ready, twice
+ * Opens the run's broker side: declares the RabbitMQ exchange and queue, or starts the mock Kafka cluster
+ * with the run's topic (its error log lines, if any, go to stderr; the report still judges the run).
+ */
+async function openBroker(name: BrokerName, amqp: string, runId: string): Promise<RunBroker> {
+  if (name === 'kafka') {
+    const { startKafkaBroker } = await import('./kafka.js');
+    return startKafkaBroker(runId, (message) => process.stderr.write(`retrysafe demo: mock Kafka cluster: ${message}\n`));
+  }
+  const { declareRabbitBroker } = await import('./rabbitmq.js');
+  return declareRabbitBroker(amqp, runId).catch((error: unknown) => {
+    throw new ServiceUnavailableError('RabbitMQ', amqp, error, '--amqp amqp://…');
+  });
+}
+
+/**
+ * Waits until every order row has a charge, the outbox has nothing unsent and the broker nothing unsettled, twice
  * in a row (a straggling duplicate still gets its chance to arrive), or until the timeout: the report then
  * shows what was left undone.
  */
@@ -234,7 +272,7 @@ async function drain(pool: pg.Pool, schema: string, broker: RunBroker, timeoutMs
     signal.throwIfAborted();
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     const state = await progress(pool, schema);
-    const done = state.unsent === 0 && state.charged >= state.orders && (await broker.ready()) === 0;
+    const done = state.unsent === 0 && state.charged >= state.orders && (await broker.backlog()) === 0;
     quiet = done ? quiet + 1 : 0;
   }
 }
