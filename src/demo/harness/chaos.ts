@@ -21,21 +21,28 @@ const SERVER_FAULTS: ReadonlySet<string> = new Set<ServerFault>(['lost-reply', '
 export interface InjectedFault {
   readonly key: string;
   readonly fault: ServerFault;
+  /**
+   * Crash faults, as reported: the other requests this process had let in and not yet answered when the
+   * crash point was reached (0 with `drainBeforeCrash`, which waits for them). Each of them may still commit
+   * before the SIGKILL lands, and whatever the process counted of it dies with the process.
+   */
+  readonly inFlight?: number;
 }
 
 /** Options of {@link chaos}. */
 export interface ChaosOptions {
   /**
    * Called the moment a fault takes effect: `lost-reply` and `crash-after-commit` when the committed reply
-   * is about to leave, `slow` and `crash-mid-handler` when the handler reaches them (see {@link faultOf}).
-   * After a crash fault the request never finishes; the demo's parent kills the process.
+   * is about to leave, `slow` when the handler reaches it (see {@link faultOf}), `crash-mid-handler` when the
+   * handler calls {@link reachCrashPoint}. After a crash fault the request never finishes; the demo's parent
+   * kills the process.
    */
   readonly onFault: (injected: InjectedFault) => void;
   /**
-   * Before a `crash-after-commit` takes effect, stop admitting requests (they are left unanswered, as the
-   * server is about to die) and wait until every other request in flight has ended, so the crash kills no
-   * handler between its business write and its record. For a plain (non-transactional) store, where such a
-   * crash would re-execute that payment once its lease expires (docs/redis.md). @defaultValue false
+   * Before a crash takes effect, wait until every other request in flight has ended (new ones are not let
+   * in, and are left unanswered as the server is about to die), so the crash kills no handler between its
+   * business write and its record. For a plain (non-transactional) store, where such a crash would
+   * re-execute that payment once its lease expires (docs/redis.md). @defaultValue false
    */
   readonly drainBeforeCrash?: boolean;
 }
@@ -46,11 +53,22 @@ export function faultOf(res: Response): InjectedFault | undefined {
 }
 
 /**
+ * The handler reached the crash point of its `crash-mid-handler` fault: reports it as the chaos middleware
+ * reports a crash (see {@link chaos}). The caller then waits for the SIGKILL.
+ */
+export function reachCrashPoint(res: Response): void {
+  (res.locals as { demoCrash?: () => void }).demoCrash?.();
+}
+
+/**
  * Creates the chaos middleware. It reads the `x-retrysafe-demo-fault` header of a request with a valid
  * Idempotency-Key, at most once per key in this process (so a retry racing the parent's news of the
  * fault is not faulted again): `lost-reply` replaces `res.end` with a socket destroy;
  * `crash-after-commit` replaces it with a crash point that never answers (with `drainBeforeCrash`, reached
- * once the other requests in flight have ended); `slow` and `crash-mid-handler` are left to the handler. Unknown values are ignored, as a server ignores headers it does not know.
+ * once the other requests in flight have ended); `slow` is left to the handler, and so is
+ * `crash-mid-handler`, whose handler calls {@link reachCrashPoint}. From a crash point on, the process is
+ * about to be killed and lets no request in (they die unanswered with it); the crash is reported with the
+ * number of requests still in flight. Unknown values are ignored, as a server ignores headers it does not know.
  *
  * @example
  * ```ts
@@ -59,26 +77,29 @@ export function faultOf(res: Response): InjectedFault | undefined {
  */
 export function chaos(options: ChaosOptions): RequestHandler {
   const seen = new Set<string>();
-  /** Requests let through and not yet ended (answered, or their connection gone). */
+  /** Requests let through and not yet answered (their reply sent, or dropped by a lost-reply fault). */
   const active = new Set<Response>();
+  /** Set at a crash point: the process is about to be killed. */
+  let crashing = false;
   let draining: (() => void) | undefined;
   const crash = (res: Response, injected: InjectedFault): void => {
+    crashing = true;
+    active.delete(res);
     if (options.drainBeforeCrash !== true) {
-      options.onFault(injected);
+      options.onFault({ ...injected, inFlight: active.size });
       return;
     }
-    active.delete(res);
     let told = false;
     draining = () => {
       if (active.size > 0 || told) return;
       told = true;
-      options.onFault(injected);
+      options.onFault({ ...injected, inFlight: 0 });
     };
     draining();
   };
   return function chaosMiddleware(req: Request, res: Response, next: NextFunction): void {
-    // Draining for a crash: this request is never let in, and dies unanswered with the server.
-    if (draining) return;
+    // Past a crash point: this request is never let in, and dies unanswered with the server.
+    if (crashing) return;
     // A request counts as in flight until its answer is sent (the record saved), not until its socket
     // closes: a client that timed out leaves its handler running.
     active.add(res);
@@ -112,6 +133,8 @@ export function chaos(options: ChaosOptions): RequestHandler {
         crash(res, injected);
         return res;
       } as Response['end'];
+    } else if (injected.fault === 'crash-mid-handler') {
+      (res.locals as { demoCrash?: () => void }).demoCrash = () => crash(res, injected);
     }
     next();
   };

@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import express, { type Express, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { IdempotencyKeyInvalidError, parseIdempotencyKey, systemClock, type Clock } from '../../index.js';
-import { chaos, faultOf, type InjectedFault } from '../harness/chaos.js';
+import { chaos, faultOf, reachCrashPoint, type InjectedFault } from '../harness/chaos.js';
 import type { Charge, ChargeLedger } from './ledger.js';
 
 /** Prefix of the problem `type` URIs this API answers with. */
@@ -107,7 +107,7 @@ export function createPaymentsApp<Tx>(options: PaymentsAppOptions<Tx>): Express 
       await new Promise((resolve) => setTimeout(resolve, slowMs));
     }
     if (injected?.fault === 'crash-mid-handler') {
-      onFault(injected);
+      reachCrashPoint(res);
       // The process is killed here. With retrysafe in transactional mode the row is not committed yet.
       await new Promise<never>(() => undefined);
     }

@@ -22,6 +22,19 @@ export interface ReceiverCounts {
 
 export const NO_COUNTS: ReceiverCounts = Object.freeze({ executions: 0, replays: 0, conflicts: 0, takeovers: 0 });
 
+/**
+ * The later of two snapshots of one process, counter by counter: the counts only grow, and two snapshots
+ * taken close together may arrive in either order.
+ */
+export function laterCounts(a: ReceiverCounts, b: ReceiverCounts): ReceiverCounts {
+  return {
+    executions: Math.max(a.executions, b.executions),
+    replays: Math.max(a.replays, b.replays),
+    conflicts: Math.max(a.conflicts, b.conflicts),
+    takeovers: Math.max(a.takeovers, b.takeovers),
+  };
+}
+
 /** Adds counts up. */
 export function addCounts(a: ReceiverCounts, b: ReceiverCounts): ReceiverCounts {
   return {

@@ -33,10 +33,13 @@ export interface ServerConfig {
 export type ServerMessage =
   | { readonly type: 'ready'; readonly port: number }
   | { readonly type: 'listen-failed'; readonly code: string; readonly message: string }
-  /** A fault took effect on a request with this key; for the crash faults the parent kills the server now. */
-  | { readonly type: 'fault'; readonly key: string; readonly fault: ServerFault }
+  /**
+   * A fault took effect on a request with this key; for the crash faults the parent kills the server now.
+   * `inFlight` (crash faults): the other requests the server had let in and not yet answered at that point.
+   */
+  | { readonly type: 'fault'; readonly key: string; readonly fault: ServerFault; readonly inFlight?: number }
   | { readonly type: 'charges'; readonly charges: readonly Charge[] }
-  /** The receiver's metric counts so far in this process (cumulative; sent after each answer and before a fault). */
+  /** The receiver's metric counts so far in this process (cumulative; sent before each answer leaves and before a fault). */
   | { readonly type: 'metrics'; readonly counts: ReceiverCounts };
 
 /** Parent → child. */

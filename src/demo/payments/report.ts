@@ -39,6 +39,13 @@ export interface DemoReport {
   readonly serverCrashes: number;
   readonly serverRestarts: number;
   /**
+   * Requests the server had let in and not yet answered when it reached its crash points, summed over the
+   * crashes (it lets no new request in past a crash point). Each may have committed before the SIGKILL
+   * landed, its metric counts dying with the server: the most by which the receiver's `executions` can fall
+   * short of the charge rows.
+   */
+  readonly requestsInFlightAtCrashes: number;
+  /**
    * Which crash faults were not injected and why, or `null` when all were: all of them on a store that dies
    * with the process; the crash inside the handler on a plain store (Redis), where it would re-execute.
    */
@@ -79,6 +86,8 @@ export interface ReportInput {
   readonly faults: Readonly<Record<ServerFault, number>>;
   readonly crashes: number;
   readonly restarts: number;
+  /** Requests in flight at the crash points, summed. */
+  readonly inFlightAtCrashes: number;
   readonly crashesSkipped: string | null;
   readonly durationMs: number;
   readonly metrics: ReceiverCounts | null;
@@ -131,6 +140,7 @@ export function buildReport(input: ReportInput): DemoReport {
     networkErrors: counters.networkErrors,
     serverCrashes: input.crashes,
     serverRestarts: input.restarts,
+    requestsInFlightAtCrashes: input.inFlightAtCrashes,
     crashesSkipped: input.crashesSkipped,
     chargesWritten: input.charges.length,
     doubleCharges: doubles,
@@ -184,7 +194,8 @@ export function formatReport(report: DemoReport): string {
       ? []
       : [
           `  metrics (retrysafe.requests, retrysafe.lease.takeovers): executions ${report.metrics.executions}, ` +
-            `replays ${report.metrics.replays}, 409s ${report.metrics.conflicts}, takeovers ${report.metrics.takeovers}`,
+            `replays ${report.metrics.replays}, 409s ${report.metrics.conflicts}, takeovers ${report.metrics.takeovers}` +
+            (report.serverCrashes === 0 ? '' : ` (requests in flight at the crashes, whose counts may have died: ${report.requestsInFlightAtCrashes})`),
         ]),
     '',
   ].join('\n');

@@ -122,6 +122,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
         faults,
         crashes: server.crashes,
         restarts: server.restarts,
+        inFlightAtCrashes: server.inFlightAtCrashes,
         crashesSkipped,
         durationMs: performance.now() - started,
         metrics: unsafe || !server.metricsSeen ? null : server.receiverCounts,

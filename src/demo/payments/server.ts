@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { createServer } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Express } from 'express';
@@ -20,9 +20,12 @@ import type { ServerMetrics } from './server-metrics.js';
 import { isParentMessage, type ServerConfig, type ServerMessage } from './protocol.js';
 import { SqliteChargeLedger } from './sqlite-ledger.js';
 
-const send = (message: ServerMessage): void => {
-  process.send?.(message);
-};
+/** Sends `message` to the parent; resolves once it is written to the IPC channel (at once without a parent). */
+const send = (message: ServerMessage): Promise<void> =>
+  new Promise((resolve) => {
+    if (process.send === undefined) resolve();
+    else process.send(message, undefined, undefined, () => resolve());
+  });
 
 // The SDK is a development dependency: without it the receiver records through the API's no-op and the
 // report shows no metric counts.
@@ -32,22 +35,19 @@ const metrics: ServerMetrics | undefined = await import('./server-metrics.js').t
 );
 const meterProvider = metrics?.meterProvider;
 
-/** Sends the receiver's counts, then `after` (in that order on the channel, so a crash fault follows them). */
-function sendCounts(after?: ServerMessage): void {
-  if (metrics === undefined) {
-    if (after) send(after);
-    return;
-  }
-  metrics.snapshot().then(
-    (counts) => {
-      send({ type: 'metrics', counts });
-      if (after) send(after);
-    },
-    (error: unknown) => {
+/**
+ * Sends the receiver's counts, then `after` (in that order on the channel, so a crash fault follows them);
+ * resolves once the counts are written to the channel.
+ */
+async function sendCounts(after?: ServerMessage): Promise<void> {
+  if (metrics !== undefined) {
+    try {
+      await send({ type: 'metrics', counts: await metrics.snapshot() });
+    } catch (error) {
       process.stderr.write(`retrysafe demo: cannot read the metrics: ${error instanceof Error ? error.message : String(error)}\n`);
-      if (after) send(after);
-    },
-  );
+    }
+  }
+  if (after) await send(after);
 }
 
 /** What every kind of store shares in the app's options. */
@@ -85,20 +85,25 @@ const config = JSON.parse(process.argv[2] ?? '{}') as ServerConfig;
 const opened = await parseStoreUrl(config.store).open('create');
 const { app, ledger } = await wire(opened, config, {
   slowMs: config.slowMs,
-  onFault: ({ key, fault }) => sendCounts({ type: 'fault', key, fault }),
+  onFault: (injected) => void sendCounts({ type: 'fault', ...injected }),
 });
 
 const server = createServer((req, res) => {
-  res.once('finish', () => sendCounts());
+  // An answer leaves only once counts that include it are on the IPC channel: whatever a client was
+  // answered, the parent has counted, even from a server SIGKILLed right after.
+  const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
+  res.end = ((...args: unknown[]) => {
+    void sendCounts().then(() => end(...args));
+    return res;
+  }) as ServerResponse['end'];
   app(req, res);
 });
 server.once('error', (error: NodeJS.ErrnoException) => {
-  send({ type: 'listen-failed', code: error.code ?? 'UNKNOWN', message: error.message });
-  process.exit(1);
+  void send({ type: 'listen-failed', code: error.code ?? 'UNKNOWN', message: error.message }).then(() => process.exit(1));
 });
 server.listen(config.port, '127.0.0.1', () => {
   const address = server.address();
-  send({ type: 'ready', port: typeof address === 'object' && address !== null ? address.port : config.port });
+  void send({ type: 'ready', port: typeof address === 'object' && address !== null ? address.port : config.port });
 });
 
 process.on('message', (message: unknown) => {

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { Charge } from './ledger.js';
 import type { ServerFault } from '../harness/plan.js';
 import { isServerMessage, type ParentMessage, type ServerConfig, type ServerMessage } from './protocol.js';
-import { addCounts, NO_COUNTS, type ReceiverCounts } from './metrics.js';
+import { addCounts, laterCounts, NO_COUNTS, type ReceiverCounts } from './metrics.js';
 
 /** Options of {@link ServerSupervisor}. Durations are in milliseconds. */
 export interface SupervisorOptions {
@@ -60,6 +60,11 @@ export class ServerSupervisor {
   crashes = 0;
   /** Restarts completed after a crash. */
   restarts = 0;
+  /**
+   * Requests the server had let in and not yet answered when it reached its crash points, summed over the
+   * crashes: each may have committed before the SIGKILL landed, and its metric counts died with the server.
+   */
+  inFlightAtCrashes = 0;
   private child: ChildProcess | undefined;
   private port = 0;
   private stopping = false;
@@ -68,7 +73,7 @@ export class ServerSupervisor {
   private readonly serving = new WeakSet<ChildProcess>();
   private readonly stderr: string[] = [];
   private recovery: Promise<void> = Promise.resolve();
-  /** The last metric counts of each server process; a restarted server counts from zero. */
+  /** The latest metric counts of each server process; a restarted server counts from zero. */
   private readonly counts = new Map<ChildProcess, ReceiverCounts>();
 
   constructor(private readonly options: SupervisorOptions) {}
@@ -185,7 +190,7 @@ export class ServerSupervisor {
 
   private onMessage(child: ChildProcess, message: ServerMessage): void {
     // A killed server's last snapshots may still arrive after its successor started: keyed by process.
-    if (message.type === 'metrics') this.counts.set(child, message.counts);
+    if (message.type === 'metrics') this.counts.set(child, laterCounts(this.counts.get(child) ?? NO_COUNTS, message.counts));
     if (message.type !== 'fault' || child !== this.child) return;
     this.options.onFault(message.key, message.fault);
     if (message.fault !== 'crash-mid-handler' && message.fault !== 'crash-after-commit') return;
@@ -197,6 +202,7 @@ export class ServerSupervisor {
     this.serving.delete(child);
     child.kill('SIGKILL');
     this.crashes++;
+    this.inFlightAtCrashes += message.inFlight ?? 0;
     this.recovery = exited
       .then(() => this.start())
       .then(

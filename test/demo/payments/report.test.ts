@@ -27,6 +27,7 @@ function input(plan: PlannedPayment[], calls: CallResult[], charges: Charge[]): 
     faults: { 'lost-reply': 1, slow: 1, 'crash-mid-handler': 0, 'crash-after-commit': 0 },
     crashes: 0,
     restarts: 0,
+    inFlightAtCrashes: 0,
     crashesSkipped: 'memory: dies with the process',
     durationMs: 1234.4,
     metrics: null,
