@@ -23,14 +23,19 @@ export async function schemaSnapshot(url = process.env['RETRYSAFE_POSTGRES_URL']
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   try {
     await migrate({ pool, schema });
-    const { stdout } = await promisify(execFile)('pg_dump', ['--schema-only', '--no-owner', '--no-privileges', `--schema=${schema}`, url], {
-      maxBuffer: 16 * 1024 * 1024,
-    });
-    return normalize(stdout, schema);
+    return await dumpSchema(schema, url);
   } finally {
     await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await pool.end();
   }
+}
+
+/** The existing schema `schema` on `url`, as `pg_dump --schema-only` prints it, named `retrysafe` as in docs/schema.sql. */
+export async function dumpSchema(schema: string, url = process.env['RETRYSAFE_POSTGRES_URL'] ?? DEFAULT_URL): Promise<string> {
+  const { stdout } = await promisify(execFile)('pg_dump', ['--schema-only', '--no-owner', '--no-privileges', `--schema=${schema}`, url], {
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  return normalize(stdout, schema);
 }
 
 /** Drops what depends on the server or the dump tool rather than on the migrations, and names the schema. */

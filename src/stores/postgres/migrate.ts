@@ -1,12 +1,14 @@
 /**
- * Applies the numbered PostgreSQL migrations to a schema. Safe to run at every deploy, twice, or from
- * several processes at once.
+ * Applies the numbered PostgreSQL migrations of every module (the idempotency records, the inbox, the
+ * outbox, atomic phases and client sessions; one sequence, gathered in `migrations/index.ts`) to a schema.
+ * Safe to run at every deploy, twice, or from several processes at once.
  *
  * @module
  */
 import pg from 'pg';
 import { describe } from '../../core/duration.js';
-import { MIGRATIONS, type Migration } from './migrations/index.js';
+import type { Migration } from './migration.js';
+import { MIGRATIONS } from './migrations/index.js';
 import { DEFAULT_SCHEMA, schemaNames } from './schema.js';
 import { requireOptions } from '../../core/options.js';
 

@@ -1,38 +1,51 @@
 /**
- * The ordered list of PostgreSQL migrations. Append-only: a new migration is a new numbered file and a
- * new last entry; released entries never change, because the ledger records them as applied.
+ * The one sequence of PostgreSQL migrations, gathered from the modules that own them:
+ *
+ * | module | its list |
+ * | --- | --- |
+ * | idempotency records | `stores/postgres/migrations/idempotency.ts` |
+ * | inbox | `messaging/inbox/migrations/postgres/index.ts` |
+ * | outbox | `messaging/outbox/migrations/postgres/index.ts` |
+ * | atomic phases | `phases/migrations/postgres/index.ts` |
+ * | client sessions | `sessions/migrations/postgres/index.ts` |
+ *
+ * Numbers are shared, not per module: `migrate()` applies the migrations in number order and records each
+ * in the one ledger, `<schema>.schema_migrations`. A new migration takes the next free number, lives in its
+ * module's folder and is appended to its module's list; released migrations never change, because the
+ * ledger records them as applied.
  *
  * @module
  */
-import { sql as init } from './0001_init.js';
-import { sql as inbox } from './0002_inbox.js';
-import { sql as outbox } from './0003_outbox.js';
-import { sql as recoveryPoints } from './0004_recovery_points.js';
-import { sql as sessions } from './0005_sessions.js';
-import { sql as waiters } from './0006_waiters.js';
-import { sql as outboxWaiting } from './0007_outbox_waiting.js';
-import { sql as dropClaimGuard } from './0008_drop_claim_guard.js';
-import { sql as claimOwner } from './0009_claim_owner.js';
+import type { Migration } from '../migration.js';
+import { INBOX_MIGRATIONS } from '../../../messaging/inbox/migrations/postgres/index.js';
+import { OUTBOX_MIGRATIONS } from '../../../messaging/outbox/migrations/postgres/index.js';
+import { PHASES_MIGRATIONS } from '../../../phases/migrations/postgres/index.js';
+import { SESSIONS_MIGRATIONS } from '../../../sessions/migrations/postgres/index.js';
+import { IDEMPOTENCY_MIGRATIONS } from './idempotency.js';
 
-/** One numbered migration. */
-export interface Migration {
-  /** Position in the sequence, from 1; the ledger's primary key. */
-  readonly version: number;
-  /** The file's name without extension, e.g. `0001_init`; recorded in the ledger for people reading it. */
-  readonly name: string;
-  /** The SQL for a schema, given as an already quoted identifier. May hold several statements. */
-  readonly sql: (quotedSchema: string) => string;
+/**
+ * Every module's migrations in one list ordered by number.
+ *
+ * @throws Error (when this module loads) unless the numbers run 1, 2, 3 … without a gap or a number taken
+ *   twice, and each name starts with its number in four digits
+ */
+export function sequence(...lists: (readonly Migration[])[]): readonly Migration[] {
+  const all = lists.flat().sort((a, b) => a.version - b.version);
+  all.forEach((migration, at) => {
+    if (migration.version !== at + 1 || !migration.name.startsWith(`${String(migration.version).padStart(4, '0')}_`)) {
+      throw new Error(
+        `retrysafe: PostgreSQL migration ${migration.name} (version ${migration.version}) is out of sequence: expected version ${at + 1}, named after it`,
+      );
+    }
+  });
+  return Object.freeze(all.map((migration) => Object.freeze({ ...migration })));
 }
 
-/** Every migration, in order. */
-export const MIGRATIONS: readonly Migration[] = Object.freeze([
-  { version: 1, name: '0001_init', sql: init },
-  { version: 2, name: '0002_inbox', sql: inbox },
-  { version: 3, name: '0003_outbox', sql: outbox },
-  { version: 4, name: '0004_recovery_points', sql: recoveryPoints },
-  { version: 5, name: '0005_sessions', sql: sessions },
-  { version: 6, name: '0006_waiters', sql: waiters },
-  { version: 7, name: '0007_outbox_waiting', sql: outboxWaiting },
-  { version: 8, name: '0008_drop_claim_guard', sql: dropClaimGuard },
-  { version: 9, name: '0009_claim_owner', sql: claimOwner },
-]);
+/** Every migration, in the order `migrate()` applies them. */
+export const MIGRATIONS: readonly Migration[] = sequence(
+  IDEMPOTENCY_MIGRATIONS,
+  INBOX_MIGRATIONS,
+  OUTBOX_MIGRATIONS,
+  PHASES_MIGRATIONS,
+  SESSIONS_MIGRATIONS,
+);

@@ -1,0 +1,11 @@
+/**
+ * Client sessions' PostgreSQL migrations. Their numbers belong to the one sequence `migrate()` from
+ * `retrysafe/postgres` applies to every module (`stores/postgres/migrations/index.ts`).
+ *
+ * @module
+ */
+import type { Migration } from '../../../stores/postgres/migration.js';
+import { sql as sessions } from './0005_sessions.js';
+
+/** The sessions and their requests, with the functions that lock, advance and begin them. */
+export const SESSIONS_MIGRATIONS: readonly Migration[] = [{ version: 5, name: '0005_sessions', sql: sessions }];

@@ -1,0 +1,19 @@
+/**
+ * The idempotency store's PostgreSQL migrations: the records table and its `claim()` function. Their
+ * numbers belong to the one sequence of every module (`index.ts`).
+ *
+ * @module
+ */
+import type { Migration } from '../migration.js';
+import { sql as init } from './0001_init.js';
+import { sql as waiters } from './0006_waiters.js';
+import { sql as dropClaimGuard } from './0008_drop_claim_guard.js';
+import { sql as claimOwner } from './0009_claim_owner.js';
+
+/** The records table, its retention index, the claim function and its later changes, in order. */
+export const IDEMPOTENCY_MIGRATIONS: readonly Migration[] = [
+  { version: 1, name: '0001_init', sql: init },
+  { version: 6, name: '0006_waiters', sql: waiters },
+  { version: 8, name: '0008_drop_claim_guard', sql: dropClaimGuard },
+  { version: 9, name: '0009_claim_owner', sql: claimOwner },
+];
