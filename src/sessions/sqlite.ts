@@ -7,6 +7,7 @@
  */
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { describe, requireDurationMs } from '../core/duration.js';
+import { SESSIONS_SQLITE_MIGRATIONS } from './migrations/sqlite.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
 import { requireOptions } from '../core/options.js';
 
@@ -30,31 +31,6 @@ export interface SqliteSessionStoreOptions {
 }
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
-
-/** Schema steps, in order. Never edit a released step; append a new one. */
-const MIGRATIONS: readonly { readonly version: number; readonly sql: (sessions: string, requests: string, index: string) => string }[] = [
-  {
-    version: 1,
-    sql: (sessions, requests, index) => `
-      CREATE TABLE ${sessions} (
-        client_id        TEXT    PRIMARY KEY,
-        state            TEXT    NOT NULL CHECK (state IN ('live', 'expired')),
-        lease_expires_at INTEGER NOT NULL,
-        low_water_mark   INTEGER NOT NULL
-      );
-      CREATE INDEX ${index} ON ${sessions} (lease_expires_at);
-      CREATE TABLE ${requests} (
-        client_id        TEXT    NOT NULL,
-        request_number   INTEGER NOT NULL,
-        state            TEXT    NOT NULL CHECK (state IN ('in_progress', 'completed')),
-        token            TEXT    NOT NULL,
-        lease_expires_at INTEGER NOT NULL,
-        response         TEXT,
-        PRIMARY KEY (client_id, request_number)
-      ) WITHOUT ROWID;
-    `,
-  },
-];
 
 /**
  * Creates the SQLite {@link SessionStore}, creating or upgrading its tables idempotently under a
@@ -103,12 +79,12 @@ function migrate(db: Database, table: string): void {
   db.transaction(() => {
     db.exec(`CREATE TABLE IF NOT EXISTS ${ledger} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
     const applied = new Set(db.prepare(`SELECT version FROM ${ledger}`).pluck().all() as number[]);
-    const latest = MIGRATIONS.at(-1)?.version ?? 0;
+    const latest = SESSIONS_SQLITE_MIGRATIONS.at(-1)?.version ?? 0;
     const newer = [...applied].filter((version) => version > latest);
     if (newer.length > 0) {
       throw new Error(`retrysafe: table "${table}" was migrated to version ${Math.max(...newer)} by a newer retrysafe; this release knows up to ${latest}`);
     }
-    for (const step of MIGRATIONS) {
+    for (const step of SESSIONS_SQLITE_MIGRATIONS) {
       if (applied.has(step.version)) continue;
       db.exec(step.sql(`"${table}"`, `"${table}_requests"`, `"${table}_lease_expires_at"`));
       db.prepare(`INSERT INTO ${ledger} (version, applied_at) VALUES (?, ?)`).run(step.version, Date.now());

@@ -9,6 +9,7 @@ import { describe } from '../../core/duration.js';
 import { quoteIdentifier } from '../../stores/sqlite/migrations.js';
 import { Mutex } from '../../stores/sqlite/mutex.js';
 import type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
+import { INBOX_SQLITE_MIGRATIONS } from './migrations/sqlite.js';
 import { runWithTimeout } from './timeout.js';
 import { requireOptions } from '../../core/options.js';
 
@@ -31,36 +32,6 @@ export interface SqliteInboxStore extends InboxStore<Database> {
 }
 
 const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
-
-/** Schema steps, append-only (recorded in `<prefix>_migrations`). */
-const MIGRATIONS: readonly { readonly version: number; readonly sql: (p: (suffix: string) => string) => string }[] = [
-  {
-    version: 1,
-    sql: (p) => `
-      CREATE TABLE ${p('processed')} (
-        consumer     TEXT    NOT NULL,
-        message_id   TEXT    NOT NULL,
-        processed_at INTEGER NOT NULL,
-        PRIMARY KEY (consumer, message_id)
-      );
-      CREATE INDEX ${p('processed_at')} ON ${p('processed')} (processed_at);
-      CREATE TABLE ${p('attempts')} (
-        consumer            TEXT    NOT NULL,
-        message_id          TEXT    NOT NULL,
-        attempts            INTEGER NOT NULL,
-        first_attempt_at    INTEGER NOT NULL,
-        last_attempt_at     INTEGER NOT NULL,
-        dead_lettered_at    INTEGER,
-        replay_requested_at INTEGER,
-        last_error          TEXT,
-        headers             TEXT,
-        body                BLOB,
-        PRIMARY KEY (consumer, message_id)
-      );
-      CREATE INDEX ${p('attempts_dead')} ON ${p('attempts')} (dead_lettered_at) WHERE dead_lettered_at IS NOT NULL;
-    `,
-  },
-];
 
 /**
  * Creates a SQLite {@link InboxStore}, migrating its tables. All operations of one store run one at a
@@ -111,7 +82,7 @@ function migrate(database: Database, name: (suffix: string) => string): void {
   const apply = database.transaction(() => {
     database.exec(`CREATE TABLE IF NOT EXISTS ${name('migrations')} (version INTEGER PRIMARY KEY)`);
     const applied = new Set(database.prepare(`SELECT version FROM ${name('migrations')}`).pluck().all() as number[]);
-    for (const step of MIGRATIONS) {
+    for (const step of INBOX_SQLITE_MIGRATIONS) {
       if (applied.has(step.version)) continue;
       database.exec(step.sql(name));
       database.prepare(`INSERT INTO ${name('migrations')} (version) VALUES (?)`).run(step.version);
