@@ -14,10 +14,10 @@
 import type { Claim } from '../../core/record.js';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
 import { encodeToken, decodeToken } from './codec.js';
-import { toRecord, type RecordRow } from './rows.js';
+import { RECORD_COLUMNS, toRecord, type RecordRow } from './rows.js';
 import { nowOf, run, statement, type Queryable, type Statement } from './statement.js';
 
-/** The row `claim()` returns: the outcome flags, then the record's columns. */
+/** The row `claim()` returns: the outcome flags, then the record (`RECORD_COLUMNS`). */
 interface ClaimRow extends RecordRow {
   readonly acquired: boolean;
   readonly takeover: boolean;
@@ -29,7 +29,7 @@ interface ClaimRow extends RecordRow {
  * `$6` lease (ms), `$7` retention (ms).
  */
 export function claimStatement(s: string, prepared: boolean): Statement {
-  return statement(`SELECT * FROM ${s}.claim($1, $2, $3, $4, ${nowOf('$5')}, $6, $7)`, prepared);
+  return statement(`SELECT acquired, takeover, ${RECORD_COLUMNS} FROM ${s}.claim($1, $2, $3, $4, ${nowOf('$5')}, $6, $7)`, prepared);
 }
 
 /** Claims `input` on `db` under `leaseToken`, at `now` (ms), or at the server's `clock_timestamp()` when `now` is `null`. */
@@ -56,9 +56,9 @@ function toClaim(scope: string, key: string, row: ClaimRow): Claim {
     scope,
     key,
     fingerprint: decodeToken(row.fingerprint),
-    leaseToken: decodeToken(row.lease_token),
-    leaseExpiresAt: Number(row.lease_expires_at),
+    leaseToken: decodeToken(row.leaseToken),
+    leaseExpiresAt: Number(row.leaseExpiresAt),
     takeover: row.takeover,
-    ...(row.recovery_point !== null && { recoveryPoint: row.recovery_point }),
+    ...(row.recoveryPoint !== null && { recoveryPoint: row.recoveryPoint }),
   };
 }

@@ -1,5 +1,7 @@
 /**
- * Turns rows of the records table into the engine's records.
+ * Turns rows of the records table into the engine's records. The one place the table's column names meet
+ * the record's field names: every statement reads a record through {@link RECORD_COLUMNS}, which renames
+ * each column to its field, so the TypeScript side names each field once, as `IdempotencyRecord` does.
  *
  * @module
  */
@@ -7,21 +9,29 @@ import type { IdempotencyRecord } from '../../core/record.js';
 import { decodeToken } from './codec.js';
 
 /**
- * A records row as node-postgres returns it: `bigint` columns arrive as decimal strings, `json` parsed,
- * `bytea` as a Buffer.
+ * The select list of a record: each column of the records table (or of `claim()`'s result, which has the
+ * same names) as the field of {@link RecordRow} it fills.
+ */
+export const RECORD_COLUMNS =
+  'fingerprint, lease_token AS "leaseToken", lease_expires_at AS "leaseExpiresAt", created_at AS "createdAt", ' +
+  'expires_at AS "expiresAt", completed_at AS "completedAt", status, headers, body, recovery_point AS "recoveryPoint"';
+
+/**
+ * A record as {@link RECORD_COLUMNS} reads it and node-postgres returns it: `bigint` columns arrive as
+ * decimal strings, `json` parsed, `bytea` as a Buffer.
  */
 export interface RecordRow {
   readonly fingerprint: Buffer;
-  readonly lease_token: Buffer;
-  readonly lease_expires_at: string;
-  readonly created_at: string;
-  readonly expires_at: string;
-  readonly completed_at: string | null;
+  readonly leaseToken: Buffer;
+  readonly leaseExpiresAt: string;
+  readonly createdAt: string;
+  readonly expiresAt: string;
+  readonly completedAt: string | null;
   readonly status: number | null;
   readonly headers: Record<string, string> | null;
   readonly body: Buffer | null;
   /** The last recovery point of a multi-phase operation (migration 0004), or null. */
-  readonly recovery_point: string | null;
+  readonly recoveryPoint: string | null;
 }
 
 /** A records row that names its own (scope, key), as `listAbandoned` reads it. */
@@ -36,17 +46,17 @@ export function toRecord(scope: string, key: string, row: RecordRow): Idempotenc
     scope,
     key,
     fingerprint: decodeToken(row.fingerprint),
-    leaseToken: decodeToken(row.lease_token),
-    leaseExpiresAt: Number(row.lease_expires_at),
-    createdAt: Number(row.created_at),
-    expiresAt: Number(row.expires_at),
-    ...(row.recovery_point !== null && { recoveryPoint: row.recovery_point }),
+    leaseToken: decodeToken(row.leaseToken),
+    leaseExpiresAt: Number(row.leaseExpiresAt),
+    createdAt: Number(row.createdAt),
+    expiresAt: Number(row.expiresAt),
+    ...(row.recoveryPoint !== null && { recoveryPoint: row.recoveryPoint }),
   };
-  if (row.completed_at === null || row.status === null) return { ...base, state: 'in_progress' };
+  if (row.completedAt === null || row.status === null) return { ...base, state: 'in_progress' };
   return {
     ...base,
     state: 'completed',
-    completedAt: Number(row.completed_at),
+    completedAt: Number(row.completedAt),
     response: {
       status: row.status,
       headers: row.headers ?? {},

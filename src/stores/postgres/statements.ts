@@ -9,15 +9,12 @@
  */
 import pg from 'pg';
 import { claimStatement } from './claim.js';
+import { RECORD_COLUMNS } from './rows.js';
 import type { SchemaNames } from './schema.js';
 import { nowOf, statement, type Statement } from './statement.js';
 
 // Through the default export: pg ships named ESM exports only from 8.15, and retrysafe supports 8.11 and later.
 const { escapeIdentifier, escapeLiteral } = pg;
-
-/** The columns a record is read from, in the order `rows.ts` expects. */
-const RECORD_COLUMNS =
-  'fingerprint, lease_token, lease_expires_at, created_at, expires_at, completed_at, status, headers, body, recovery_point';
 
 /** The statements for one schema. */
 export interface Statements {
@@ -42,7 +39,7 @@ export interface Statements {
    * completion under way, which ends at that completion's COMMIT.
    */
   readonly markWaiting: Statement;
-  /** `$1` scope, `$2` key. The record's columns, or no row. */
+  /** `$1` scope, `$2` key. The record (`RECORD_COLUMNS` of `rows.ts`), or no row. */
   readonly get: Statement;
   /**
    * `$1` now (ms, or `null` for the server's clock), `$2` limit. Deletes up to `$2` expired records not under a live lease, skipping rows
@@ -53,13 +50,13 @@ export interface Statements {
    * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` recovery point, `$5` now (ms, or `null` for
    * the server's clock), `$6` the renewed lease (ms). Fenced like `complete`: sets the recovery point and
    * the lease end (now + lease), and stretches the retention to cover the lease (never shortens it), only
-   * on the caller's in-progress record; one row (`lease_expires_at`) when it did, none otherwise.
+   * on the caller's in-progress record; one row (`leaseExpiresAt`) when it did, none otherwise.
    */
   readonly checkpoint: Statement;
   /**
    * `$1` now (ms, or `null` for the server's clock), `$2` limit. Up to `$2` in-progress records with a recovery point whose lease ended by
    * `$1` and whose retention has not, oldest lease end first, read through the partial index
-   * `records_abandoned_idx` (migration 0004). Columns: scope, key, then the record's.
+   * `records_abandoned_idx` (migration 0004). Columns: scope, key, then `RECORD_COLUMNS`.
    */
   readonly listAbandoned: Statement;
   /**
@@ -135,7 +132,7 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
       SET recovery_point = $4, lease_expires_at = clock.ms + $6::bigint, expires_at = GREATEST(expires_at, clock.ms + $6::bigint)
       FROM (SELECT ${nowOf('$5')} AS ms) AS clock
       WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
-      RETURNING lease_expires_at`),
+      RETURNING lease_expires_at AS "leaseExpiresAt"`),
     listAbandoned: unnamed(`WITH clock AS (SELECT ${nowOf('$1')} AS ms)
       SELECT scope, key, ${RECORD_COLUMNS} FROM ${s}.records
       WHERE completed_at IS NULL AND recovery_point IS NOT NULL AND lease_expires_at <= (SELECT ms FROM clock)

@@ -292,7 +292,7 @@ class PgStore implements PostgresStore {
     if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
       throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${describe(leaseMs)}`);
     }
-    const result = await run<{ lease_expires_at: string }>(db, this.sql.checkpoint, [
+    const result = await run<{ leaseExpiresAt: string }>(db, this.sql.checkpoint, [
       claim.scope,
       claim.key,
       encodeToken(claim.leaseToken),
@@ -301,7 +301,7 @@ class PgStore implements PostgresStore {
       leaseMs,
     ]);
     const row = result.rows[0];
-    return row === undefined ? undefined : { ...claim, leaseExpiresAt: Number(row.lease_expires_at), recoveryPoint };
+    return row === undefined ? undefined : { ...claim, leaseExpiresAt: Number(row.leaseExpiresAt), recoveryPoint };
   }
 
   async ping(): Promise<void> {

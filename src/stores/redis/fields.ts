@@ -7,32 +7,51 @@
 import type { IdempotencyRecord, RecordState } from '../../core/record.js';
 
 /**
- * The record hash's fields, in the order every read asks for them (`HMGET`, and the claim script's packed
- * reply) and {@link decodeRecord} reads them: `scope`, `key`, `fp` (the fingerprint), `state`, `token` (the
- * fencing token), `lease`, `created`, `expires` (times in ms since the epoch), `rp` (the recovery point,
- * once a checkpoint set one), and once completed `completed`, `status`, `headers` (a JSON object) and
- * `body` (raw bytes).
+ * Where each field of a record lives in the record hash: the record's field name (as in
+ * {@link IdempotencyRecord}, the one name TypeScript uses) and the shorter field name the scripts write in
+ * Redis. The order is the order every read asks for them (`HMGET`, and the claim script's packed reply) and
+ * {@link decodeRecord} reads them. Times are in ms since the epoch; `recoveryPoint` is present once a
+ * checkpoint set one; `completedAt`, `status`, `headers` (a JSON object) and `body` (raw bytes) once
+ * completed.
  */
-export const RECORD_FIELDS = [
-  'scope', 'key', 'fp', 'state', 'token', 'lease', 'created', 'expires', 'rp', 'completed', 'status', 'headers', 'body',
-] as const;
+const HASH_FIELD = {
+  scope: 'scope',
+  key: 'key',
+  fingerprint: 'fp',
+  state: 'state',
+  leaseToken: 'token',
+  leaseExpiresAt: 'lease',
+  createdAt: 'created',
+  expiresAt: 'expires',
+  recoveryPoint: 'rp',
+  completedAt: 'completed',
+  status: 'status',
+  headers: 'headers',
+  body: 'body',
+} as const;
 
-/** One field of the record hash. */
-export type RecordField = (typeof RECORD_FIELDS)[number];
+/** One field of a record, by the record's name for it. */
+export type RecordField = keyof typeof HASH_FIELD;
 
-/** The values of {@link RECORD_FIELDS}, position for position; `null` (or `undefined`) for a field the hash lacks. */
+/** One field of the record hash, by its name in Redis. */
+export type HashField = (typeof HASH_FIELD)[RecordField];
+
+/** The hash's field names in read order: the arguments of every `HMGET` of a record. */
+export const HASH_FIELDS: readonly HashField[] = Object.freeze(Object.values(HASH_FIELD));
+
+/** The values of {@link HASH_FIELDS}, position for position; `null` (or `undefined`) for a field the hash lacks. */
 export type RecordValues = readonly (Buffer | null | undefined)[];
 
-/** Position of each field in {@link RECORD_FIELDS}. */
-const AT = Object.freeze(Object.fromEntries(RECORD_FIELDS.map((field, i) => [field, i])) as Record<RecordField, number>);
+/** Position of each field in {@link HASH_FIELDS}. */
+const AT = Object.freeze(Object.fromEntries(Object.keys(HASH_FIELD).map((field, i) => [field, i])) as Record<RecordField, number>);
 
-/** 1-based position of `field` in {@link RECORD_FIELDS}, as Lua indexes the `HMGET` reply. */
+/** 1-based position of `field` in {@link HASH_FIELDS}, as Lua indexes the `HMGET` reply. */
 export function luaIndex(field: RecordField): number {
   return AT[field] + 1;
 }
 
 /**
- * Decodes the values of {@link RECORD_FIELDS} (an `HMGET` reply, or the claim script's packed reply after
+ * Decodes the values of {@link HASH_FIELDS} (an `HMGET` reply, or the claim script's packed reply after
  * {@link unpackValues}) into a record, or `undefined` when the hash does not exist (every value absent).
  *
  * @throws Error when the hash lacks a field or holds an unknown state (not a record this store wrote)
@@ -47,17 +66,17 @@ export function decodeRecord(values: RecordValues): IdempotencyRecord | undefine
   const record: { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] } = {
     scope: text(values, 'scope'),
     key: text(values, 'key'),
-    fingerprint: text(values, 'fp'),
+    fingerprint: text(values, 'fingerprint'),
     state: kind satisfies RecordState,
-    leaseToken: text(values, 'token'),
-    leaseExpiresAt: Number(text(values, 'lease')),
-    createdAt: Number(text(values, 'created')),
-    expiresAt: Number(text(values, 'expires')),
+    leaseToken: text(values, 'leaseToken'),
+    leaseExpiresAt: Number(text(values, 'leaseExpiresAt')),
+    createdAt: Number(text(values, 'createdAt')),
+    expiresAt: Number(text(values, 'expiresAt')),
   };
-  const rp = values[AT.rp];
-  if (rp != null) record.recoveryPoint = rp.toString('utf8');
+  const recoveryPoint = values[AT.recoveryPoint];
+  if (recoveryPoint != null) record.recoveryPoint = recoveryPoint.toString('utf8');
   if (kind === 'in_progress') return record;
-  record.completedAt = Number(text(values, 'completed'));
+  record.completedAt = Number(text(values, 'completedAt'));
   record.response = {
     status: Number(text(values, 'status')),
     headers: JSON.parse(text(values, 'headers')) as Record<string, string>,
@@ -72,7 +91,7 @@ const COLON = 0x3a;
 const ABSENT = 0x2d;
 
 /**
- * Splits the claim script's packed reply — one item per field of {@link RECORD_FIELDS}, written one after
+ * Splits the claim script's packed reply — one item per field of {@link HASH_FIELDS}, written one after
  * another as `<byte length in decimal>:<bytes>`, or `-` for a field the hash lacks — back into the values
  * {@link decodeRecord} reads. The values are views into `packed`, not copies.
  *
@@ -107,7 +126,7 @@ export function unpackValues(packed: Buffer): (Buffer | null)[] {
 
 function present(values: RecordValues, field: RecordField): Buffer {
   const value = values[AT[field]];
-  if (value == null) throw new Error(`retrysafe: Redis record hash lacks the field "${field}"`);
+  if (value == null) throw new Error(`retrysafe: Redis record hash lacks the field "${HASH_FIELD[field]}"`);
   return value;
 }
 

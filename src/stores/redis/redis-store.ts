@@ -9,7 +9,7 @@ import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { claimOn } from './claim.js';
 import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
-import { decodeRecord, RECORD_FIELDS, type RecordValues } from './fields.js';
+import { decodeRecord, HASH_FIELDS, type RecordValues } from './fields.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
 import { LuaScript } from './script.js';
@@ -107,7 +107,7 @@ export class RedisStore implements IdempotencyStore {
 
   async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
     await this.ready();
-    return decodeRecord((await this.config.client.callBuffer('HMGET', [this.key(scope, key), ...RECORD_FIELDS])) as RecordValues);
+    return decodeRecord((await this.config.client.callBuffer('HMGET', [this.key(scope, key), ...HASH_FIELDS])) as RecordValues);
   }
 
   /** The injected clock's time, or `''`: the script then reads Redis's `TIME`. */
@@ -228,7 +228,7 @@ export class RedisStore implements IdempotencyStore {
       if (page.size > limit) page = new Map([...page].sort((a, b) => (before(a[1], b[1]) ? -1 : 1)).slice(0, limit));
     } while (cursor !== '0');
     const records = await Promise.all(
-      [...page.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...RECORD_FIELDS])) as RecordValues)),
+      [...page.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...HASH_FIELDS])) as RecordValues)),
     );
     return records
       .filter((record): record is IdempotencyRecord => record !== undefined && (query.state === undefined || record.state === query.state))
@@ -255,7 +255,7 @@ export class RedisStore implements IdempotencyStore {
       if (oldest.size > limit) oldest = new Map([...oldest].sort((a, b) => a[1] - b[1]).slice(0, limit));
     }
     const records = await Promise.all(
-      [...oldest.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...RECORD_FIELDS])) as RecordValues)),
+      [...oldest.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...HASH_FIELDS])) as RecordValues)),
     );
     return records
       .filter(

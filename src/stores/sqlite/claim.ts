@@ -20,8 +20,8 @@ export type SqliteClaim = (input: ClaimInput, now: number, leaseToken: string) =
 
 /** What the upsert returns when the caller won. */
 interface ClaimedRow {
-  readonly created_at: number;
-  readonly recovery_point: string | null;
+  readonly createdAt: number;
+  readonly recoveryPoint: string | null;
 }
 
 interface ClaimParams {
@@ -57,7 +57,7 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
         expires_at = excluded.expires_at
       WHERE r.expires_at <= @now
          OR (r.state = 'in_progress' AND r.lease_expires_at <= @now AND r.fingerprint = excluded.fingerprint)
-      RETURNING created_at, recovery_point`,
+      RETURNING created_at AS "createdAt", recovery_point AS "recoveryPoint"`,
     )
     // Integers stay numbers even on a connection that defaults to BigInt.
     .safeIntegers(false);
@@ -95,7 +95,7 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
     }
     // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
     // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.
-    const takeover = won.created_at !== now || won.recovery_point !== null;
+    const takeover = won.createdAt !== now || won.recoveryPoint !== null;
     return {
       acquired: true,
       claim: {
@@ -105,7 +105,7 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
         leaseToken,
         leaseExpiresAt,
         takeover,
-        ...(won.recovery_point !== null && { recoveryPoint: won.recovery_point }),
+        ...(won.recoveryPoint !== null && { recoveryPoint: won.recoveryPoint }),
       },
     };
   });
@@ -121,10 +121,10 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
 
 /** The negation of the upsert's WHERE: a record no claim at `now` may take over. */
 function stands(row: RecordRow, fingerprint: string, now: number): boolean {
-  return row.expires_at > now && !(row.state === 'in_progress' && row.lease_expires_at <= now && row.fingerprint === fingerprint);
+  return row.expiresAt > now && !(row.state === 'in_progress' && row.leaseExpiresAt <= now && row.fingerprint === fingerprint);
 }
 
 /** Whether `row` is the in-progress record of the claim presenting `leaseToken`: its owner claiming again. */
 function ownedBy(row: RecordRow, fingerprint: string, leaseToken: string): boolean {
-  return row.state === 'in_progress' && row.lease_token === leaseToken && row.fingerprint === fingerprint;
+  return row.state === 'in_progress' && row.leaseToken === leaseToken && row.fingerprint === fingerprint;
 }

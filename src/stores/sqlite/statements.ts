@@ -8,21 +8,31 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { IdempotencyRecord } from '../../core/record.js';
 import { quoteIdentifier } from './migrations.js';
 
-/** A row of the record table as the driver returns it. */
+/**
+ * The select list of a record: each column of the record table as the field of {@link RecordRow} it fills.
+ * The one place the table's column names meet the record's field names; every statement reads a record
+ * through it.
+ */
+const RECORD_COLUMNS =
+  'scope, idempotency_key AS "key", fingerprint, state, lease_token AS "leaseToken", lease_expires_at AS "leaseExpiresAt", ' +
+  'recovery_point AS "recoveryPoint", response_status AS "status", response_headers AS "headers", response_body AS "body", ' +
+  'created_at AS "createdAt", completed_at AS "completedAt", expires_at AS "expiresAt"';
+
+/** A record as {@link RECORD_COLUMNS} reads it; `headers` is JSON text. */
 export interface RecordRow {
   readonly scope: string;
-  readonly idempotency_key: string;
+  readonly key: string;
   readonly fingerprint: string;
   readonly state: 'in_progress' | 'completed';
-  readonly lease_token: string;
-  readonly lease_expires_at: number;
-  readonly recovery_point: string | null;
-  readonly response_status: number | null;
-  readonly response_headers: string | null;
-  readonly response_body: Buffer | null;
-  readonly created_at: number;
-  readonly completed_at: number | null;
-  readonly expires_at: number;
+  readonly leaseToken: string;
+  readonly leaseExpiresAt: number;
+  readonly recoveryPoint: string | null;
+  readonly status: number | null;
+  readonly headers: string | null;
+  readonly body: Buffer | null;
+  readonly createdAt: number;
+  readonly completedAt: number | null;
+  readonly expiresAt: number;
 }
 
 /** The prepared statements of one store. */
@@ -99,7 +109,7 @@ export function prepareStatements(database: Database, table: string): Statements
   const prepare = <P extends unknown[], R>(sql: string): Statement<P, R> =>
     (database.prepare<P, R>(sql) as Statement<P, R>).safeIntegers(false);
   return {
-    get: prepare<[string, string], RecordRow>(`SELECT * FROM ${t} WHERE scope = ? AND idempotency_key = ?`),
+    get: prepare<[string, string], RecordRow>(`SELECT ${RECORD_COLUMNS} FROM ${t} WHERE scope = ? AND idempotency_key = ?`),
     complete: prepare<[CompleteParams], RecordRow>(`
       UPDATE ${t} SET
         state = 'completed',
@@ -109,7 +119,7 @@ export function prepareStatements(database: Database, table: string): Statements
         completed_at = @now,
         expires_at = @expiresAt
       WHERE scope = @scope AND idempotency_key = @key AND state = 'in_progress' AND lease_token = @token
-      RETURNING *`),
+      RETURNING ${RECORD_COLUMNS}`),
     release: prepare<[string, string, string], unknown>(
       `DELETE FROM ${t} WHERE scope = ? AND idempotency_key = ? AND state = 'in_progress' AND lease_token = ?`,
     ),
@@ -125,7 +135,7 @@ export function prepareStatements(database: Database, table: string): Statements
         expires_at = MAX(expires_at, @leaseExpiresAt)
       WHERE scope = @scope AND idempotency_key = @key AND state = 'in_progress' AND lease_token = @token`),
     listAbandoned: prepare<[{ now: number; limit: number }], RecordRow>(`
-      SELECT * FROM ${t}
+      SELECT ${RECORD_COLUMNS} FROM ${t}
       WHERE state = 'in_progress' AND recovery_point IS NOT NULL AND lease_expires_at <= @now AND expires_at > @now
       ORDER BY lease_expires_at
       LIMIT @limit`),
@@ -135,7 +145,7 @@ export function prepareStatements(database: Database, table: string): Statements
         WHERE state = 'in_progress' AND lease_expires_at <= @now AND expires_at > @now
         LIMIT @limit)`),
     listRecords: prepare<[ListRecordsParams], RecordRow>(`
-      SELECT * FROM ${t}
+      SELECT ${RECORD_COLUMNS} FROM ${t}
       WHERE (@state IS NULL OR state = @state)
         AND (@scope IS NULL OR scope = @scope)
         AND (@prefix IS NULL OR substr(idempotency_key, 1, length(@prefix)) = @prefix)
@@ -149,21 +159,21 @@ export function prepareStatements(database: Database, table: string): Statements
 export function toRecord(row: RecordRow): IdempotencyRecord {
   return {
     scope: row.scope,
-    key: row.idempotency_key,
+    key: row.key,
     fingerprint: row.fingerprint,
     state: row.state,
-    leaseToken: row.lease_token,
-    leaseExpiresAt: row.lease_expires_at,
-    createdAt: row.created_at,
-    expiresAt: row.expires_at,
-    ...(row.recovery_point !== null && { recoveryPoint: row.recovery_point }),
-    ...(row.completed_at !== null && { completedAt: row.completed_at }),
+    leaseToken: row.leaseToken,
+    leaseExpiresAt: row.leaseExpiresAt,
+    createdAt: row.createdAt,
+    expiresAt: row.expiresAt,
+    ...(row.recoveryPoint !== null && { recoveryPoint: row.recoveryPoint }),
+    ...(row.completedAt !== null && { completedAt: row.completedAt }),
     ...(row.state === 'completed' &&
-      row.response_status !== null && {
+      row.status !== null && {
         response: {
-          status: row.response_status,
-          headers: JSON.parse(row.response_headers ?? '{}') as Record<string, string>,
-          body: row.response_body === null ? new Uint8Array() : new Uint8Array(row.response_body),
+          status: row.status,
+          headers: JSON.parse(row.headers ?? '{}') as Record<string, string>,
+          body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
         },
       }),
   };

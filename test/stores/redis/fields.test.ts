@@ -1,10 +1,10 @@
 /** Decoding a Redis record hash (an `HMGET` reply, or the claim script's packed reply) into a record: every field, and refusals of foreign hashes. */
 import { describe, expect, it } from 'vitest';
-import { decodeRecord, RECORD_FIELDS, type RecordField, unpackValues } from '../../../src/stores/redis/fields.js';
+import { decodeRecord, HASH_FIELDS, type HashField, unpackValues } from '../../../src/stores/redis/fields.js';
 
-/** The `HMGET` reply of a hash holding `fields`: one value per field of RECORD_FIELDS, null where absent. */
-const values = (fields: Partial<Record<RecordField, string | Buffer>>): (Buffer | null)[] =>
-  RECORD_FIELDS.map((name) => {
+/** The `HMGET` reply of a hash holding `fields`: one value per field of HASH_FIELDS, null where absent. */
+const values = (fields: Partial<Record<HashField, string | Buffer>>): (Buffer | null)[] =>
+  HASH_FIELDS.map((name) => {
     const value = fields[name];
     return value === undefined ? null : Buffer.isBuffer(value) ? value : Buffer.from(value);
   });
@@ -49,7 +49,7 @@ describe('decodeRecord', () => {
     expect(() => decodeRecord(values({ ...base, state: 'completed', completed: '950', status: '201', headers: '{}' }))).toThrow(
       'lacks the field "body"',
     );
-    const withoutToken: Partial<Record<RecordField, string>> = { ...base, state: 'in_progress' };
+    const withoutToken: Partial<Record<HashField, string>> = { ...base, state: 'in_progress' };
     delete withoutToken.token;
     expect(() => decodeRecord(values(withoutToken))).toThrow('lacks the field "token"');
     expect(() => decodeRecord(values({ ...base }))).toThrow('lacks the field "state"');

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { luaIndex, RECORD_FIELDS } from '../fields.js';
+import { HASH_FIELDS, luaIndex } from '../fields.js';
 import { nowLua } from './now.lua.js';
 
 /**
@@ -23,7 +23,7 @@ import { nowLua } from './now.lua.js';
  * the same fingerprint was taken over, else 0; `now` is the time the script decided by (integer text), from
  * which the caller derives the lease's end; and `rp` is the recovery point the previous holder reached (only
  * on a takeover of a record that has one; absent otherwise). Returns `{0, packed}` when the caller lost:
- * the standing record's fields, in the order of `RECORD_FIELDS`, packed into one bulk string, each as
+ * the standing record's fields, in the order of `HASH_FIELDS`, packed into one bulk string, each as
  * `<byte length>:<bytes>` or `-` when absent (see `unpackValues` in `fields.ts`). One bulk string keeps the
  * reply cheap to parse: in a profile of the benchmark's replays, ioredis took about 21 µs of the server's
  * CPU per request to decode the ~24 nested bulk strings of a plain `HGETALL`, and 3 µs for the packed reply.
@@ -48,7 +48,7 @@ import { nowLua } from './now.lua.js';
 export const CLAIM_LUA = `
 local function pack(values)
   local parts = {}
-  for i = 1, ${RECORD_FIELDS.length} do
+  for i = 1, ${HASH_FIELDS.length} do
     local value = values[i]
     if value then
       parts[#parts + 1] = #value .. ':'
@@ -61,24 +61,24 @@ local function pack(values)
 end
 ${nowLua(1)}
 local lease_end, expires_at = fmt(now + tonumber(ARGV[4])), fmt(now + tonumber(ARGV[5]))
-local values = redis.call('HMGET', KEYS[1], ${RECORD_FIELDS.map((field) => `'${field}'`).join(', ')})
-local state, fp, lease, expires = values[${luaIndex('state')}], values[${luaIndex('fp')}], values[${luaIndex('lease')}], values[${luaIndex('expires')}]
+local values = redis.call('HMGET', KEYS[1], ${HASH_FIELDS.map((field) => `'${field}'`).join(', ')})
+local state, fp, lease, expires = values[${luaIndex('state')}], values[${luaIndex('fingerprint')}], values[${luaIndex('leaseExpiresAt')}], values[${luaIndex('expiresAt')}]
 local takeover = 0
 local point = nil
 if state then
   if tonumber(expires) > now then
-    if state == 'in_progress' and values[${luaIndex('token')}] == ARGV[3] and fp == ARGV[2] then
+    if state == 'in_progress' and values[${luaIndex('leaseToken')}] == ARGV[3] and fp == ARGV[2] then
       -- The caller's own claim again (its reply lost, or resent by the client): it holds the lease,
       -- unchanged. The third element is the instant the lease began by this claim's lease length, from
       -- which the caller derives its end; the takeover flag is read back from the record.
       local decided = tonumber(lease) - tonumber(ARGV[4])
-      local kept = values[${luaIndex('rp')}]
+      local kept = values[${luaIndex('recoveryPoint')}]
       local took = 0
-      if kept or tonumber(values[${luaIndex('created')}]) < decided then took = 1 end
+      if kept or tonumber(values[${luaIndex('createdAt')}]) < decided then took = 1 end
       return {1, took, fmt(decided), kept}
     elseif state == 'in_progress' and tonumber(lease) <= now and fp == ARGV[2] then
       takeover = 1
-      point = values[${luaIndex('rp')}]
+      point = values[${luaIndex('recoveryPoint')}]
     else
       return {0, pack(values)}
     end
