@@ -269,13 +269,13 @@ async function act(options: ConsoleOptions, path: string, body: Record<string, u
       if (options.inbox === undefined) return problem(501, 'No inbox tables in this store');
       const { consumer, messageId } = body;
       if (typeof consumer !== 'string' || typeof messageId !== 'string') return problem(400, 'consumer and messageId are required strings');
-      return (await options.inbox.replay(consumer, messageId)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter');
+      return (await options.inbox.redrive(consumer, messageId)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter');
     }
     case '/api/outbox/retry': {
       if (options.outbox === undefined) return problem(501, 'No outbox table in this store');
       const { id } = body;
       if (typeof id !== 'string') return problem(400, 'id is a required string');
-      return (await options.outbox.outbox.requeue(options.outbox.db, id)) ? new Answer(200, { requeued: true }) : problem(404, 'No such dead letter');
+      return (await options.outbox.outbox.redrive(options.outbox.db, id)) ? new Answer(200, { requeued: true }) : problem(404, 'No such dead letter');
     }
     default:
       return problem(404, 'Not found');

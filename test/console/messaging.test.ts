@@ -53,8 +53,8 @@ describe.runIf(available)('console inbox and outbox views on PostgreSQL (browser
     await row.getByRole('button', { name: 'Redrive' }).click();
     await page.getByText('Redrive of invoice-17 requested').waitFor();
 
-    // The running consumer's part: broker adapters poll pending replays and run them through the inbox.
-    const pending = await inbox.pendingReplays('billing');
+    // The running consumer's part: broker adapters poll pending redrives and run them through the inbox.
+    const pending = await inbox.pendingRedrives('billing');
     expect(pending.map((letter) => letter.messageId)).toEqual(['invoice-17']);
     for (const letter of pending) {
       const outcome = await inbox.handle({ consumer: 'billing', messageId: letter.messageId, body: letter.body }, (tx) => apply(tx, letter.messageId).then(() => undefined));

@@ -19,11 +19,11 @@ export interface Delivery {
   /** The message's id, stable across redeliveries (AMQP `messageId`, `Nats-Msg-Id`, …). Required. */
   readonly messageId: string | undefined;
   /**
-   * The message's headers: saved with a dead letter for replay, and read for the trace context the message
+   * The message's headers: saved with a dead letter for a redrive, and read for the trace context the message
    * was enqueued in (`traceparent`), which the delivery's span continues. @defaultValue `{}`
    */
   readonly headers?: Readonly<Record<string, string>>;
-  /** Body saved with a dead letter for replay. @defaultValue empty */
+  /** Body saved with a dead letter for a redrive. @defaultValue empty */
   readonly body?: Uint8Array;
 }
 
@@ -232,7 +232,7 @@ class InboxImpl<Tx> implements Inbox<Tx> {
   }
 
   redrive(consumer: string, messageId: string): Promise<boolean> {
-    return this.config.store.requestReplay(requireName('consumer', consumer), requireName('messageId', messageId), this.config.clock.now());
+    return this.config.store.requestRedrive(requireName('consumer', consumer), requireName('messageId', messageId), this.config.clock.now());
   }
 
   replay(consumer: string, messageId: string): Promise<boolean> {
@@ -240,7 +240,7 @@ class InboxImpl<Tx> implements Inbox<Tx> {
   }
 
   pendingRedrives(consumer: string, limit = 100): Promise<DeadLetter[]> {
-    return this.config.store.pendingReplays(requireName('consumer', consumer), requireLimit(limit));
+    return this.config.store.pendingRedrives(requireName('consumer', consumer), requireLimit(limit));
   }
 
   pendingReplays(consumer: string, limit = 100): Promise<DeadLetter[]> {
@@ -248,7 +248,7 @@ class InboxImpl<Tx> implements Inbox<Tx> {
   }
 
   reap(limit = 1000): Promise<number> {
-    return this.config.store.cleanup(this.config.clock.now() - this.config.retentionMs, requireLimit(limit));
+    return this.config.store.reap(this.config.clock.now() - this.config.retentionMs, requireLimit(limit));
   }
 
   cleanup(limit = 1000): Promise<number> {

@@ -1,7 +1,7 @@
 /**
  * `retrysafe/inbox`: the idempotent consumer. Processed message ids are recorded in the consumer's own
  * transaction, on PostgreSQL or SQLite; retries are counted durably; poison and crash-looping messages
- * are dead-lettered and can be replayed. Broker adapters: `retrysafe/amqp`, `retrysafe/nats`.
+ * are dead-lettered and can be redriven. Broker adapters: `retrysafe/amqp`, `retrysafe/nats`.
  *
  * @module
  */
@@ -13,4 +13,13 @@ export { INBOX_SPANS } from './traces.js';
 export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './postgres.js';
 export { createSqliteInboxStore, type SqliteInboxStore, type SqliteInboxStoreOptions } from './sqlite.js';
 export { inboxProcessor, type BrokerMessage, type Disposition, type MessageProcessor, type MessageHandler } from './processor.js';
-export type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
+export type {
+  BeginResult,
+  DeadLetter,
+  FailureResult,
+  InboxStore,
+  InboxStoreAliases,
+  LegacyInboxStore,
+  StoredMessage,
+  TransactionHandler,
+} from './store.js';

@@ -9,12 +9,16 @@ import { requireClock, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
 import type { Logger } from '../../observability/logging.js';
 import type { InboxEvent } from './metrics.js';
-import type { InboxStore } from './store.js';
+import { asInboxStore } from './legacy-store.js';
+import type { InboxStore, LegacyInboxStore } from './store.js';
 
 /** Options of `createInbox`. */
 export interface InboxOptions<Tx> {
-  /** Where marks, attempts and dead letters live: `createPostgresInboxStore` or `createSqliteInboxStore`. */
-  readonly store: InboxStore<Tx>;
+  /**
+   * Where marks, attempts and dead letters live: `createPostgresInboxStore`, `createSqliteInboxStore`, or
+   * a store of your own implementing {@link InboxStore} (or, deprecated, {@link LegacyInboxStore}).
+   */
+  readonly store: InboxStore<Tx> | LegacyInboxStore<Tx>;
   /**
    * Attempts before a message is dead-lettered: failed runs (throw or timeout) and started-but-unfinished
    * runs (a crash) both count. @defaultValue 5
@@ -57,6 +61,7 @@ export interface InboxOptions<Tx> {
 
 /** Validated, frozen options. */
 export interface ResolvedInboxOptions<Tx> {
+  /** The store; one implementing only the first names is called through an adapter. */
   readonly store: InboxStore<Tx>;
   readonly maxAttempts: number;
   readonly handlerTimeoutMs: number;
@@ -77,8 +82,6 @@ export const INBOX_DEFAULTS = Object.freeze({
   retentionMs: 604_800_000,
 });
 
-const STORE_METHODS = ['begin', 'process', 'fail', 'deadLetters', 'requestReplay', 'pendingReplays', 'cleanup', 'close'] as const;
-
 /**
  * Validates the options of `createInbox`.
  *
@@ -87,9 +90,9 @@ const STORE_METHODS = ['begin', 'process', 'fail', 'deadLetters', 'requestReplay
  */
 export function resolveInboxOptions<Tx>(options: InboxOptions<Tx>): ResolvedInboxOptions<Tx> {
   requireOptions('createInbox', options);
-  const { store } = options;
-  if (typeof store !== 'object' || store === null || STORE_METHODS.some((name) => typeof store[name] !== 'function')) {
-    throw new TypeError(`retrysafe: option "store" must be an inbox store (createPostgresInboxStore, createSqliteInboxStore), got ${describe(store)}`);
+  const store = asInboxStore<Tx>(options.store);
+  if (store === undefined) {
+    throw new TypeError(`retrysafe: option "store" must be an inbox store (createPostgresInboxStore, createSqliteInboxStore), got ${describe(options.store)}`);
   }
   const maxAttempts = options.maxAttempts ?? INBOX_DEFAULTS.maxAttempts;
   if (typeof maxAttempts !== 'number' || !Number.isSafeInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000_000) {

@@ -9,7 +9,7 @@ import { describe } from '../../core/duration.js';
 import { TransactionAbortedError } from '../../core/errors.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { HandlerTimeoutError } from './errors.js';
-import type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
+import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAliases, StoredMessage, TransactionHandler } from './store.js';
 import { runWithTimeout } from './timeout.js';
 import { requireOptions } from '../../core/options.js';
 
@@ -22,7 +22,8 @@ export interface PostgresInboxStoreOptions {
 }
 
 /**
- * Creates a PostgreSQL {@link InboxStore}. Run `migrate` from `retrysafe/postgres` on the schema first.
+ * Creates a PostgreSQL {@link InboxStore} (which also answers to the deprecated {@link InboxStoreAliases}).
+ * Run `migrate` from `retrysafe/postgres` on the schema first.
  *
  * Statements (each one round trip; parameters are listed where each is defined):
  * - begin: one statement, committed on its own before the handler's transaction: reads the processed mark
@@ -34,7 +35,7 @@ export interface PostgresInboxStoreOptions {
  *   connection; the role needs to be the same or hold `pg_signal_backend`) and its connection destroyed,
  *   rather than sent a ROLLBACK that would queue behind the handler's running query: the server rolls
  *   back at once, releasing the row locks, and COMMIT is never sent.
- * - cleanup: `WITH doomed AS (SELECT … LIMIT $2 FOR UPDATE SKIP LOCKED) DELETE … USING doomed`: bounded,
+ * - reap: `WITH doomed AS (SELECT … LIMIT $2 FOR UPDATE SKIP LOCKED) DELETE … USING doomed`: bounded,
  *   never waits.
  *
  * @throws TypeError naming the option when `pool` is not a pg.Pool or `schema` is invalid
@@ -44,7 +45,7 @@ export interface PostgresInboxStoreOptions {
  * const inbox = createInbox({ store });
  * ```
  */
-export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore<pg.PoolClient> {
+export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore<pg.PoolClient> & InboxStoreAliases {
   requireOptions('createPostgresInboxStore', options);
   const { pool } = options;
   if (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function') {
@@ -98,20 +99,20 @@ function statements(s: string) {
       WHERE dead_lettered_at IS NOT NULL AND ($1::text IS NULL OR consumer = $1)
       ORDER BY dead_lettered_at, consumer, message_id LIMIT $2`,
     // $1 consumer, $2 message id, $3 now
-    requestReplay: `UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, replay_requested_at = $3
+    requestRedrive: `UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, replay_requested_at = $3
       WHERE consumer = $1 AND message_id = $2 AND dead_lettered_at IS NOT NULL`,
     // $1 consumer, $2 limit
-    pendingReplays: `SELECT ${deadColumns} FROM ${attempts}
+    pendingRedrives: `SELECT ${deadColumns} FROM ${attempts}
       WHERE consumer = $1 AND replay_requested_at IS NOT NULL ORDER BY replay_requested_at, message_id LIMIT $2`,
     // $1 cutoff (ms), $2 limit. Each batch is a CTE, evaluated once: an `IN (SELECT … LIMIT … SKIP LOCKED)`
     // subquery may be rescanned by the plan, each rescan skipping the rows this statement already deleted
     // and locking the next ones, so one call deleted far more than the limit.
-    cleanupMarks: `WITH doomed AS (
+    reapMarks: `WITH doomed AS (
         SELECT consumer, message_id FROM ${processed} WHERE processed_at < $1
         ORDER BY processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${processed} p USING doomed WHERE p.consumer = doomed.consumer AND p.message_id = doomed.message_id`,
     // $1 cutoff (ms), $2 limit
-    cleanupAttempts: `WITH doomed AS (
+    reapAttempts: `WITH doomed AS (
         SELECT consumer, message_id FROM ${attempts}
         WHERE last_attempt_at < $1 AND dead_lettered_at IS NULL AND replay_requested_at IS NULL
         ORDER BY last_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
@@ -130,7 +131,7 @@ interface DeadRow {
   body: Buffer | null;
 }
 
-class PgInboxStore implements InboxStore<pg.PoolClient> {
+class PgInboxStore implements InboxStore<pg.PoolClient>, InboxStoreAliases {
   constructor(
     private readonly pool: pg.Pool,
     private readonly sql: Statements,
@@ -223,20 +224,32 @@ class PgInboxStore implements InboxStore<pg.PoolClient> {
     return result.rows.map(toDeadLetter);
   }
 
-  async requestReplay(consumer: string, messageId: string, now: number): Promise<boolean> {
-    const result = await this.pool.query(this.sql.requestReplay, [consumer, messageId, now]);
+  async requestRedrive(consumer: string, messageId: string, now: number): Promise<boolean> {
+    const result = await this.pool.query(this.sql.requestRedrive, [consumer, messageId, now]);
     return result.rowCount === 1;
   }
 
-  async pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]> {
-    const result = await this.pool.query<DeadRow>(this.sql.pendingReplays, [consumer, limit]);
+  async pendingRedrives(consumer: string, limit: number): Promise<DeadLetter[]> {
+    const result = await this.pool.query<DeadRow>(this.sql.pendingRedrives, [consumer, limit]);
     return result.rows.map(toDeadLetter);
   }
 
-  async cleanup(before: number, limit: number): Promise<number> {
-    const marks = await this.pool.query(this.sql.cleanupMarks, [before, limit]);
-    const attempts = await this.pool.query(this.sql.cleanupAttempts, [before, limit]);
+  async reap(before: number, limit: number): Promise<number> {
+    const marks = await this.pool.query(this.sql.reapMarks, [before, limit]);
+    const attempts = await this.pool.query(this.sql.reapAttempts, [before, limit]);
     return (marks.rowCount ?? 0) + (attempts.rowCount ?? 0);
+  }
+
+  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean> {
+    return this.requestRedrive(consumer, messageId, now);
+  }
+
+  pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]> {
+    return this.pendingRedrives(consumer, limit);
+  }
+
+  cleanup(before: number, limit: number): Promise<number> {
+    return this.reap(before, limit);
   }
 
   close(): Promise<void> {

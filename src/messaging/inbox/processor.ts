@@ -21,7 +21,7 @@ export interface BrokerMessage {
   readonly headers: Readonly<Record<string, string>>;
   /** The body bytes. */
   readonly body: Uint8Array;
-  /** Whether the broker says it delivered this message before (replays of dead letters say `true`). */
+  /** Whether the broker says it delivered this message before (redriven dead letters say `true`). */
   readonly redelivered: boolean;
 }
 
@@ -91,7 +91,7 @@ export function inboxProcessor<Tx>(inbox: Inbox<Tx>, consumer: string, handler: 
     }
   };
   const replayPending = async (): Promise<number> => {
-    const pending = await inbox.pendingReplays(consumer);
+    const pending = await inbox.pendingRedrives(consumer);
     for (const letter of pending) {
       await run({ id: letter.messageId, headers: letter.headers, body: letter.body, redelivered: true });
     }

@@ -8,7 +8,7 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { describe } from '../../core/duration.js';
 import { quoteIdentifier } from '../../stores/sqlite/migrations.js';
 import { Mutex } from '../../stores/sqlite/mutex.js';
-import type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
+import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAliases, StoredMessage, TransactionHandler } from './store.js';
 import { INBOX_SQLITE_MIGRATIONS } from './migrations/sqlite.js';
 import { runWithTimeout } from './timeout.js';
 import { requireOptions } from '../../core/options.js';
@@ -26,8 +26,11 @@ export interface SqliteInboxStoreOptions {
   readonly prefix?: string;
 }
 
-/** The SQLite inbox store; `database` is the connection handlers write through. */
-export interface SqliteInboxStore extends InboxStore<Database> {
+/**
+ * The SQLite inbox store; `database` is the connection handlers write through. It also answers to the
+ * deprecated {@link InboxStoreAliases}.
+ */
+export interface SqliteInboxStore extends InboxStore<Database>, InboxStoreAliases {
   readonly database: Database;
 }
 
@@ -134,13 +137,13 @@ class SqliteInboxStoreImpl implements SqliteInboxStore {
       deadLetters: prepare(`SELECT ${columns} FROM ${attempts}
         WHERE dead_lettered_at IS NOT NULL AND (@consumer IS NULL OR consumer = @consumer)
         ORDER BY dead_lettered_at, consumer, message_id LIMIT @limit`),
-      requestReplay: prepare(`UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, replay_requested_at = ?
+      requestRedrive: prepare(`UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, replay_requested_at = ?
         WHERE consumer = ? AND message_id = ? AND dead_lettered_at IS NOT NULL`),
-      pendingReplays: prepare(`SELECT ${columns} FROM ${attempts}
+      pendingRedrives: prepare(`SELECT ${columns} FROM ${attempts}
         WHERE consumer = ? AND replay_requested_at IS NOT NULL ORDER BY replay_requested_at, message_id LIMIT ?`),
-      cleanupMarks: prepare(`DELETE FROM ${processed} WHERE rowid IN (
+      reapMarks: prepare(`DELETE FROM ${processed} WHERE rowid IN (
         SELECT rowid FROM ${processed} WHERE processed_at < ? ORDER BY processed_at LIMIT ?)`),
-      cleanupAttempts: prepare(`DELETE FROM ${attempts} WHERE rowid IN (
+      reapAttempts: prepare(`DELETE FROM ${attempts} WHERE rowid IN (
         SELECT rowid FROM ${attempts} WHERE last_attempt_at < ? AND dead_lettered_at IS NULL
           AND replay_requested_at IS NULL ORDER BY last_attempt_at LIMIT ?)`),
     };
@@ -202,17 +205,29 @@ class SqliteInboxStoreImpl implements SqliteInboxStore {
     return this.mutex.run(() => (this.sql.deadLetters.all({ consumer: consumer ?? null, limit }) as DeadRow[]).map(toDeadLetter));
   }
 
+  requestRedrive(consumer: string, messageId: string, now: number): Promise<boolean> {
+    return this.mutex.run(() => this.sql.requestRedrive.run(now, consumer, messageId).changes === 1);
+  }
+
+  pendingRedrives(consumer: string, limit: number): Promise<DeadLetter[]> {
+    return this.mutex.run(() => (this.sql.pendingRedrives.all(consumer, limit) as DeadRow[]).map(toDeadLetter));
+  }
+
+  reap(before: number, limit: number): Promise<number> {
+    // Each DELETE is its own short transaction, so a batch holds the write lock only briefly.
+    return this.mutex.run(() => this.sql.reapMarks.run(before, limit).changes + this.sql.reapAttempts.run(before, limit).changes);
+  }
+
   requestReplay(consumer: string, messageId: string, now: number): Promise<boolean> {
-    return this.mutex.run(() => this.sql.requestReplay.run(now, consumer, messageId).changes === 1);
+    return this.requestRedrive(consumer, messageId, now);
   }
 
   pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]> {
-    return this.mutex.run(() => (this.sql.pendingReplays.all(consumer, limit) as DeadRow[]).map(toDeadLetter));
+    return this.pendingRedrives(consumer, limit);
   }
 
   cleanup(before: number, limit: number): Promise<number> {
-    // Each DELETE is its own short transaction, so a batch holds the write lock only briefly.
-    return this.mutex.run(() => this.sql.cleanupMarks.run(before, limit).changes + this.sql.cleanupAttempts.run(before, limit).changes);
+    return this.reap(before, limit);
   }
 
   close(): Promise<void> {

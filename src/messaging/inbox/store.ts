@@ -9,7 +9,7 @@
 export type BeginResult =
   /** A processed mark exists: the delivery is a duplicate. */
   | { readonly state: 'processed' }
-  /** The message is dead-lettered (and no replay is pending): it is not run again. */
+  /** The message is dead-lettered (and no redrive is pending): it is not run again. */
   | { readonly state: 'dead' }
   /** An attempt was counted and committed; `attempts` includes this one. */
   | { readonly state: 'attempt'; readonly attempts: number };
@@ -22,7 +22,7 @@ export interface FailureResult {
   readonly deadLettered: boolean;
 }
 
-/** The message content saved with a dead letter, so it can be replayed after the broker let it go. */
+/** The message content saved with a dead letter, so it can be redriven after the broker let it go. */
 export interface StoredMessage {
   /** Message headers (AMQP properties/headers or NATS headers), flattened to strings. */
   readonly headers: Readonly<Record<string, string>>;
@@ -30,17 +30,17 @@ export interface StoredMessage {
   readonly body: Uint8Array;
 }
 
-/** A dead-lettered (or replay-pending) message. */
+/** A dead-lettered (or redrive-pending) message. */
 export interface DeadLetter extends StoredMessage {
   readonly consumer: string;
   readonly messageId: string;
-  /** Attempts counted before it was dead-lettered (0 once a replay was requested). */
+  /** Attempts counted before it was dead-lettered (0 once a redrive was requested). */
   readonly attempts: number;
   /** The last error's message (`HandlerTimeoutError`, a handler throw, or the crash-loop verdict). */
   readonly error: string | undefined;
-  /** When it was dead-lettered, or `undefined` while a replay is pending. */
+  /** When it was dead-lettered, or `undefined` while a redrive is pending. */
   readonly deadLetteredAt: number | undefined;
-  /** When a replay was requested, or `undefined`. */
+  /** When a redrive was requested ({@link InboxStore.requestRedrive}), or `undefined`. */
   readonly replayRequestedAt: number | undefined;
 }
 
@@ -49,7 +49,8 @@ export type TransactionHandler<Tx> = (tx: Tx, signal: AbortSignal) => Promise<vo
 
 /**
  * An inbox store. On PostgreSQL every method is one statement (one round trip), except `process` (the
- * transaction) and `cleanup` (two bounded deletes).
+ * transaction) and `reap` (two bounded deletes). `createInbox` also takes a store written against the
+ * contract's first names ({@link LegacyInboxStore}).
  *
  * @typeParam Tx - the transaction handle given to handlers (`pg.PoolClient`, a better-sqlite3 `Database`)
  */
@@ -68,7 +69,7 @@ export interface InboxStore<Tx> {
    */
   process(consumer: string, messageId: string, now: number, timeoutMs: number, fn: TransactionHandler<Tx>): Promise<'committed' | 'duplicate'>;
   /**
-   * Records a failed attempt's error; dead-letters the message (saving `message` for replay) when its
+   * Records a failed attempt's error; dead-letters the message (saving `message` for a redrive) when its
    * attempts reached `maxAttempts` (pass 0 to dead-letter at once). Returns `undefined` when no live
    * attempt row exists (processed or dead-lettered meanwhile by a concurrent delivery).
    */
@@ -76,17 +77,38 @@ export interface InboxStore<Tx> {
   /** Dead letters, oldest first; all consumers when `consumer` is undefined. */
   deadLetters(consumer: string | undefined, limit: number): Promise<DeadLetter[]>;
   /**
-   * Turns a dead letter back into a pending replay (attempts reset to 0); returns whether one was found.
+   * Turns a dead letter back into a pending redrive (attempts reset to 0); returns whether one was found.
    */
-  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean>;
-  /** Messages of `consumer` whose replay is pending, oldest request first. */
-  pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]>;
+  requestRedrive(consumer: string, messageId: string, now: number): Promise<boolean>;
+  /** Messages of `consumer` whose redrive is pending, oldest request first. */
+  pendingRedrives(consumer: string, limit: number): Promise<DeadLetter[]>;
   /**
-   * Deletes at most `limit` processed marks older than `before`, and at most `limit` abandoned attempt rows
-   * (neither dead-lettered nor replay-pending) last tried before `before`, skipping rows other
-   * transactions hold. Returns how many rows it deleted.
+   * The reaper's step: deletes at most `limit` processed marks older than `before`, and at most `limit`
+   * abandoned attempt rows (neither dead-lettered nor redrive-pending) last tried before `before`, skipping
+   * rows other transactions hold. Returns how many rows it deleted.
    */
-  cleanup(before: number, limit: number): Promise<number>;
+  reap(before: number, limit: number): Promise<number>;
   /** Releases what the store owns. */
   close(): Promise<void>;
 }
+
+/**
+ * The first names of three {@link InboxStore} methods. The built-in stores still answer to them; "replay"
+ * now names only the HTTP replay of a saved response, "redrive" a dead letter's second run, and "reap" the
+ * deletion of what outlived its retention.
+ */
+export interface InboxStoreAliases {
+  /** @deprecated Use {@link InboxStore.requestRedrive}. */
+  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean>;
+  /** @deprecated Use {@link InboxStore.pendingRedrives}. */
+  pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]>;
+  /** @deprecated Use {@link InboxStore.reap}. */
+  cleanup(before: number, limit: number): Promise<number>;
+}
+
+/**
+ * @deprecated An inbox store that implements the contract's first names (`requestReplay`,
+ * `pendingReplays`, `cleanup`) instead of `requestRedrive`, `pendingRedrives` and `reap`. `createInbox`
+ * still takes one and calls it through the new names; implement {@link InboxStore} instead.
+ */
+export type LegacyInboxStore<Tx> = Omit<InboxStore<Tx>, 'requestRedrive' | 'pendingRedrives' | 'reap'> & InboxStoreAliases;

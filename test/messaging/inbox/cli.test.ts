@@ -1,4 +1,4 @@
-/** `retrysafe inbox dead-letters | replay | cleanup` against PostgreSQL and a SQLite file. */
+/** `retrysafe inbox dead-letters | redrive | reap` against PostgreSQL and a SQLite file. */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -52,7 +52,7 @@ describe.runIf(available)('retrysafe inbox (PostgreSQL)', () => {
     await db.drop();
   });
 
-  it('lists dead letters, replays one once, and refuses an unknown one with exit code 1', async () => {
+  it('lists dead letters, redrives one once, and refuses an unknown one with exit code 1', async () => {
     const inbox = createInbox({ store: createPostgresInboxStore({ pool: db.pool, schema: db.schema }), maxAttempts: 1 });
     await inbox.handle({ consumer: 'mailer', messageId: 'm-1', body: new TextEncoder().encode('hi') }, () => Promise.reject(new Error('smtp down')));
     const store = ['--store', POSTGRES_URL, '--schema', db.schema];

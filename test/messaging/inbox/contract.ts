@@ -13,6 +13,8 @@ import {
   type Inbox,
   type InboxOptions,
   type InboxStore,
+  type InboxStoreAliases,
+  type LegacyInboxStore,
 } from '../../../src/messaging/inbox/index.js';
 
 /** What a store's test file provides. */
@@ -114,9 +116,9 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
         },
         fail: (...args) => store.fail(...args),
         deadLetters: (...args) => store.deadLetters(...args),
-        requestReplay: (...args) => store.requestReplay(...args),
-        pendingReplays: (...args) => store.pendingReplays(...args),
-        cleanup: (...args) => store.cleanup(...args),
+        requestRedrive: (...args) => store.requestRedrive(...args),
+        pendingRedrives: (...args) => store.pendingRedrives(...args),
+        reap: (...args) => store.reap(...args),
         close: () => store.close(),
       };
       const inbox = createInbox({ store: reordering, clock: new ManualClock(1_700_000_000_000), maxAttempts: 5 });
@@ -230,12 +232,12 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
       expect(await harness.count(consumer, id)).toBe(1);
     });
 
-    it('replays a dead letter once, however often the replay is requested or run', async () => {
+    it('redrives a dead letter once, however often the redrive is requested or run', async () => {
       const { inbox, harness } = await inboxWith({ maxAttempts: 1 });
       const id = randomUUID();
       await inbox.handle({ consumer, messageId: id, body: new TextEncoder().encode('{"n":1}') }, () => Promise.reject(new Error('down')));
-      expect(await inbox.replay(consumer, id)).toBe(true);
-      expect(await inbox.replay(consumer, id)).toBe(false);
+      expect(await inbox.redrive(consumer, id)).toBe(true);
+      expect(await inbox.redrive(consumer, id)).toBe(false);
       expect(await inbox.deadLetters()).toEqual([]);
       const bodies: string[] = [];
       const processor = inboxProcessor(inbox, consumer, async (message, tx) => {
@@ -246,20 +248,50 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
       expect(await processor.replayPending?.()).toBe(0);
       expect(bodies).toEqual(['{"n":1}']);
       expect(await harness.count(consumer, id)).toBe(1);
-      expect(await inbox.replay(consumer, id)).toBe(false);
+      expect(await inbox.redrive(consumer, id)).toBe(false);
     });
 
-    it('cleans up marks older than the retention in bounded batches, keeping newer ones', async () => {
+    it('reaps marks older than the retention in bounded batches, keeping newer ones', async () => {
       const { inbox, harness, clock } = await inboxWith({ retentionMs: 10_000, retryHorizonMs: 5_000 });
       const old = [randomUUID(), randomUUID(), randomUUID()];
       for (const id of old) await inbox.handle({ consumer, messageId: id }, (tx) => harness.write(tx, consumer, id));
       clock.advance(10_001);
       const fresh = randomUUID();
       await inbox.handle({ consumer, messageId: fresh }, (tx) => harness.write(tx, consumer, fresh));
-      expect(await inbox.cleanup(2)).toBe(2);
-      expect(await inbox.cleanup(2)).toBe(1);
-      expect(await inbox.cleanup(2)).toBe(0);
+      expect(await inbox.reap(2)).toBe(2);
+      expect(await inbox.reap(2)).toBe(1);
+      expect(await inbox.reap(2)).toBe(0);
       expect(await inbox.handle({ consumer, messageId: fresh }, () => Promise.resolve())).toEqual({ status: 'duplicate' });
+    });
+    it('keeps the first names working: a store implementing only requestReplay, pendingReplays and cleanup, and the deprecated aliases', async () => {
+      const harness = await setup();
+      const clock = new ManualClock(1_700_000_000_000);
+      // The built-in stores still answer to the first names; a store of one's own written before the
+      // rename has only those.
+      const builtIn = harness.store as InboxStore<Tx> & InboxStoreAliases;
+      const firstNames: LegacyInboxStore<Tx> = {
+        begin: (...args) => builtIn.begin(...args),
+        process: (...args) => builtIn.process(...args),
+        fail: (...args) => builtIn.fail(...args),
+        deadLetters: (...args) => builtIn.deadLetters(...args),
+        requestReplay: (...args) => builtIn.requestReplay(...args),
+        pendingReplays: (...args) => builtIn.pendingReplays(...args),
+        cleanup: (...args) => builtIn.cleanup(...args),
+        close: () => builtIn.close(),
+      };
+      const inbox = createInbox({ store: firstNames, clock, maxAttempts: 1, retentionMs: 10_000, retryHorizonMs: 5_000 });
+      const id = randomUUID();
+      await inbox.handle({ consumer, messageId: id, body: new Uint8Array([7]) }, () => Promise.reject(new Error('down')));
+      expect(await inbox.redrive(consumer, id)).toBe(true);
+      expect(await inbox.replay(consumer, id)).toBe(false);
+      expect((await inbox.pendingRedrives(consumer)).map((letter) => letter.messageId)).toEqual([id]);
+      expect((await inbox.pendingReplays(consumer)).map((letter) => letter.messageId)).toEqual([id]);
+      expect(await inbox.handle({ consumer, messageId: id }, (tx) => harness.write(tx, consumer, id))).toEqual({ status: 'processed', attempts: 1 });
+      expect(await inbox.pendingRedrives(consumer)).toEqual([]);
+      clock.advance(10_001);
+      expect(await inbox.reap(1)).toBe(1);
+      expect(await inbox.cleanup(1)).toBe(0);
+      expect(await harness.count(consumer, id)).toBe(1);
     });
   });
 }
