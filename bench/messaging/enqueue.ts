@@ -11,6 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { createOutbox } from '../../src/messaging/outbox/outbox.js';
+import { statementsOf } from '../../src/messaging/outbox/statements.js';
 import { effectInsert, type BenchContext } from './context.js';
 
 /** Concurrent writer transactions. */
@@ -57,7 +58,10 @@ export async function enqueueCost(ctx: BenchContext, durationMs: number): Promis
   await waiter.connect();
   let notifying: number;
   try {
-    const taken = await waiter.query<{ horizon: string | null }>(createOutbox({ schema: ctx.schema }).statements.relayWait);
+    // What a relay runs before it waits (the relay reads the outbox's statements the same way).
+    const relayWait = statementsOf(createOutbox({ schema: ctx.schema }))?.relayWait;
+    if (relayWait === undefined) throw new Error('createOutbox made an outbox without statements');
+    const taken = await waiter.query<{ horizon: string | null }>(relayWait);
     if (taken.rows[0]?.horizon == null) throw new Error('could not take the outbox waiting lock');
     notifying = await writeFor(ctx, durationMs, true);
   } finally {

@@ -1,6 +1,7 @@
 /**
  * The outbox itself: `enqueue` writes a message in the caller's transaction, and the operator's reads and
- * chores (`status`, `cleanup`, `deadLetters`, `requeue`). Publishing is the relay's job (`relay.ts`).
+ * chores (`status`, `reap`, `deadLetters`, `redrive`). Publishing is the relay's job (`relay.ts`), which
+ * reaches the outbox's statements through `statementsOf`, not through the public interface.
  *
  * @module
  */
@@ -12,7 +13,7 @@ import { describe, requireDurationMs } from '../../core/duration.js';
 import { traceHeaders } from '../../observability/propagation.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { derivedMessageId } from './ids.js';
-import { outboxStatements, type OutboxStatements } from './statements.js';
+import { bindStatements, outboxStatements } from './statements.js';
 
 /**
  * Anything that runs a parameterised query: a `pg.PoolClient` inside the caller's transaction for
@@ -116,8 +117,6 @@ export interface Outbox {
   readonly schema: string;
   /** The NOTIFY channel the relay listens on: `<schema>_outbox`. */
   readonly channel: string;
-  /** The SQL, for the relay. */
-  readonly statements: OutboxStatements;
   /** The clock given to the factory. */
   readonly clock: Clock;
   /**
@@ -191,7 +190,6 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
   const outbox: Outbox = {
     schema: names.name,
     channel,
-    statements: sql,
     clock,
 
     async enqueue(tx, message, enqueueOptions) {
@@ -268,7 +266,8 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       return outbox.redrive(db, id);
     },
   };
-  return Object.freeze(outbox);
+  // The relay runs the outbox's statements; they reach it through `statementsOf`, not a property.
+  return bindStatements(Object.freeze(outbox), sql);
 }
 
 interface StatusRow {

@@ -16,7 +16,7 @@ import { PublishError, PublishTimeoutError } from './errors.js';
 import { OutboxMetrics, type OutboxEvent } from './metrics.js';
 import { requireCount, type Outbox } from './outbox.js';
 import type { OutboxMessage, OutboxPublisher } from './publisher.js';
-import type { ClaimedRow } from './statements.js';
+import { statementsOf, type ClaimedRow, type OutboxStatements } from './statements.js';
 import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link createRelay}. Durations in milliseconds. */
@@ -32,7 +32,7 @@ export interface RelayOptions {
    * @defaultValue a dedicated connection with the pool's settings
    */
   readonly listen?: pg.ClientConfig | false;
-  /** The outbox whose rows to publish (its schema, statements and channel). */
+  /** The outbox whose rows to publish, as `createOutbox` made it (the relay runs its statements). */
   readonly outbox: Outbox;
   /** Where messages go. The relay never closes it: its owner does, after `stop()`. */
   readonly publisher: OutboxPublisher;
@@ -154,6 +154,8 @@ interface ResolvedRelayOptions {
   readonly pool: pg.Pool;
   readonly listen: ListenOption;
   readonly outbox: Outbox;
+  /** The outbox's statements, from `createOutbox` through `statementsOf`. */
+  readonly sql: OutboxStatements;
   readonly publisher: OutboxPublisher;
   readonly batchSize: number;
   readonly concurrency: number;
@@ -175,7 +177,8 @@ function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
   if (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function') {
     throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
   }
-  if (typeof outbox !== 'object' || outbox === null || typeof outbox.enqueue !== 'function') {
+  const sql = typeof outbox === 'object' && outbox !== null ? statementsOf(outbox) : undefined;
+  if (sql === undefined) {
     throw new TypeError(`retrysafe: option "outbox" must come from createOutbox, got ${describe(outbox)}`);
   }
   if (typeof publisher !== 'object' || publisher === null || typeof publisher.publish !== 'function') {
@@ -200,6 +203,7 @@ function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
     pool,
     listen: options.listen,
     outbox,
+    sql,
     publisher,
     batchSize: requireCount('batchSize', options.batchSize ?? d.batchSize),
     concurrency: requireCount('concurrency', options.concurrency ?? d.concurrency),
@@ -302,7 +306,7 @@ class OutboxRelay implements Relay {
   }
 
   async runOnce(): Promise<number> {
-    const { pool, outbox, clock, leaseMs, batchSize, perKeyLimit } = this.o;
+    const { pool, sql, clock, leaseMs, batchSize, perKeyLimit } = this.o;
     // An empty claim made while this relay held a batch most likely found only that batch's keys leased:
     // until it records, claiming again would rescan the backlog for nothing (and steal the database's CPU
     // from the batch in flight).
@@ -314,7 +318,7 @@ class OutboxRelay implements Relay {
     const busy = this.inFlight.size > 0;
     const now = clock.now();
     const token = randomUUID();
-    const result = await pool.query<ClaimedRow>(outbox.statements.claim, [now, now + leaseMs, token, batchSize, perKeyLimit]);
+    const result = await pool.query<ClaimedRow>(sql.claim, [now, now + leaseMs, token, batchSize, perKeyLimit]);
     this.metOwnBatch = busy && result.rows.length === 0;
     if (result.rows.length === 0) return 0;
     // Busy: enqueues need not NOTIFY until this relay waits again.
@@ -402,8 +406,7 @@ class OutboxRelay implements Relay {
 
   /** Writes the batch's outcomes: one statement for the sent rows, one per failure, one for the rest. */
   private async record(token: string, outcomes: readonly [Claimed, Outcome][]): Promise<void> {
-    const { pool, outbox, clock } = this.o;
-    const sql = outbox.statements;
+    const { pool, sql, clock } = this.o;
     const sent = outcomes.filter(([, o]) => o.kind === 'sent').map(([c]) => c.seq);
     const unpublished = outcomes.filter(([, o]) => o.kind === 'unpublished');
     if (sent.length > 0) await pool.query(sql.markSent, [sent, token, clock.now()]);
@@ -494,7 +497,7 @@ class OutboxRelay implements Relay {
    * claimable before. Never rejects: a failure is reported and answers `retry`.
    */
   private prepareToWait(): Promise<WaitState> {
-    const sql = this.o.outbox.statements;
+    const { sql } = this.o;
     return this.onListener<WaitState>('retry', async (client) => {
       let lock = this.waitLock;
       if (lock === undefined) {
@@ -518,7 +521,7 @@ class OutboxRelay implements Relay {
     void this.onListener(undefined, async (client) => {
       if (this.waitLock === undefined) return;
       this.waitLock = undefined;
-      await client.query(this.o.outbox.statements.relayBusy);
+      await client.query(this.o.sql.relayBusy);
     });
   }
 
@@ -604,7 +607,7 @@ class OutboxRelay implements Relay {
         this.listenRefused = true;
         throw new Error(problem);
       }
-      await client.query(this.o.outbox.statements.listen);
+      await client.query(this.o.sql.listen);
     } catch (error) {
       this.listener = undefined;
       await client.end().catch(() => undefined);

@@ -156,3 +156,17 @@ export function outboxStatements(quoted: string, channel: string): OutboxStateme
     horizonPassed: `SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8 AS passed`,
   });
 }
+
+/** Each outbox's statements, kept off its public interface; the relay reads them through {@link statementsOf}. */
+const STATEMENTS = new WeakMap<object, OutboxStatements>();
+
+/** Records `sql` as the statements of `outbox` (`createOutbox` calls it once) and returns `outbox`. */
+export function bindStatements<T extends object>(outbox: T, sql: OutboxStatements): T {
+  STATEMENTS.set(outbox, sql);
+  return outbox;
+}
+
+/** The statements of an outbox `createOutbox` made; `undefined` for any other object. */
+export function statementsOf(outbox: object): OutboxStatements | undefined {
+  return STATEMENTS.get(outbox);
+}

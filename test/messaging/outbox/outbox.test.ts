@@ -92,6 +92,19 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
     await expect(outbox.enqueue(db.pool, { topic: 't', key: 'k', payload: 'x' }, { causationId: 'm', index: -1 })).rejects.toThrow(/"index"/);
   });
 
+  it('keeps its SQL off the public interface: the relay takes only an outbox createOutbox made, and publishes through it', async () => {
+    const outbox = createOutbox({ schema: db.schema });
+    expect(Object.keys(outbox).sort()).toEqual(['channel', 'cleanup', 'clock', 'deadLetters', 'enqueue', 'reap', 'redrive', 'requeue', 'schema', 'status']);
+    expect('statements' in outbox).toBe(false);
+    const publisher = createWebhookPublisher({ url: hook.url, secret: WEBHOOK_SECRET });
+    // A look-alike with every public member is not an outbox the relay can run: it has no statements.
+    expect(() => createRelay({ pool: db.pool, outbox: { ...outbox }, publisher })).toThrow(/"outbox" must come from createOutbox/);
+    await inTransaction((tx) => outbox.enqueue(tx, { topic: 'orders', key: 'o-1', payload: 'sealed' }));
+    await untilVisible(db.pool, db.schema);
+    expect(await relayFor({ outbox }).runOnce()).toBe(1);
+    expect(bodies()).toEqual(['sealed']);
+  });
+
   it('derives version-5 ids per (consumer, incoming id, index), and writing one twice keeps one row', async () => {
     const id = derivedMessageId('billing', 'in-1', 0);
     expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
