@@ -60,7 +60,9 @@ type Statements = ReturnType<typeof statements>;
 function statements(s: string) {
   const processed = `${s}.inbox_processed`;
   const attempts = `${s}.inbox_attempts`;
-  const deadColumns = `consumer, message_id, attempts, last_error, dead_lettered_at, replay_requested_at, headers, body`;
+  // A dead letter's columns under the names of `DeadLetter`'s fields (`DeadRow`).
+  const deadColumns = `consumer, message_id AS "messageId", attempts, last_error AS "error", dead_lettered_at AS "deadLetteredAt",
+    replay_requested_at AS "replayRequestedAt", headers, body`;
   return {
     // $1 consumer, $2 message id, $3 now
     begin: `
@@ -120,13 +122,14 @@ function statements(s: string) {
   };
 }
 
+/** A dead letter as `deadColumns` reads it. */
 interface DeadRow {
   consumer: string;
-  message_id: string;
+  messageId: string;
   attempts: number;
-  last_error: string | null;
-  dead_lettered_at: string | null;
-  replay_requested_at: string | null;
+  error: string | null;
+  deadLetteredAt: string | null;
+  replayRequestedAt: string | null;
   headers: Record<string, string> | null;
   body: Buffer | null;
 }
@@ -260,12 +263,12 @@ class PgInboxStore implements InboxStore<pg.PoolClient>, InboxStoreAliases {
 function toDeadLetter(row: DeadRow): DeadLetter {
   return Object.freeze({
     consumer: row.consumer,
-    messageId: row.message_id,
+    messageId: row.messageId,
     attempts: row.attempts,
-    error: row.last_error ?? undefined,
+    error: row.error ?? undefined,
     // bigint columns arrive as strings from pg; milliseconds since the epoch fit a double exactly.
-    deadLetteredAt: row.dead_lettered_at === null ? undefined : Number(row.dead_lettered_at),
-    replayRequestedAt: row.replay_requested_at === null ? undefined : Number(row.replay_requested_at),
+    deadLetteredAt: row.deadLetteredAt === null ? undefined : Number(row.deadLetteredAt),
+    replayRequestedAt: row.replayRequestedAt === null ? undefined : Number(row.replayRequestedAt),
     headers: Object.freeze({ ...(row.headers ?? {}) }),
     body: new Uint8Array(row.body ?? new Uint8Array()),
   });

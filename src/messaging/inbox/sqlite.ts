@@ -94,13 +94,14 @@ function migrate(database: Database, name: (suffix: string) => string): void {
   apply.immediate();
 }
 
+/** A dead letter as the statements read it (`headers` is JSON text). */
 interface DeadRow {
   consumer: string;
-  message_id: string;
+  messageId: string;
   attempts: number;
-  last_error: string | null;
-  dead_lettered_at: number | null;
-  replay_requested_at: number | null;
+  error: string | null;
+  deadLetteredAt: number | null;
+  replayRequestedAt: number | null;
   headers: string | null;
   body: Buffer | null;
 }
@@ -116,7 +117,10 @@ class SqliteInboxStoreImpl implements SqliteInboxStore {
   ) {
     const processed = name('processed');
     const attempts = name('attempts');
-    const columns = 'consumer, message_id, attempts, last_error, dead_lettered_at, replay_requested_at, headers, body';
+    // A dead letter's columns under the names of `DeadLetter`'s fields (`DeadRow`).
+    const columns =
+      'consumer, message_id AS "messageId", attempts, last_error AS "error", dead_lettered_at AS "deadLetteredAt", ' +
+      'replay_requested_at AS "replayRequestedAt", headers, body';
     const prepare = (text: string) => database.prepare(text);
     this.sql = {
       isProcessed: prepare(`SELECT 1 FROM ${processed} WHERE consumer = ? AND message_id = ?`).pluck(),
@@ -240,11 +244,11 @@ class SqliteInboxStoreImpl implements SqliteInboxStore {
 function toDeadLetter(row: DeadRow): DeadLetter {
   return Object.freeze({
     consumer: row.consumer,
-    messageId: row.message_id,
+    messageId: row.messageId,
     attempts: row.attempts,
-    error: row.last_error ?? undefined,
-    deadLetteredAt: row.dead_lettered_at ?? undefined,
-    replayRequestedAt: row.replay_requested_at ?? undefined,
+    error: row.error ?? undefined,
+    deadLetteredAt: row.deadLetteredAt ?? undefined,
+    replayRequestedAt: row.replayRequestedAt ?? undefined,
     headers: Object.freeze(row.headers === null ? {} : (JSON.parse(row.headers) as Record<string, string>)),
     body: new Uint8Array(row.body ?? new Uint8Array()),
   });
