@@ -78,7 +78,7 @@ export async function inboxOnRabbit(ctx: BenchContext, count: number): Promise<I
       const channel = await connection.createChannel();
       const { process, done } = counting(processor, count);
       const started = performance.now();
-      const consumer = await startAmqpConsumer({ channel, queue, process, prefetch: IN_FLIGHT, replayIntervalMs: false });
+      const consumer = await startAmqpConsumer({ channel, queue, process, prefetch: IN_FLIGHT, redriveIntervalMs: false });
       await done;
       const elapsed = performance.now() - started;
       await consumer.stop();
@@ -111,7 +111,7 @@ export async function inboxOnNats(ctx: BenchContext, count: number): Promise<Inb
       });
       const { process, done } = counting(processor, count);
       const started = performance.now();
-      const consumer = await startNatsConsumer({ jetstream: js, stream, consumer: label, process, maxMessages: IN_FLIGHT, replayIntervalMs: false });
+      const consumer = await startNatsConsumer({ jetstream: js, stream, consumer: label, process, maxMessages: IN_FLIGHT, redriveIntervalMs: false });
       await done;
       const elapsed = performance.now() - started;
       await consumer.stop();

@@ -106,7 +106,7 @@ export function kafkaTransport(endpoint: KafkaEndpoint): WorkerTransport {
         process,
         commitIntervalMs: COMMIT_INTERVAL_MS,
         consumerConfig: { 'session.timeout.ms': SESSION_TIMEOUT_MS, 'heartbeat.interval.ms': HEARTBEAT_INTERVAL_MS },
-        replayIntervalMs: false,
+        redriveIntervalMs: false,
         onError,
       }),
   };

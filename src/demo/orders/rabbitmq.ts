@@ -51,7 +51,7 @@ export function rabbitTransport(endpoint: RabbitEndpoint): WorkerTransport {
       const connection = await amqplib.connect(endpoint.url);
       try {
         const channel = await connection.createChannel();
-        const consumer = await startAmqpConsumer({ channel, queue: endpoint.queue, process, prefetch: PREFETCH, replayIntervalMs: false, onError });
+        const consumer = await startAmqpConsumer({ channel, queue: endpoint.queue, process, prefetch: PREFETCH, redriveIntervalMs: false, onError });
         return {
           async stop(): Promise<void> {
             await consumer.stop();

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { InboxStore, LegacyInboxStore } from './store.js';
+import type { DeadLetter, InboxStore, LegacyInboxStore } from './store.js';
 
 const SHARED = ['begin', 'process', 'fail', 'deadLetters', 'close'] as const;
 const CURRENT = ['requestRedrive', 'pendingRedrives', 'reap'] as const;
@@ -13,7 +13,8 @@ const FIRST = ['requestReplay', 'pendingReplays', 'cleanup'] as const;
 /**
  * `store` as an {@link InboxStore}: itself when it has the current methods; when it has only the first
  * names, an adapter that calls `requestReplay`, `pendingReplays` and `cleanup` for `requestRedrive`,
- * `pendingRedrives` and `reap`; `undefined` when it is neither.
+ * `pendingRedrives` and `reap`, and reads its dead letters' `replayRequestedAt` as `redriveRequestedAt`;
+ * `undefined` when it is neither.
  */
 export function asInboxStore<Tx>(store: unknown): InboxStore<Tx> | undefined {
   if (typeof store !== 'object' || store === null) return undefined;
@@ -26,10 +27,15 @@ export function asInboxStore<Tx>(store: unknown): InboxStore<Tx> | undefined {
     begin: (...args) => legacy.begin(...args),
     process: (...args) => legacy.process(...args),
     fail: (...args) => legacy.fail(...args),
-    deadLetters: (...args) => legacy.deadLetters(...args),
+    deadLetters: async (...args) => (await legacy.deadLetters(...args)).map(redriveNamed),
     requestRedrive: (...args) => legacy.requestReplay(...args),
-    pendingRedrives: (...args) => legacy.pendingReplays(...args),
+    pendingRedrives: async (...args) => (await legacy.pendingReplays(...args)).map(redriveNamed),
     reap: (...args) => legacy.cleanup(...args),
     close: () => legacy.close(),
   } satisfies InboxStore<Tx>);
+}
+
+/** A legacy store's dead letter with its redrive time under the current name too. */
+function redriveNamed(letter: Omit<DeadLetter, 'redriveRequestedAt'>): DeadLetter {
+  return Object.freeze({ ...letter, redriveRequestedAt: letter.replayRequestedAt });
 }

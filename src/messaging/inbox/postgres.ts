@@ -62,7 +62,7 @@ function statements(s: string) {
   const attempts = `${s}.inbox_attempts`;
   // A dead letter's columns under the names of `DeadLetter`'s fields (`DeadRow`).
   const deadColumns = `consumer, message_id AS "messageId", attempts, last_error AS "error", dead_lettered_at AS "deadLetteredAt",
-    replay_requested_at AS "replayRequestedAt", headers, body`;
+    replay_requested_at AS "redriveRequestedAt", headers, body`;
   return {
     // $1 consumer, $2 message id, $3 now
     begin: `
@@ -129,7 +129,7 @@ interface DeadRow {
   attempts: number;
   error: string | null;
   deadLetteredAt: string | null;
-  replayRequestedAt: string | null;
+  redriveRequestedAt: string | null;
   headers: Record<string, string> | null;
   body: Buffer | null;
 }
@@ -261,6 +261,7 @@ class PgInboxStore implements InboxStore<pg.PoolClient>, InboxStoreAliases {
 }
 
 function toDeadLetter(row: DeadRow): DeadLetter {
+  const redriveRequestedAt = row.redriveRequestedAt === null ? undefined : Number(row.redriveRequestedAt);
   return Object.freeze({
     consumer: row.consumer,
     messageId: row.messageId,
@@ -268,7 +269,8 @@ function toDeadLetter(row: DeadRow): DeadLetter {
     error: row.error ?? undefined,
     // bigint columns arrive as strings from pg; milliseconds since the epoch fit a double exactly.
     deadLetteredAt: row.deadLetteredAt === null ? undefined : Number(row.deadLetteredAt),
-    replayRequestedAt: row.replayRequestedAt === null ? undefined : Number(row.replayRequestedAt),
+    redriveRequestedAt,
+    replayRequestedAt: redriveRequestedAt,
     headers: Object.freeze({ ...(row.headers ?? {}) }),
     body: new Uint8Array(row.body ?? new Uint8Array()),
   });

@@ -37,11 +37,16 @@ export type Disposition = 'ack' | 'retry' | 'dead_letter' | 'reject';
 
 /**
  * Decides a delivery's disposition. A rejection (the inbox's store failing) makes the adapter redeliver.
- * `replayPending`, when present, is polled by the adapters to run dead letters an operator asked to
- * redrive (`retrysafe inbox redrive`); it returns how many it ran.
+ * `redrivePending`, when present, is polled by the adapters (every `redriveIntervalMs`) to run the dead
+ * letters an operator asked to redrive (`retrysafe inbox redrive`); it returns how many it ran.
  */
 export interface MessageProcessor {
   (message: BrokerMessage): Promise<Disposition>;
+  readonly redrivePending?: () => Promise<number>;
+  /**
+   * @deprecated Use `redrivePending` ("replay" names HTTP replays). The adapters still poll it on a
+   * processor of your own that has only this name; {@link inboxProcessor} sets both.
+   */
   readonly replayPending?: () => Promise<number>;
 }
 
@@ -90,12 +95,12 @@ export function inboxProcessor<Tx>(inbox: Inbox<Tx>, consumer: string, handler: 
         return 'dead_letter';
     }
   };
-  const replayPending = async (): Promise<number> => {
+  const redrivePending = async (): Promise<number> => {
     const pending = await inbox.pendingRedrives(consumer);
     for (const letter of pending) {
       await run({ id: letter.messageId, headers: letter.headers, body: letter.body, redelivered: true });
     }
     return pending.length;
   };
-  return Object.assign(run, { replayPending });
+  return Object.assign(run, { redrivePending, replayPending: redrivePending });
 }

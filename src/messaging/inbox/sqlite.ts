@@ -101,7 +101,7 @@ interface DeadRow {
   attempts: number;
   error: string | null;
   deadLetteredAt: number | null;
-  replayRequestedAt: number | null;
+  redriveRequestedAt: number | null;
   headers: string | null;
   body: Buffer | null;
 }
@@ -120,7 +120,7 @@ class SqliteInboxStoreImpl implements SqliteInboxStore {
     // A dead letter's columns under the names of `DeadLetter`'s fields (`DeadRow`).
     const columns =
       'consumer, message_id AS "messageId", attempts, last_error AS "error", dead_lettered_at AS "deadLetteredAt", ' +
-      'replay_requested_at AS "replayRequestedAt", headers, body';
+      'replay_requested_at AS "redriveRequestedAt", headers, body';
     const prepare = (text: string) => database.prepare(text);
     this.sql = {
       isProcessed: prepare(`SELECT 1 FROM ${processed} WHERE consumer = ? AND message_id = ?`).pluck(),
@@ -242,13 +242,15 @@ class SqliteInboxStoreImpl implements SqliteInboxStore {
 }
 
 function toDeadLetter(row: DeadRow): DeadLetter {
+  const redriveRequestedAt = row.redriveRequestedAt ?? undefined;
   return Object.freeze({
     consumer: row.consumer,
     messageId: row.messageId,
     attempts: row.attempts,
     error: row.error ?? undefined,
     deadLetteredAt: row.deadLetteredAt ?? undefined,
-    replayRequestedAt: row.replayRequestedAt ?? undefined,
+    redriveRequestedAt,
+    replayRequestedAt: redriveRequestedAt,
     headers: Object.freeze(row.headers === null ? {} : (JSON.parse(row.headers) as Record<string, string>)),
     body: new Uint8Array(row.body ?? new Uint8Array()),
   });

@@ -41,7 +41,12 @@ export interface DeadLetter extends StoredMessage {
   /** When it was dead-lettered, or `undefined` while a redrive is pending. */
   readonly deadLetteredAt: number | undefined;
   /** When a redrive was requested ({@link InboxStore.requestRedrive}), or `undefined`. */
-  readonly replayRequestedAt: number | undefined;
+  readonly redriveRequestedAt: number | undefined;
+  /**
+   * @deprecated Use `redriveRequestedAt`, which holds the same time ("replay" names HTTP replays). The
+   * built-in stores set both; a store of your own need only set `redriveRequestedAt`.
+   */
+  readonly replayRequestedAt?: number | undefined;
 }
 
 /** The handler of one delivery, run inside the store's transaction. */
@@ -107,8 +112,19 @@ export interface InboxStoreAliases {
 }
 
 /**
- * @deprecated An inbox store that implements the contract's first names (`requestReplay`,
- * `pendingReplays`, `cleanup`) instead of `requestRedrive`, `pendingRedrives` and `reap`. `createInbox`
- * still takes one and calls it through the new names; implement {@link InboxStore} instead.
+ * @deprecated An inbox store written against the contract's first names: `requestReplay`,
+ * `pendingReplays` and `cleanup` instead of `requestRedrive`, `pendingRedrives` and `reap`, and dead
+ * letters that carry `replayRequestedAt` instead of `redriveRequestedAt`. `createInbox` still takes one
+ * (and so does its `store` option's type) and calls it through the new names; implement
+ * {@link InboxStore} instead.
  */
-export type LegacyInboxStore<Tx> = Omit<InboxStore<Tx>, 'requestRedrive' | 'pendingRedrives' | 'reap'> & InboxStoreAliases;
+export interface LegacyInboxStore<Tx> extends Omit<InboxStore<Tx>, 'deadLetters' | 'requestRedrive' | 'pendingRedrives' | 'reap'> {
+  /** Dead letters, oldest first; all consumers when `consumer` is undefined. */
+  deadLetters(consumer: string | undefined, limit: number): Promise<Omit<DeadLetter, 'redriveRequestedAt'>[]>;
+  /** @deprecated Implement {@link InboxStore.requestRedrive}. */
+  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean>;
+  /** @deprecated Implement {@link InboxStore.pendingRedrives}. */
+  pendingReplays(consumer: string, limit: number): Promise<Omit<DeadLetter, 'redriveRequestedAt'>[]>;
+  /** @deprecated Implement {@link InboxStore.reap}. */
+  cleanup(before: number, limit: number): Promise<number>;
+}

@@ -11,7 +11,7 @@ import { describe, requireDurationMs } from '../../core/duration.js';
 import type { BrokerMessage, MessageProcessor } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
-import { deliverer, InFlight, ReplayPoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
+import { deliverer, InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
 import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link startAmqpConsumer}. */
@@ -44,7 +44,12 @@ export interface AmqpConsumerOptions {
   readonly prefetch?: number;
   /** The id used for dedup. @defaultValue the AMQP `messageId` property when it is a string */
   readonly messageId?: (message: ConsumeMessage) => string | undefined;
-  /** How often pending replays of dead letters are polled, in milliseconds; `false` turns it off. @defaultValue 5_000 */
+  /**
+   * How often the dead letters an operator asked to redrive are polled and run (the processor's
+   * `redrivePending`), in milliseconds; `false` turns it off. @defaultValue 5_000
+   */
+  readonly redriveIntervalMs?: number | false;
+  /** @deprecated Use `redriveIntervalMs`; still honoured when it is absent ("replay" names HTTP replays). */
   readonly replayIntervalMs?: number | false;
   /** Told about failures that are not a message's fault: the store failing (the message is requeued), an ack on a closed channel. @defaultValue `console.error` */
   readonly onError?: (error: unknown) => void;
@@ -66,7 +71,7 @@ export interface AmqpQuorumOptions {
 export interface AmqpConsumer {
   /** The broker's consumer tag. */
   readonly consumerTag: string;
-  /** Cancels the subscription, stops the replay poll and waits until every running delivery is settled. */
+  /** Cancels the subscription, stops the redrive poll and waits until every running delivery is settled. */
   stop(): Promise<void>;
 }
 
@@ -113,7 +118,7 @@ export async function startAmqpConsumer(options: AmqpConsumerOptions): Promise<A
   if (typeof queue !== 'string' || queue.length === 0) {
     throw new TypeError(`retrysafe: startAmqpConsumer option "queue" must be a non-empty string, got ${describe(queue)}`);
   }
-  const { replayIntervalMs, onError } = resolveCommonOptions('startAmqpConsumer', options);
+  const { redriveIntervalMs, onError } = resolveCommonOptions('startAmqpConsumer', options);
   const prefetch = requireCount('startAmqpConsumer', 'prefetch', options.prefetch ?? 32, 65_535);
   const quorum = options.quorum === undefined ? undefined : requireQuorum(options.quorum);
   const processor = options.process;
@@ -140,7 +145,7 @@ export async function startAmqpConsumer(options: AmqpConsumerOptions): Promise<A
     },
     { noAck: false },
   );
-  const poller = new ReplayPoller(processor, replayIntervalMs, onError);
+  const poller = new RedrivePoller(processor, redriveIntervalMs, onError);
   return Object.freeze({
     consumerTag,
     async stop(): Promise<void> {

@@ -11,7 +11,7 @@ import { describe, requireDurationMs } from '../../core/duration.js';
 import type { BrokerMessage, Disposition, MessageProcessor } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
-import { InFlight, ReplayPoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
+import { InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
 import { requireOptions } from '../../core/options.js';
 
 /** The header carrying the outbox message id (the id the consumer's inbox deduplicates on). */
@@ -199,7 +199,12 @@ export interface KafkaConsumerOptions {
   readonly consumerConfig?: KafkaProperties;
   /** Extra librdkafka properties of the dead-letter producer (idempotent, `acks=all`). @defaultValue `{}` */
   readonly deadLetterProducerConfig?: KafkaProperties;
-  /** How often pending replays of dead letters are polled, in milliseconds; `false` turns it off. @defaultValue 5_000 */
+  /**
+   * How often the dead letters an operator asked to redrive are polled and run (the processor's
+   * `redrivePending`), in milliseconds; `false` turns it off. @defaultValue 5_000
+   */
+  readonly redriveIntervalMs?: number | false;
+  /** @deprecated Use `redriveIntervalMs`; still honoured when it is absent ("replay" names HTTP replays). */
   readonly replayIntervalMs?: number | false;
   /** Told about failures that are not a message's fault: the store failing (the message is read again), a dead-letter topic refusing a record. @defaultValue `console.error` */
   readonly onError?: (error: unknown) => void;
@@ -207,7 +212,7 @@ export interface KafkaConsumerOptions {
 
 /** A running consumer. */
 export interface KafkaConsumer {
-  /** Stops the replay poll, leaves the group after the running messages are settled, and commits the stored offsets. */
+  /** Stops the redrive poll, leaves the group after the running messages are settled, and commits the stored offsets. */
   stop(): Promise<void>;
 }
 
@@ -250,7 +255,7 @@ export interface KafkaConsumer {
  */
 export async function startKafkaConsumer(options: KafkaConsumerOptions): Promise<KafkaConsumer> {
   const adapter = 'startKafkaConsumer';
-  requireOptions('${adapter}', options);
+  requireOptions(adapter, options);
   const kafka = requireKafka(adapter, options.kafka);
   const { groupId } = options;
   if (typeof groupId !== 'string' || groupId.length === 0) {
@@ -264,7 +269,7 @@ export async function startKafkaConsumer(options: KafkaConsumerOptions): Promise
   if (typeof deadLetterTopic !== 'function') {
     throw new TypeError(`retrysafe: ${adapter} option "deadLetterTopic" must be a function, got ${describe(deadLetterTopic)}`);
   }
-  const { replayIntervalMs, onError } = resolveCommonOptions(adapter, options);
+  const { redriveIntervalMs, onError } = resolveCommonOptions(adapter, options);
   const concurrency = requireCount(adapter, 'partitionsConsumedConcurrently', options.partitionsConsumedConcurrently ?? 8, 1_000);
   const retryDelayMs = requireDurationMs('retryDelayMs', options.retryDelayMs ?? 1_000);
   const commitIntervalMs = requireDurationMs('commitIntervalMs', options.commitIntervalMs ?? 5_000);
@@ -334,7 +339,7 @@ export async function startKafkaConsumer(options: KafkaConsumerOptions): Promise
     await consumer.disconnect().catch(() => undefined);
     throw error;
   }
-  const poller = new ReplayPoller(processor, replayIntervalMs, onError);
+  const poller = new RedrivePoller(processor, redriveIntervalMs, onError);
   return Object.freeze({
     async stop(): Promise<void> {
       await poller.stop();

@@ -13,7 +13,7 @@ import { describe, requireDurationMs } from '../../core/duration.js';
 import type { BrokerMessage, MessageProcessor } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
-import { deliverer, InFlight, ReplayPoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
+import { deliverer, InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
 import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link startNatsConsumer}. */
@@ -35,7 +35,12 @@ export interface NatsConsumerOptions {
   readonly messageId?: (message: JsMsg) => string | undefined;
   /** How long JetStream waits before redelivering a message answered `retry` (`nak` delay), in milliseconds. @defaultValue 1_000 */
   readonly retryDelayMs?: number;
-  /** How often pending replays of dead letters are polled, in milliseconds; `false` turns it off. @defaultValue 5_000 */
+  /**
+   * How often the dead letters an operator asked to redrive are polled and run (the processor's
+   * `redrivePending`), in milliseconds; `false` turns it off. @defaultValue 5_000
+   */
+  readonly redriveIntervalMs?: number | false;
+  /** @deprecated Use `redriveIntervalMs`; still honoured when it is absent ("replay" names HTTP replays). */
   readonly replayIntervalMs?: number | false;
   /** Told about failures that are not a message's fault (the store failing: the message is nak'd). @defaultValue `console.error` */
   readonly onError?: (error: unknown) => void;
@@ -43,7 +48,7 @@ export interface NatsConsumerOptions {
 
 /** A running consumer. */
 export interface NatsConsumer {
-  /** Stops pulling, stops the replay poll and waits until every running message is settled. */
+  /** Stops pulling, stops the redrive poll and waits until every running message is settled. */
   stop(): Promise<void>;
 }
 
@@ -87,7 +92,7 @@ export async function startNatsConsumer(options: NatsConsumerOptions): Promise<N
       throw new TypeError(`retrysafe: startNatsConsumer option "${name}" must be a non-empty string, got ${describe(value)}`);
     }
   }
-  const { replayIntervalMs, onError } = resolveCommonOptions('startNatsConsumer', options);
+  const { redriveIntervalMs, onError } = resolveCommonOptions('startNatsConsumer', options);
   const maxMessages = requireCount('startNatsConsumer', 'maxMessages', options.maxMessages ?? 64, 10_000);
   const retryDelayMs = requireDurationMs('retryDelayMs', options.retryDelayMs ?? 1_000);
   const processor = options.process;
@@ -114,7 +119,7 @@ export async function startNatsConsumer(options: NatsConsumerOptions): Promise<N
       while (inFlight.size >= maxMessages) await inFlight.one();
     }
   })().catch((error: unknown) => onError(error));
-  const poller = new ReplayPoller(processor, replayIntervalMs, onError);
+  const poller = new RedrivePoller(processor, redriveIntervalMs, onError);
   return Object.freeze({
     async stop(): Promise<void> {
       await poller.stop();

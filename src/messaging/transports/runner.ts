@@ -1,6 +1,6 @@
 /**
  * What the broker adapters share: handing a delivery to the processor and settling it, bounded in-flight
- * tracking for a clean stop, the poll that runs dead letters an operator asked to replay, and option checks.
+ * tracking for a clean stop, the poll that runs the dead letters an operator asked to redrive, and option checks.
  *
  * @module
  */
@@ -37,20 +37,21 @@ export class InFlight {
 }
 
 /**
- * Polls `processor.replayPending` every `intervalMs` milliseconds (never two polls at once) until
- * `stop()`. Does nothing when the processor has no replays (a consumer without the inbox) or polling is
- * off. The timer is unref'd: it does not keep the process alive.
+ * Polls the processor's {@link MessageProcessor.redrivePending} (or, from a processor of one's own written
+ * before the rename, its deprecated `replayPending`) every `intervalMs` milliseconds, never two polls at
+ * once, until `stop()`. Does nothing when the processor has neither (a consumer without the inbox) or
+ * polling is off. The timer is unref'd: it does not keep the process alive.
  */
-export class ReplayPoller {
+export class RedrivePoller {
   private timer: NodeJS.Timeout | undefined;
   private current: Promise<void> | undefined;
 
   constructor(processor: MessageProcessor, intervalMs: number | false, onError: (error: unknown) => void) {
-    const replay = processor.replayPending;
-    if (replay === undefined || intervalMs === false) return;
+    const redrive = processor.redrivePending ?? processor.replayPending;
+    if (redrive === undefined || intervalMs === false) return;
     this.timer = setInterval(() => {
       if (this.current !== undefined) return;
-      this.current = replay()
+      this.current = redrive()
         .then(
           () => undefined,
           (error: unknown) => onError(error),
@@ -68,23 +69,41 @@ export class ReplayPoller {
   }
 }
 
-/** Validates the options every adapter shares. */
+/** The options every consumer adapter shares, as given. */
+interface CommonOptions {
+  readonly process?: unknown;
+  readonly redriveIntervalMs?: unknown;
+  /** The first name of `redriveIntervalMs`, still honoured. */
+  readonly replayIntervalMs?: unknown;
+  readonly onError?: unknown;
+}
+
+/**
+ * Validates the options every adapter shares. The redrive poll's interval is `redriveIntervalMs`, or
+ * `replayIntervalMs` (its deprecated first name) when only that is given.
+ *
+ * @throws TypeError naming the option when one is invalid, or when both names of the interval are given
+ */
 export function resolveCommonOptions(
   adapter: string,
-  options: { readonly process?: unknown; readonly replayIntervalMs?: unknown; readonly onError?: unknown },
-): { readonly replayIntervalMs: number | false; readonly onError: (error: unknown) => void } {
+  options: CommonOptions,
+): { readonly redriveIntervalMs: number | false; readonly onError: (error: unknown) => void } {
   if (typeof options.process !== 'function') {
     throw new TypeError(`retrysafe: ${adapter} option "process" must be a function (e.g. inboxProcessor(...)), got ${describe(options.process)}`);
   }
-  const replayIntervalMs = options.replayIntervalMs ?? 5_000;
-  if (replayIntervalMs !== false && (typeof replayIntervalMs !== 'number' || !Number.isSafeInteger(replayIntervalMs) || replayIntervalMs <= 0)) {
-    throw new TypeError(`retrysafe: ${adapter} option "replayIntervalMs" must be a positive integer of milliseconds or false, got ${describe(replayIntervalMs)}`);
+  if (options.redriveIntervalMs !== undefined && options.replayIntervalMs !== undefined) {
+    throw new TypeError(`retrysafe: ${adapter} options "redriveIntervalMs" and "replayIntervalMs" (its deprecated name) must not both be given`);
+  }
+  const name = options.redriveIntervalMs === undefined && options.replayIntervalMs !== undefined ? 'replayIntervalMs' : 'redriveIntervalMs';
+  const redriveIntervalMs = options.redriveIntervalMs ?? options.replayIntervalMs ?? 5_000;
+  if (redriveIntervalMs !== false && (typeof redriveIntervalMs !== 'number' || !Number.isSafeInteger(redriveIntervalMs) || redriveIntervalMs <= 0)) {
+    throw new TypeError(`retrysafe: ${adapter} option "${name}" must be a positive integer of milliseconds or false, got ${describe(redriveIntervalMs)}`);
   }
   const onError = options.onError ?? ((error: unknown) => console.error('retrysafe:', error));
   if (typeof onError !== 'function') {
     throw new TypeError(`retrysafe: ${adapter} option "onError" must be a function, got ${describe(onError)}`);
   }
-  return { replayIntervalMs, onError: onError as (error: unknown) => void };
+  return { redriveIntervalMs, onError: onError as (error: unknown) => void };
 }
 
 /** Validates a positive integer option. */

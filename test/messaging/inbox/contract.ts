@@ -8,6 +8,7 @@ import { ManualClock } from '../../../src/core/clock.js';
 import {
   createInbox,
   HandlerTimeoutError,
+  type DeadLetter,
   inboxProcessor,
   MessageIdMissingError,
   type Inbox,
@@ -233,19 +234,27 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
     });
 
     it('redrives a dead letter once, however often the redrive is requested or run', async () => {
-      const { inbox, harness } = await inboxWith({ maxAttempts: 1 });
+      const { inbox, harness, clock } = await inboxWith({ maxAttempts: 1 });
       const id = randomUUID();
       await inbox.handle({ consumer, messageId: id, body: new TextEncoder().encode('{"n":1}') }, () => Promise.reject(new Error('down')));
+      expect((await inbox.deadLetters()).map((letter) => [letter.deadLetteredAt, letter.redriveRequestedAt])).toEqual([[clock.now(), undefined]]);
+      clock.advance(1_000);
       expect(await inbox.redrive(consumer, id)).toBe(true);
       expect(await inbox.redrive(consumer, id)).toBe(false);
       expect(await inbox.deadLetters()).toEqual([]);
+      const [pending] = await inbox.pendingRedrives(consumer);
+      expect(pending).toMatchObject({ messageId: id, attempts: 0, deadLetteredAt: undefined, redriveRequestedAt: clock.now() });
+      // The first name of the field, deprecated, holds the same time.
+      expect(pending?.replayRequestedAt).toBe(clock.now());
       const bodies: string[] = [];
       const processor = inboxProcessor(inbox, consumer, async (message, tx) => {
         bodies.push(new TextDecoder().decode(message.body));
         await harness.write(tx, consumer, id);
       });
-      expect(await Promise.all([processor.replayPending?.(), processor.replayPending?.()])).toEqual([1, 1]);
-      expect(await processor.replayPending?.()).toBe(0);
+      expect(await Promise.all([processor.redrivePending?.(), processor.redrivePending?.()])).toEqual([1, 1]);
+      expect(await processor.redrivePending?.()).toBe(0);
+      // The first name, deprecated, is the same poll.
+      expect(processor.replayPending).toBe(processor.redrivePending);
       expect(bodies).toEqual(['{"n":1}']);
       expect(await harness.count(consumer, id)).toBe(1);
       expect(await inbox.redrive(consumer, id)).toBe(false);
@@ -269,13 +278,15 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
       // The built-in stores still answer to the first names; a store of one's own written before the
       // rename has only those.
       const builtIn = harness.store as InboxStore<Tx> & InboxStoreAliases;
+      // Its dead letters carry only the field's first name, replayRequestedAt.
+      const firstFields = (letters: DeadLetter[]): Omit<DeadLetter, 'redriveRequestedAt'>[] => letters.map(({ redriveRequestedAt: _, ...letter }) => letter);
       const firstNames: LegacyInboxStore<Tx> = {
         begin: (...args) => builtIn.begin(...args),
         process: (...args) => builtIn.process(...args),
         fail: (...args) => builtIn.fail(...args),
-        deadLetters: (...args) => builtIn.deadLetters(...args),
+        deadLetters: async (...args) => firstFields(await builtIn.deadLetters(...args)),
         requestReplay: (...args) => builtIn.requestReplay(...args),
-        pendingReplays: (...args) => builtIn.pendingReplays(...args),
+        pendingReplays: async (...args) => firstFields(await builtIn.pendingReplays(...args)),
         cleanup: (...args) => builtIn.cleanup(...args),
         close: () => builtIn.close(),
       };
@@ -284,7 +295,7 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
       await inbox.handle({ consumer, messageId: id, body: new Uint8Array([7]) }, () => Promise.reject(new Error('down')));
       expect(await inbox.redrive(consumer, id)).toBe(true);
       expect(await inbox.replay(consumer, id)).toBe(false);
-      expect((await inbox.pendingRedrives(consumer)).map((letter) => letter.messageId)).toEqual([id]);
+      expect((await inbox.pendingRedrives(consumer)).map((letter) => [letter.messageId, letter.redriveRequestedAt])).toEqual([[id, clock.now()]]);
       expect((await inbox.pendingReplays(consumer)).map((letter) => letter.messageId)).toEqual([id]);
       expect(await inbox.handle({ consumer, messageId: id }, (tx) => harness.write(tx, consumer, id))).toEqual({ status: 'processed', attempts: 1 });
       expect(await inbox.pendingRedrives(consumer)).toEqual([]);

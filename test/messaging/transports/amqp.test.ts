@@ -7,7 +7,14 @@ import { randomUUID } from 'node:crypto';
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAmqpConsumer, type AmqpConsumer } from '../../../src/messaging/transports/amqp.js';
-import { createInbox, createPostgresInboxStore, inboxProcessor, type Inbox, type MessageHandler } from '../../../src/messaging/inbox/index.js';
+import {
+  createInbox,
+  createPostgresInboxStore,
+  inboxProcessor,
+  type Inbox,
+  type MessageHandler,
+  type MessageProcessor,
+} from '../../../src/messaging/inbox/index.js';
 import type pg from 'pg';
 import { postgresAvailable } from '../../support/postgres-schema.js';
 import { AMQP_URL, serviceAvailable, uniqueName } from '../../support/services.js';
@@ -44,7 +51,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
   async function consume(queueName: string, inbox: Inbox<pg.PoolClient>, handler: MessageHandler<pg.PoolClient>, consumerName = 'billing') {
     const recorder = record(inboxProcessor(inbox, consumerName, handler));
     const own = await connection.createChannel();
-    consumers.push(await startAmqpConsumer({ channel: own, queue: queueName, process: recorder.process, prefetch: 8, replayIntervalMs: false }));
+    consumers.push(await startAmqpConsumer({ channel: own, queue: queueName, process: recorder.process, prefetch: 8, redriveIntervalMs: false }));
     return recorder;
   }
 
@@ -168,7 +175,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
         queue: q,
         quorum: { deadLetterQueue: dlq, deliveryLimit: 2 },
         process: recorder.process,
-        replayIntervalMs: false,
+        redriveIntervalMs: false,
       }),
     );
     publish(q, id, 'keeps failing');
@@ -186,36 +193,44 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     await channel.assertQueue(q, { durable: true, arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 2 } });
     const own = await connection.createChannel();
     const recorder = record(inboxProcessor(newInbox(), 'billing', writeEffect(new Map())));
-    await expect(startAmqpConsumer({ channel: own, queue: q, quorum: { deadLetterQueue: dlq }, process: recorder.process, replayIntervalMs: false })).rejects.toThrow(
+    await expect(startAmqpConsumer({ channel: own, queue: q, quorum: { deadLetterQueue: dlq }, process: recorder.process, redriveIntervalMs: false })).rejects.toThrow(
       /could not declare queue .* with dead-lettering .*inequivalent arg 'x-dead-letter-exchange'/,
     );
     await expect(startAmqpConsumer({ channel, queue: q, quorum: { deadLetterQueue: '' }, process: recorder.process })).rejects.toThrow(/"quorum.deadLetterQueue"/);
   });
 
-  it('replays a dead letter once when asked, through the running consumer', async () => {
+  // The first names (the option `replayIntervalMs`, a processor's `replayPending`) are deprecated and still honoured.
+  it.each([
+    ['redriveIntervalMs', 'redrivePending'],
+    ['replayIntervalMs', 'replayPending'],
+  ] as const)('redrives a dead letter once when asked, through the running consumer (option %s, processor %s)', async (option, method) => {
     const q = await queue();
     const id = randomUUID();
+    // A consumer name of its own: the other case's consumer, still running, polls its consumer's redrives.
+    const name = `redrive_${option}`;
     publish(q, id, 'flaky');
     const inbox = newInbox(1);
     let healthy = false;
     const runs = new Map<string, number>();
     const recorder = record(
-      inboxProcessor(inbox, 'billing', async (message, tx) => {
+      inboxProcessor(inbox, name, async (message, tx) => {
         if (!healthy) throw new Error('downstream unavailable');
-        await writeEffect(runs)(message, tx, { attempt: 1, signal: new AbortController().signal });
+        await writeEffect(runs, name)(message, tx, { attempt: 1, signal: new AbortController().signal });
       }),
     );
-    consumers.push(await startAmqpConsumer({ channel: await connection.createChannel(), queue: q, process: recorder.process, replayIntervalMs: 50 }));
+    const { redrivePending } = recorder.process;
+    const process = Object.assign((message: Parameters<MessageProcessor>[0]) => recorder.process(message), { [method]: redrivePending });
+    consumers.push(await startAmqpConsumer({ channel: await connection.createChannel(), queue: q, process, [option]: 50 }));
     await recorder.until((seen) => count(seen, id, 'dead_letter') === 1);
     healthy = true;
-    expect(await inbox.redrive('billing', id)).toBe(true);
+    expect(await inbox.redrive(name, id)).toBe(true);
     await recorder.until(() => runs.get(id) === 1);
-    // Several more polls (every 50 ms) must find nothing left to replay.
+    // Several more polls (every 50 ms) must find nothing left to redrive.
     await new Promise((resolve) => setTimeout(resolve, 250));
-    expect(await inbox.pendingRedrives('billing')).toEqual([]);
-    expect(await inbox.redrive('billing', id)).toBe(false);
+    expect(await inbox.pendingRedrives(name)).toEqual([]);
+    expect(await inbox.redrive(name, id)).toBe(false);
     expect(runs.get(id)).toBe(1);
-    expect(await db.count('billing', id)).toBe(1);
+    expect(await db.count(name, id)).toBe(1);
   });
 
   it('commits each message once with two consumer instances competing for 20 ids published 3 times each', async () => {
@@ -261,7 +276,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
         queue: q,
         process: recorder.process,
         messageId: (message) => String(message.properties.headers?.['x-event-id']),
-        replayIntervalMs: false,
+        redriveIntervalMs: false,
       }),
     );
     await recorder.until((seen) => count(seen, id, 'ack') === 2);
@@ -283,6 +298,10 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     expect(runs).toBe(2);
     await expect(startAmqpConsumer({ channel, queue: q, process: recorder.process, prefetch: 0 })).rejects.toThrow(/"prefetch".*got 0/);
     await expect(startAmqpConsumer({ channel, queue: '', process: recorder.process })).rejects.toThrow(/"queue"/);
+    await expect(startAmqpConsumer({ channel, queue: q, process: recorder.process, replayIntervalMs: 0 })).rejects.toThrow(/"replayIntervalMs".*got 0/);
+    await expect(startAmqpConsumer({ channel, queue: q, process: recorder.process, redriveIntervalMs: 50, replayIntervalMs: 50 })).rejects.toThrow(
+      /"redriveIntervalMs" and "replayIntervalMs"/,
+    );
   });
 });
 

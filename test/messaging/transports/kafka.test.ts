@@ -96,7 +96,7 @@ describe.runIf(available)('Kafka transport on the mock cluster', () => {
 
   async function consume(topic: string, process: MessageProcessor, groupId = 'billing', retryDelayMs = 100): Promise<void> {
     consumers.push(
-      await startKafkaConsumer({ kafka, groupId: `${groupId}_${topic}`, topics: [topic], process, retryDelayMs, consumerConfig: GROUP_TIMING, replayIntervalMs: false }),
+      await startKafkaConsumer({ kafka, groupId: `${groupId}_${topic}`, topics: [topic], process, retryDelayMs, consumerConfig: GROUP_TIMING, redriveIntervalMs: false }),
     );
   }
 
@@ -177,6 +177,10 @@ describe.runIf(available)('Kafka transport on the mock cluster', () => {
     } finally {
       await publisher.close();
     }
+  });
+
+  it('names itself when its options are not an object', async () => {
+    await expect(startKafkaConsumer(undefined as never)).rejects.toThrow('retrysafe: startKafkaConsumer expects an options object, got undefined');
   });
 
   it('refuses to turn producer idempotence or acks=all off', () => {

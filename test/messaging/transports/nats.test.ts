@@ -63,7 +63,7 @@ describe.runIf(available)('NATS JetStream consumer with the inbox', () => {
         process: recorder.process,
         maxMessages: 8,
         retryDelayMs: 20,
-        replayIntervalMs: false,
+        redriveIntervalMs: false,
         ...(extra.messageId === undefined ? {} : { messageId: extra.messageId }),
       }),
     );

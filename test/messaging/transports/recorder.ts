@@ -18,7 +18,7 @@ export function record(inner: MessageProcessor): Recorder {
     for (const wake of waiters) wake();
     return disposition;
   };
-  const process: MessageProcessor = inner.replayPending === undefined ? wrapped : Object.assign(wrapped, { replayPending: inner.replayPending });
+  const process: MessageProcessor = inner.redrivePending === undefined ? wrapped : Object.assign(wrapped, { redrivePending: inner.redrivePending });
   return {
     process,
     seen,
