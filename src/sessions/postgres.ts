@@ -23,25 +23,35 @@ export interface PostgresSessionStoreOptions {
   readonly schema?: string;
 }
 
+/**
+ * The select list of a session: the columns of the sessions table (as `x`) under the field names of
+ * {@link SessionStats}. With the counts each statement adds under theirs, the one place the table's column
+ * names meet the fields' names.
+ */
+const SESSION_COLUMNS = 'x.state, x.low_water_mark AS "lowWaterMark", x.lease_expires_at AS "leaseExpiresAt"';
+
+/** What `session_begin()` (migration 0005) returns, its `o_` columns read under {@link BeginResult}'s field names. */
 type BeginRow = {
-  readonly o_outcome: 'unknown' | 'expired' | 'stale' | 'execute' | 'replay' | 'in_flight';
+  readonly outcome: 'unknown' | 'expired' | 'stale' | 'execute' | 'replay' | 'in_flight';
   /** `bigint`, which `pg` returns as a string. */
-  readonly o_low_water_mark: string | null;
-  readonly o_takeover: boolean | null;
-  readonly o_response: string | null;
+  readonly lowWaterMark: string | null;
+  readonly takeover: boolean | null;
+  readonly response: string | null;
 };
 
+/** A session and its counts as the `stats` statement reads them; `bigint` columns and counts arrive as decimal strings. */
 type StatsRow = {
   readonly state: 'live' | 'expired';
-  readonly low_water_mark: string;
-  readonly lease_expires_at: string;
-  readonly stored: string;
-  readonly in_progress: string;
+  readonly lowWaterMark: string;
+  readonly leaseExpiresAt: string;
+  readonly storedResponses: string;
+  readonly inProgress: string;
 };
 
+/** A session as the `listSessions` statement reads it. */
 type SummaryRow = StatsRow & {
-  readonly client_id: string;
-  readonly highest: string | null;
+  readonly clientId: string;
+  readonly highestRequestNumber: string | null;
 };
 
 /**
@@ -94,7 +104,8 @@ class PostgresSessionStore implements SessionStore {
                ON CONFLICT (client_id) DO NOTHING`,
       // $1 client id, $2 request number, $3 low-water mark, $4 now (ms), $5 session lease (ms),
       // $6 execution lease (ms), $7 token
-      begin: `SELECT o_outcome, o_low_water_mark, o_takeover, o_response FROM ${s}.session_begin($1, $2, $3, $4, $5, $6, $7)`,
+      begin: `SELECT o_outcome AS outcome, o_low_water_mark AS "lowWaterMark", o_takeover AS takeover, o_response AS response
+              FROM ${s}.session_begin($1, $2, $3, $4, $5, $6, $7)`,
       // $1 client id, $2 request number, $3 token, $4 response
       complete: `UPDATE ${s}.session_requests SET state = 'completed', response = $4
                  WHERE client_id = $1 AND request_number = $2 AND state = 'in_progress' AND token = $3`,
@@ -113,23 +124,23 @@ class PostgresSessionStore implements SessionStore {
              )
              DELETE FROM ${s}.sessions AS x USING doomed WHERE x.client_id = doomed.client_id`,
       // $1 client id
-      stats: `SELECT x.state, x.low_water_mark, x.lease_expires_at,
-                     count(r.client_id) FILTER (WHERE r.state = 'completed') AS stored,
-                     count(r.client_id) FILTER (WHERE r.state = 'in_progress') AS in_progress
+      stats: `SELECT ${SESSION_COLUMNS},
+                     count(r.client_id) FILTER (WHERE r.state = 'completed') AS "storedResponses",
+                     count(r.client_id) FILTER (WHERE r.state = 'in_progress') AS "inProgress"
               FROM ${s}.sessions AS x LEFT JOIN ${s}.session_requests AS r ON r.client_id = x.client_id
               WHERE x.client_id = $1 GROUP BY x.client_id`,
       // $1 client-id prefix or null, $2 the previous page's last client id or null, $3 limit. Ordered by
       // bytes (COLLATE "C"), as SQLite and Redis order, whatever the database's collation; the primary
       // key's index has the column's collation, so the page costs a scan of the sessions table.
-      listSessions: `SELECT x.client_id, x.state, x.lease_expires_at, x.low_water_mark, r.stored, r.in_progress, r.highest
+      listSessions: `SELECT x.client_id AS "clientId", ${SESSION_COLUMNS}, r."storedResponses", r."inProgress", r."highestRequestNumber"
               FROM (SELECT client_id, state, lease_expires_at, low_water_mark FROM ${s}.sessions
                     WHERE ($1::text IS NULL OR starts_with(client_id, $1::text))
                       AND ($2::text IS NULL OR client_id COLLATE "C" > $2::text COLLATE "C")
                     ORDER BY client_id COLLATE "C" LIMIT $3) AS x
               CROSS JOIN LATERAL (
-                SELECT count(*) FILTER (WHERE q.state = 'completed') AS stored,
-                       count(*) FILTER (WHERE q.state = 'in_progress') AS in_progress,
-                       max(q.request_number) AS highest
+                SELECT count(*) FILTER (WHERE q.state = 'completed') AS "storedResponses",
+                       count(*) FILTER (WHERE q.state = 'in_progress') AS "inProgress",
+                       max(q.request_number) AS "highestRequestNumber"
                 FROM ${s}.session_requests AS q WHERE q.client_id = x.client_id) AS r
               ORDER BY x.client_id COLLATE "C"`,
     });
@@ -152,15 +163,15 @@ class PostgresSessionStore implements SessionStore {
     ]);
     const row = result.rows[0];
     if (row === undefined) throw new Error('retrysafe: session_begin returned no row');
-    switch (row.o_outcome) {
+    switch (row.outcome) {
       case 'stale':
-        return { outcome: 'stale', lowWaterMark: Number(row.o_low_water_mark) };
+        return { outcome: 'stale', lowWaterMark: Number(row.lowWaterMark) };
       case 'execute':
-        return { outcome: 'execute', takeover: row.o_takeover === true };
+        return { outcome: 'execute', takeover: row.takeover === true };
       case 'replay':
-        return { outcome: 'replay', response: row.o_response ?? '' };
+        return { outcome: 'replay', response: row.response ?? '' };
       default:
-        return { outcome: row.o_outcome };
+        return { outcome: row.outcome };
     }
   }
 
@@ -197,10 +208,10 @@ class PostgresSessionStore implements SessionStore {
     if (row === undefined) return undefined;
     return {
       state: row.state,
-      lowWaterMark: Number(row.low_water_mark),
-      leaseExpiresAt: Number(row.lease_expires_at),
-      storedResponses: Number(row.stored),
-      inProgress: Number(row.in_progress),
+      lowWaterMark: Number(row.lowWaterMark),
+      leaseExpiresAt: Number(row.leaseExpiresAt),
+      storedResponses: Number(row.storedResponses),
+      inProgress: Number(row.inProgress),
     };
   }
 
@@ -210,13 +221,13 @@ class PostgresSessionStore implements SessionStore {
     }
     const result = await this.query<SummaryRow>('listSessions', [query.clientIdPrefix ?? null, query.after ?? null, query.limit]);
     return result.rows.map((row) => ({
-      clientId: row.client_id,
+      clientId: row.clientId,
       state: row.state,
-      lowWaterMark: Number(row.low_water_mark),
-      leaseExpiresAt: Number(row.lease_expires_at),
-      storedResponses: Number(row.stored),
-      inProgress: Number(row.in_progress),
-      ...(row.highest !== null && { highestRequestNumber: Number(row.highest) }),
+      lowWaterMark: Number(row.lowWaterMark),
+      leaseExpiresAt: Number(row.leaseExpiresAt),
+      storedResponses: Number(row.storedResponses),
+      inProgress: Number(row.inProgress),
+      ...(row.highestRequestNumber !== null && { highestRequestNumber: Number(row.highestRequestNumber) }),
     }));
   }
 

@@ -92,22 +92,40 @@ function migrate(db: Database, table: string): void {
   }).immediate();
 }
 
+/**
+ * The select list of a session: the columns of the sessions table (as `x`) under the field names of
+ * {@link SessionStats}. With {@link REQUEST_COUNTS}, the one place the tables' column names meet the
+ * fields' names.
+ */
+const SESSION_COLUMNS = 'x.state, x.low_water_mark AS "lowWaterMark", x.lease_expires_at AS "leaseExpiresAt"';
+
+/** The counts of a session's requests, under {@link SessionStats}'s field names (the requests as `r`). */
+const REQUEST_COUNTS =
+  `coalesce(sum(r.state = 'completed'), 0) AS "storedResponses", coalesce(sum(r.state = 'in_progress'), 0) AS "inProgress"`;
+
+/** A session as {@link SESSION_COLUMNS} reads it. */
 interface SessionRow {
   readonly state: 'live' | 'expired';
-  readonly lease_expires_at: number;
-  readonly low_water_mark: number;
+  readonly leaseExpiresAt: number;
+  readonly lowWaterMark: number;
 }
 
-interface SummaryRow extends SessionRow {
-  readonly client_id: string;
-  readonly completed: number;
-  readonly in_progress: number;
-  readonly highest: number | null;
+/** A session's request counts as {@link REQUEST_COUNTS} reads them. */
+interface CountsRow {
+  readonly storedResponses: number;
+  readonly inProgress: number;
 }
 
+/** A session as the `listSessions` statement reads it. */
+interface SummaryRow extends SessionRow, CountsRow {
+  readonly clientId: string;
+  readonly highestRequestNumber: number | null;
+}
+
+/** A request as the `selectRequest` statement reads it. */
 interface RequestRow {
   readonly state: 'in_progress' | 'completed';
-  readonly lease_expires_at: number;
+  readonly leaseExpiresAt: number;
   readonly response: string | null;
 }
 
@@ -145,7 +163,7 @@ class SqliteSessionStore implements SessionStore {
       insertSession: db.prepare(
         `INSERT INTO ${sessions} (client_id, state, lease_expires_at, low_water_mark) VALUES (?, 'live', ?, 0) ON CONFLICT (client_id) DO NOTHING`,
       ),
-      selectSession: db.prepare(`SELECT state, lease_expires_at, low_water_mark FROM ${sessions} WHERE client_id = ?`),
+      selectSession: db.prepare(`SELECT ${SESSION_COLUMNS} FROM ${sessions} AS x WHERE x.client_id = ?`),
       expireSession: db.prepare(`UPDATE ${sessions} SET state = 'expired' WHERE client_id = ?`),
       renewSession: db.prepare(
         `UPDATE ${sessions} SET low_water_mark = max(low_water_mark, ?), lease_expires_at = max(lease_expires_at, ?) WHERE client_id = ?`,
@@ -153,7 +171,9 @@ class SqliteSessionStore implements SessionStore {
       deleteSession: db.prepare(`DELETE FROM ${sessions} WHERE client_id = ?`),
       deleteRequests: db.prepare(`DELETE FROM ${requests} WHERE client_id = ?`),
       deleteRequestsUpTo: db.prepare(`DELETE FROM ${requests} WHERE client_id = ? AND request_number <= ?`),
-      selectRequest: db.prepare(`SELECT state, lease_expires_at, response FROM ${requests} WHERE client_id = ? AND request_number = ?`),
+      selectRequest: db.prepare(
+        `SELECT state, lease_expires_at AS "leaseExpiresAt", response FROM ${requests} WHERE client_id = ? AND request_number = ?`,
+      ),
       upsertRequest: db.prepare(
         `INSERT INTO ${requests} (client_id, request_number, state, token, lease_expires_at) VALUES (?, ?, 'in_progress', ?, ?)
          ON CONFLICT (client_id, request_number) DO UPDATE SET state = 'in_progress', token = excluded.token, lease_expires_at = excluded.lease_expires_at, response = NULL`,
@@ -165,14 +185,10 @@ class SqliteSessionStore implements SessionStore {
         `DELETE FROM ${requests} WHERE client_id = ? AND request_number = ? AND state = 'in_progress' AND token = ?`,
       ),
       selectExpired: db.prepare(`SELECT client_id FROM ${sessions} WHERE lease_expires_at <= ? LIMIT ?`).pluck(),
-      countRequests: db.prepare(
-        `SELECT coalesce(sum(state = 'completed'), 0) AS completed, coalesce(sum(state = 'in_progress'), 0) AS in_progress FROM ${requests} WHERE client_id = ?`,
-      ),
+      countRequests: db.prepare(`SELECT ${REQUEST_COUNTS} FROM ${requests} AS r WHERE r.client_id = ?`),
       // The page first (primary-key order, LIMIT), then the counters of its sessions only.
       listSessions: db.prepare(
-        `SELECT x.client_id, x.state, x.lease_expires_at, x.low_water_mark,
-                coalesce(sum(r.state = 'completed'), 0) AS completed, coalesce(sum(r.state = 'in_progress'), 0) AS in_progress,
-                max(r.request_number) AS highest
+        `SELECT x.client_id AS "clientId", ${SESSION_COLUMNS}, ${REQUEST_COUNTS}, max(r.request_number) AS "highestRequestNumber"
          FROM (SELECT * FROM ${sessions}
                WHERE (@prefix IS NULL OR substr(client_id, 1, length(@prefix)) = @prefix) AND (@after IS NULL OR client_id > @after)
                ORDER BY client_id LIMIT @limit) AS x
@@ -183,11 +199,11 @@ class SqliteSessionStore implements SessionStore {
     const begin = db.transaction((input: BeginInput): BeginResult => {
       const session = this.live(input.clientId, input.now);
       if (typeof session === 'string') return { outcome: session };
-      if (input.requestNumber <= session.low_water_mark) return { outcome: 'stale', lowWaterMark: session.low_water_mark };
+      if (input.requestNumber <= session.lowWaterMark) return { outcome: 'stale', lowWaterMark: session.lowWaterMark };
       this.advance(input.clientId, session, input.lowWaterMark, input.now + input.sessionLeaseMs);
       const entry = this.sql.selectRequest.get(input.clientId, input.requestNumber) as RequestRow | undefined;
       if (entry?.state === 'completed') return { outcome: 'replay', response: entry.response ?? '' };
-      if (entry && entry.lease_expires_at > input.now) return { outcome: 'in_flight' };
+      if (entry && entry.leaseExpiresAt > input.now) return { outcome: 'in_flight' };
       this.sql.upsertRequest.run(input.clientId, input.requestNumber, input.token, input.now + input.executionLeaseMs);
       return { outcome: 'execute', takeover: entry !== undefined };
     });
@@ -247,13 +263,13 @@ class SqliteSessionStore implements SessionStore {
     return this.run(() => {
       const session = this.sql.selectSession.get(clientId) as SessionRow | undefined;
       if (!session) return undefined;
-      const counts = this.sql.countRequests.get(clientId) as { completed: number; in_progress: number };
+      const counts = this.sql.countRequests.get(clientId) as CountsRow;
       return {
         state: session.state,
-        lowWaterMark: session.low_water_mark,
-        leaseExpiresAt: session.lease_expires_at,
-        storedResponses: counts.completed,
-        inProgress: counts.in_progress,
+        lowWaterMark: session.lowWaterMark,
+        leaseExpiresAt: session.leaseExpiresAt,
+        storedResponses: counts.storedResponses,
+        inProgress: counts.inProgress,
       };
     });
   }
@@ -265,13 +281,13 @@ class SqliteSessionStore implements SessionStore {
       }
       const rows = this.sql.listSessions.all({ prefix: query.clientIdPrefix ?? null, after: query.after ?? null, limit: query.limit }) as SummaryRow[];
       return rows.map((row) => ({
-        clientId: row.client_id,
+        clientId: row.clientId,
         state: row.state,
-        lowWaterMark: row.low_water_mark,
-        leaseExpiresAt: row.lease_expires_at,
-        storedResponses: row.completed,
-        inProgress: row.in_progress,
-        ...(row.highest !== null && { highestRequestNumber: row.highest }),
+        lowWaterMark: row.lowWaterMark,
+        leaseExpiresAt: row.leaseExpiresAt,
+        storedResponses: row.storedResponses,
+        inProgress: row.inProgress,
+        ...(row.highestRequestNumber !== null && { highestRequestNumber: row.highestRequestNumber }),
       }));
     });
   }
@@ -295,7 +311,7 @@ class SqliteSessionStore implements SessionStore {
     const session = this.sql.selectSession.get(clientId) as SessionRow | undefined;
     if (!session) return 'unknown';
     if (session.state === 'expired') return 'expired';
-    if (session.lease_expires_at <= now) {
+    if (session.leaseExpiresAt <= now) {
       this.sql.expireSession.run(clientId);
       this.sql.deleteRequests.run(clientId);
       return 'expired';
@@ -305,6 +321,6 @@ class SqliteSessionStore implements SessionStore {
 
   private advance(clientId: string, session: SessionRow, lowWaterMark: number, leaseExpiresAt: number): void {
     this.sql.renewSession.run(lowWaterMark, leaseExpiresAt, clientId);
-    if (lowWaterMark > session.low_water_mark) this.sql.deleteRequestsUpTo.run(clientId, lowWaterMark);
+    if (lowWaterMark > session.lowWaterMark) this.sql.deleteRequestsUpTo.run(clientId, lowWaterMark);
   }
 }

@@ -101,7 +101,7 @@ export interface OutboxOptions {
   readonly latencyWindowMs?: number;
 }
 
-/** Options of {@link Outbox.cleanup}. */
+/** Options of {@link Outbox.reap}. */
 export interface CleanupOptions {
   /** Sent rows older than this many milliseconds (since being sent) are deleted. */
   readonly retentionMs: number;
@@ -206,14 +206,14 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       if (row === undefined) throw new Error('retrysafe: the outbox status query returned no row');
       return Object.freeze({
         pending: Number(row.pending),
-        oldestPendingAgeMs: row.oldest_created_at === null ? 0 : Math.max(0, now - Number(row.oldest_created_at)),
-        inFlight: Number(row.in_flight),
-        deadLetters: Number(row.dead),
+        oldestPendingAgeMs: row.oldestPendingCreatedAt === null ? 0 : Math.max(0, now - Number(row.oldestPendingCreatedAt)),
+        inFlight: Number(row.inFlight),
+        deadLetters: Number(row.deadLetters),
         sent: Number(row.sent),
         retrying: Number(row.retrying),
-        oldestPendingError: row.oldest_error ?? undefined,
-        latencyP50Ms: row.p50 ?? undefined,
-        latencyP99Ms: row.p99 ?? undefined,
+        oldestPendingError: row.oldestPendingError ?? undefined,
+        latencyP50Ms: row.latencyP50Ms ?? undefined,
+        latencyP99Ms: row.latencyP99Ms ?? undefined,
       });
     },
 
@@ -225,7 +225,7 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       const cutoff = clock.now() - retentionMs;
       let deleted = 0;
       for (let batch = 0; batch < maxBatches; batch++) {
-        const result = await db.query(sql.cleanup, [cutoff, batchSize]);
+        const result = await db.query(sql.reap, [cutoff, batchSize]);
         const count = result.rowCount ?? 0;
         deleted += count;
         if (count < batchSize) break;
@@ -243,9 +243,9 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
           headers: row.headers,
           payload: Uint8Array.from(row.payload),
           attempts: row.attempts,
-          error: row.last_error ?? undefined,
-          createdAt: Number(row.created_at),
-          deadLetteredAt: Number(row.dead_at),
+          error: row.error ?? undefined,
+          createdAt: Number(row.createdAt),
+          deadLetteredAt: Number(row.deadLetteredAt),
         }),
       );
     },
@@ -254,7 +254,7 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       if (typeof id !== 'string' || !UUID.test(id)) {
         throw new TypeError(`retrysafe: redrive needs a message id (a UUID), got ${describe(id)}`);
       }
-      const result = await db.query(sql.requeue, [id, clock.now()]);
+      const result = await db.query(sql.redrive, [id, clock.now()]);
       return (result.rowCount ?? 0) > 0;
     },
 
@@ -270,18 +270,20 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
   return bindStatements(Object.freeze(outbox), sql);
 }
 
+/** The row of the `status` statement; counts (`bigint`) and times arrive as decimal strings. */
 interface StatusRow {
   readonly pending: string;
-  readonly oldest_created_at: string | null;
-  readonly in_flight: string;
-  readonly dead: string;
+  readonly oldestPendingCreatedAt: string | null;
+  readonly inFlight: string;
+  readonly deadLetters: string;
   readonly sent: string;
   readonly retrying: string;
-  readonly oldest_error: string | null;
-  readonly p50: number | null;
-  readonly p99: number | null;
+  readonly oldestPendingError: string | null;
+  readonly latencyP50Ms: number | null;
+  readonly latencyP99Ms: number | null;
 }
 
+/** A row of the `deadLetters` statement; times arrive as decimal strings. */
 interface DeadRow {
   readonly id: string;
   readonly topic: string;
@@ -289,9 +291,9 @@ interface DeadRow {
   readonly headers: Record<string, string>;
   readonly payload: Buffer;
   readonly attempts: number;
-  readonly last_error: string | null;
-  readonly created_at: string;
-  readonly dead_at: string;
+  readonly error: string | null;
+  readonly createdAt: string;
+  readonly deadLetteredAt: string;
 }
 
 function checkMessage(message: OutboxInput): {

@@ -352,7 +352,7 @@ class OutboxRelay implements Relay {
           payload: Uint8Array.from(row.payload),
           headers: Object.freeze({ ...row.headers }),
           attempt: row.attempts,
-          createdAt: Number(row.created_at),
+          createdAt: Number(row.createdAt),
         }),
       });
     }

@@ -6,7 +6,10 @@
  * @module
  */
 
-/** The row columns a claim returns, in the order `relay.ts` reads them. */
+/**
+ * A claimed row as the claim's `RETURNING` list reads it: each column under the field name `relay.ts`
+ * uses (`created_at` as `createdAt`); `bigint` columns arrive as decimal strings.
+ */
 export interface ClaimedRow {
   readonly seq: string;
   readonly xid: string;
@@ -16,7 +19,7 @@ export interface ClaimedRow {
   readonly headers: Record<string, string>;
   readonly payload: Buffer;
   readonly attempts: number;
-  readonly created_at: string;
+  readonly createdAt: string;
 }
 
 /** The statements for one schema. */
@@ -50,21 +53,25 @@ export interface OutboxStatements {
    */
   readonly release: string;
   /**
-   * `$1` now (ms), `$2` latency window start (ms). One row: `pending`, `oldest_created_at` (ms or null),
-   * `in_flight` (live leases), `dead`, `sent`, `retrying` (pending rows that failed at least once),
-   * `oldest_error` (the last error of the oldest pending row that has one, or null), and `p50`/`p99`
-   * enqueue-to-sent milliseconds of rows sent since `$2` (null when none).
+   * `$1` now (ms), `$2` latency window start (ms). One row, under the names of `OutboxStatus`'s fields
+   * where it holds the same quantity: `pending`, `oldestPendingCreatedAt` (ms or null), `inFlight` (live
+   * leases), `deadLetters`, `sent`, `retrying` (pending rows that failed at least once),
+   * `oldestPendingError` (the last error of the oldest pending row that has one, or null), and
+   * `latencyP50Ms`/`latencyP99Ms` (enqueue-to-sent milliseconds of rows sent since `$2`; null when none).
    */
   readonly status: string;
   /**
    * `$1` cutoff (ms), `$2` limit. Deletes up to `$2` rows *sent* before `$1`, oldest first, skipping rows
    * another transaction holds; the row count is how many it deleted. Never touches pending or dead rows.
    */
-  readonly cleanup: string;
-  /** `$1` limit. Dead-lettered rows, oldest first. */
+  readonly reap: string;
+  /**
+   * `$1` limit. Dead-lettered rows, oldest first, under the names of `OutboxDeadLetter`'s fields
+   * (`last_error` as `error`, `created_at` as `createdAt`, `dead_at` as `deadLetteredAt`).
+   */
   readonly deadLetters: string;
   /** `$1` id, `$2` now (ms). Makes a dead-lettered row pending again with zero attempts; one row when it did. */
-  readonly requeue: string;
+  readonly redrive: string;
   /** `LISTEN` on the outbox's channel. */
   readonly listen: string;
   /**
@@ -116,7 +123,7 @@ export function outboxStatements(quoted: string, channel: string): OutboxStateme
       )
       UPDATE ${t} o SET lease_token = $3, lease_until = $2, attempts = o.attempts + 1
       FROM kept WHERE o.seq = kept.seq
-      RETURNING o.seq, o.xid::text AS xid, o.id, o.topic, o.key, o.headers, o.payload, o.attempts, o.created_at`,
+      RETURNING o.seq, o.xid::text AS xid, o.id, o.topic, o.key, o.headers, o.payload, o.attempts, o.created_at AS "createdAt"`,
     markSent: `UPDATE ${t} SET status = 1, sent_at = $3, lease_token = NULL, lease_until = NULL, last_error = NULL
       WHERE seq = ANY($1::bigint[]) AND lease_token = $2 AND status = 0`,
     fail: `UPDATE ${t} SET lease_token = NULL, lease_until = NULL, last_error = $4,
@@ -129,26 +136,26 @@ export function outboxStatements(quoted: string, channel: string): OutboxStateme
       WHERE seq = ANY($1::bigint[]) AND lease_token = $2 AND status = 0`,
     status: `SELECT
         (SELECT count(*) FROM ${t} WHERE status = 0)::bigint AS pending,
-        (SELECT min(created_at) FROM ${t} WHERE status = 0) AS oldest_created_at,
-        (SELECT count(*) FROM ${t} WHERE status = 0 AND lease_until > $1)::bigint AS in_flight,
-        (SELECT count(*) FROM ${t} WHERE status = 2)::bigint AS dead,
+        (SELECT min(created_at) FROM ${t} WHERE status = 0) AS "oldestPendingCreatedAt",
+        (SELECT count(*) FROM ${t} WHERE status = 0 AND lease_until > $1)::bigint AS "inFlight",
+        (SELECT count(*) FROM ${t} WHERE status = 2)::bigint AS "deadLetters",
         (SELECT count(*) FROM ${t} WHERE status = 1)::bigint AS sent,
         (SELECT count(*) FROM ${t} WHERE status = 0 AND attempts > 0)::bigint AS retrying,
-        (SELECT last_error FROM ${t} WHERE status = 0 AND last_error IS NOT NULL ORDER BY created_at, seq LIMIT 1) AS oldest_error,
-        l.p[1] AS p50, l.p[2] AS p99
+        (SELECT last_error FROM ${t} WHERE status = 0 AND last_error IS NOT NULL ORDER BY created_at, seq LIMIT 1) AS "oldestPendingError",
+        l.p[1] AS "latencyP50Ms", l.p[2] AS "latencyP99Ms"
       FROM (
         SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY sent_at - created_at) AS p
         FROM ${t} WHERE status = 1 AND sent_at >= $2
       ) l`,
     // The batch is a CTE (materialized, as it locks rows): an \`IN (SELECT … LIMIT)\` subquery may be
     // rescanned by the plan and delete more than the limit.
-    cleanup: `WITH batch AS (
+    reap: `WITH batch AS (
         SELECT seq FROM ${t} WHERE status = 1 AND sent_at < $1 ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED
       )
       DELETE FROM ${t} o USING batch WHERE o.seq = batch.seq AND o.status = 1`,
-    deadLetters: `SELECT id, topic, key, headers, payload, attempts, last_error, created_at, dead_at
+    deadLetters: `SELECT id, topic, key, headers, payload, attempts, last_error AS error, created_at AS "createdAt", dead_at AS "deadLetteredAt"
       FROM ${t} WHERE status = 2 ORDER BY dead_at, seq LIMIT $1`,
-    requeue: `UPDATE ${t} SET status = 0, attempts = 0, dead_at = NULL, available_at = $2
+    redrive: `UPDATE ${t} SET status = 0, attempts = 0, dead_at = NULL, available_at = $2
       WHERE id = $1 AND status = 2 RETURNING seq`,
     listen: `LISTEN "${channel}"`,
     relayWait: `SELECT ${quoted}.outbox_relay_wait()::text AS horizon`,
