@@ -5,11 +5,13 @@
  *
  * @module
  */
-import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
+import type { Database, Statement } from 'better-sqlite3';
+import { systemClock, type Clock } from '../core/clock.js';
 import { describe, requireDurationMs } from '../core/duration.js';
-import { SESSIONS_SQLITE_MIGRATIONS } from './migrations/sqlite.js';
+import { openSqlite } from '../stores/sqlite/open.js';
+import { sessionsSqliteSchema } from './migrations/sqlite.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
-import { requireOptions } from '../core/options.js';
+import { requireClock, requireOptions } from '../core/options.js';
 
 /** Options of {@link createSqliteSessionStore}. */
 export interface SqliteSessionStoreOptions {
@@ -28,6 +30,12 @@ export interface SqliteSessionStoreOptions {
   readonly table?: string;
   /** How long a write waits for another process's lock before failing with `SQLITE_BUSY`. @defaultValue 5_000 */
   readonly busyTimeoutMs?: number;
+  /**
+   * Time source of the migration ledger, which records when each schema step was applied (ms since the
+   * epoch). The sessions' own times come with each call, from the session receiver's clock.
+   * @defaultValue the system clock
+   */
+  readonly clock?: Clock;
 }
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
@@ -38,6 +46,7 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
  *
  * @throws TypeError naming the option when an option is invalid
  * @throws the driver's error when the file cannot be opened or migrated
+ * @throws Error naming the table when a newer retrysafe migrated the tables (downgrading is not supported)
  * @example
  * ```ts
  * import { createSessionReceiver, createSqliteSessionStore } from 'retrysafe/sessions';
@@ -61,35 +70,10 @@ export function createSqliteSessionStore(options: SqliteSessionStoreOptions = {}
     throw new TypeError(`retrysafe: option "table" must be an identifier of letters, digits and underscores (at most 40), got ${describe(table)}`);
   }
   const busyTimeoutMs = requireDurationMs('busyTimeoutMs', options.busyTimeoutMs === undefined ? 5_000 : options.busyTimeoutMs);
-  const owned = database === undefined;
-  const db = database ?? new BetterSqlite3(path ?? ':memory:');
-  try {
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    if (owned && !db.memory) db.pragma('journal_mode = WAL');
-    migrate(db, table);
-    return new SqliteSessionStore(db, owned, table);
-  } catch (error) {
-    if (owned) db.close();
-    throw error;
-  }
-}
-
-function migrate(db: Database, table: string): void {
-  const ledger = `"${table}_migrations"`;
-  db.transaction(() => {
-    db.exec(`CREATE TABLE IF NOT EXISTS ${ledger} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
-    const applied = new Set(db.prepare(`SELECT version FROM ${ledger}`).pluck().all() as number[]);
-    const latest = SESSIONS_SQLITE_MIGRATIONS.at(-1)?.version ?? 0;
-    const newer = [...applied].filter((version) => version > latest);
-    if (newer.length > 0) {
-      throw new Error(`retrysafe: table "${table}" was migrated to version ${Math.max(...newer)} by a newer retrysafe; this release knows up to ${latest}`);
-    }
-    for (const step of SESSIONS_SQLITE_MIGRATIONS) {
-      if (applied.has(step.version)) continue;
-      db.exec(step.sql(`"${table}"`, `"${table}_requests"`, `"${table}_lease_expires_at"`));
-      db.prepare(`INSERT INTO ${ledger} (version, applied_at) VALUES (?, ?)`).run(step.version, Date.now());
-    }
-  }).immediate();
+  const clock = requireClock(options.clock ?? systemClock);
+  const source = database === undefined ? { path: path ?? ':memory:' } : { database };
+  const opening = { source, busyTimeoutMs, migrate: true, schema: sessionsSqliteSchema(table), clock };
+  return openSqlite(opening, (db, owned) => new SqliteSessionStore(db, owned, table));
 }
 
 /**

@@ -68,6 +68,7 @@ describe('SQLite session store on a shared file', () => {
     ['path', { path: '' }],
     ['table', { table: 'bad-name' }],
     ['busyTimeoutMs', { busyTimeoutMs: 0 }],
+    ['clock', { clock: {} as ManualClock }],
     ['database', { database: {} as BetterSqlite3.Database }],
     ['path', { path: ':memory:', database: new BetterSqlite3(':memory:') }],
   ])('throws a TypeError naming %s', (name, options) => {

@@ -4,12 +4,13 @@
  *
  * @module
  */
-import BetterSqlite3, { type Database } from 'better-sqlite3';
+import type { Database } from 'better-sqlite3';
+import { systemClock } from '../../core/clock.js';
 import { describe } from '../../core/duration.js';
-import { quoteIdentifier } from '../../stores/sqlite/migrations.js';
 import { Mutex } from '../../stores/sqlite/mutex.js';
+import { openSqlite, quoteIdentifier } from '../../stores/sqlite/open.js';
 import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAliases, StoredMessage, TransactionHandler } from './store.js';
-import { INBOX_SQLITE_MIGRATIONS } from './migrations/sqlite.js';
+import { inboxSqliteSchema } from './migrations/sqlite.js';
 import { runWithTimeout } from './timeout.js';
 import { requireOptions } from '../../core/options.js';
 
@@ -47,6 +48,7 @@ const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
  *
  * @throws TypeError naming the option when an option is invalid
  * @throws the driver's error when the file cannot be opened or migrated
+ * @throws Error naming the table when a newer retrysafe migrated the tables (downgrading is not supported)
  * @example
  * ```ts
  * import Database from 'better-sqlite3';
@@ -73,25 +75,11 @@ export function createSqliteInboxStore(options: SqliteInboxStoreOptions = {}): S
   if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
     throw new TypeError(`retrysafe: option "prefix" must be letters, digits and "_" (at most 40), got ${describe(prefix)}`);
   }
-  const owned = database === undefined;
-  const connection = database ?? new BetterSqlite3(path ?? ':memory:');
-  if (owned && !connection.memory) connection.pragma('journal_mode = WAL');
+  const source = database === undefined ? { path: path ?? ':memory:' } : { database };
   const name = (suffix: string): string => quoteIdentifier(`${prefix}_${suffix}`);
-  migrate(connection, name);
-  return new SqliteInboxStoreImpl(connection, owned, name);
-}
-
-function migrate(database: Database, name: (suffix: string) => string): void {
-  const apply = database.transaction(() => {
-    database.exec(`CREATE TABLE IF NOT EXISTS ${name('migrations')} (version INTEGER PRIMARY KEY)`);
-    const applied = new Set(database.prepare(`SELECT version FROM ${name('migrations')}`).pluck().all() as number[]);
-    for (const step of INBOX_SQLITE_MIGRATIONS) {
-      if (applied.has(step.version)) continue;
-      database.exec(step.sql(name));
-      database.prepare(`INSERT INTO ${name('migrations')} (version) VALUES (?)`).run(step.version);
-    }
-  });
-  apply.immediate();
+  // The ledger records no time, so the clock is never read; busy_timeout stays the driver's (5 s on a file it opens).
+  const opening = { source, busyTimeoutMs: undefined, migrate: true, schema: inboxSqliteSchema(prefix), clock: systemClock };
+  return openSqlite(opening, (connection, owned) => new SqliteInboxStoreImpl(connection, owned, name));
 }
 
 /** A dead letter as the statements read it (`headers` is JSON text). */

@@ -1,13 +1,16 @@
 /**
- * The SQLite session store's schema steps (`createSqliteSessionStore` applies them): sessions and their
- * requests, in tables named after the store's `table`. Times are integer milliseconds since the epoch.
+ * The SQLite session store's schema steps (`createSqliteSessionStore` applies them with `openSqlite`):
+ * sessions and their requests, in tables named after the store's `table`. Times are integer milliseconds
+ * since the epoch.
  *
  * @module
  */
+import { quoteIdentifier, type SqliteSchema } from '../../stores/sqlite/open.js';
 
 /** One schema step of the SQLite session store; `sql` gets the quoted sessions table, requests table and index. */
 export interface SessionsSqliteMigration {
   readonly version: number;
+  readonly name: string;
   readonly sql: (sessions: string, requests: string, index: string) => string;
 }
 
@@ -15,6 +18,7 @@ export interface SessionsSqliteMigration {
 export const SESSIONS_SQLITE_MIGRATIONS: readonly SessionsSqliteMigration[] = [
   {
     version: 1,
+    name: 'init',
     sql: (sessions, requests, index) => `
       CREATE TABLE ${sessions} (
         client_id        TEXT    PRIMARY KEY,
@@ -35,3 +39,19 @@ export const SESSIONS_SQLITE_MIGRATIONS: readonly SessionsSqliteMigration[] = [
     `,
   },
 ];
+
+/**
+ * The schema of the sessions table `table` (validated) and its `<table>_requests`: the steps above, and the
+ * ledger `<table>_migrations`, which records each step's version and time of application (as the session
+ * store's first release created it).
+ */
+export function sessionsSqliteSchema(table: string): SqliteSchema {
+  const sql = (step: SessionsSqliteMigration): string =>
+    step.sql(quoteIdentifier(table), quoteIdentifier(`${table}_requests`), quoteIdentifier(`${table}_lease_expires_at`));
+  return {
+    table,
+    ledger: `${table}_migrations`,
+    ledgerColumns: ['applied_at'],
+    steps: SESSIONS_SQLITE_MIGRATIONS.map((step) => ({ version: step.version, name: step.name, sql: sql(step) })),
+  };
+}

@@ -12,7 +12,7 @@
  */
 import type { Database } from 'better-sqlite3';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
-import { quoteIdentifier } from './migrations.js';
+import { quoteIdentifier } from './open.js';
 import { toRecord, type RecordRow, type Statements } from './statements.js';
 
 /** Claims `input` at `now` (ms) under `leaseToken`. Throws the driver's error (e.g. `SQLITE_BUSY`). */

@@ -1,11 +1,11 @@
 /**
- * The SQLite schema as numbered, append-only migration steps, recorded in a ledger table
+ * The SQLite idempotency store's schema as numbered, append-only steps, recorded in a ledger table
  * (`<table>_migrations`) so that several stores, processes and versions agree on what is applied.
+ * `openSqlite` (`open.ts`) applies them.
  *
  * @module
  */
-import type { Database } from 'better-sqlite3';
-import type { Clock } from '../../core/clock.js';
+import { quoteIdentifier, type SqliteSchema } from './open.js';
 
 /** One schema step. `sql` receives the quoted record table and its quoted index-name prefix. */
 interface Migration {
@@ -55,49 +55,17 @@ const MIGRATIONS: readonly Migration[] = [
   },
 ];
 
-/** Double-quotes an already validated identifier. */
-export function quoteIdentifier(name: string): string {
-  return `"${name}"`;
-}
-
 /**
- * Brings the schema of `table` up to date, idempotently. Runs under `BEGIN IMMEDIATE` (or a savepoint
- * when the connection is already in a transaction) so concurrent processes apply each step once.
- *
- * @throws Error when the ledger records a version newer than this release knows (a newer retrysafe
- *   migrated the database; downgrading is not supported)
+ * The schema of the record table `table` (validated): the steps above, and the ledger `<table>_migrations`,
+ * which records each step's version, name and time of application.
  */
-export function migrate(database: Database, table: string, clock: Clock): void {
+export function recordsSchema(table: string): SqliteSchema {
   const records = quoteIdentifier(table);
-  const ledger = quoteIdentifier(`${table}_migrations`);
   const prefix = (suffix: string): string => quoteIdentifier(`${table}_${suffix}`);
-  const apply = database.transaction(() => {
-    database.exec(`CREATE TABLE IF NOT EXISTS ${ledger} (
-      version    INTEGER PRIMARY KEY,
-      name       TEXT    NOT NULL,
-      applied_at INTEGER NOT NULL
-    )`);
-    const applied = new Set(
-      database
-        .prepare(`SELECT version FROM ${ledger}`)
-        .safeIntegers(false)
-        .pluck()
-        .all()
-        .map((version) => Number(version)),
-    );
-    const latest = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
-    const unknown = [...applied].filter((version) => version > latest);
-    if (unknown.length > 0) {
-      throw new Error(
-        `retrysafe: table ${records} was migrated to version ${Math.max(...unknown)} by a newer retrysafe; this release knows up to ${latest}`,
-      );
-    }
-    const record = database.prepare(`INSERT INTO ${ledger} (version, name, applied_at) VALUES (?, ?, ?)`);
-    for (const step of MIGRATIONS) {
-      if (applied.has(step.version)) continue;
-      database.exec(step.sql(records, prefix));
-      record.run(step.version, step.name, clock.now());
-    }
-  });
-  apply.immediate();
+  return {
+    table,
+    ledger: `${table}_migrations`,
+    ledgerColumns: ['name', 'applied_at'],
+    steps: MIGRATIONS.map((step) => ({ version: step.version, name: step.name, sql: step.sql(records, prefix) })),
+  };
 }

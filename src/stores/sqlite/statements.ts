@@ -6,7 +6,7 @@
  */
 import type { Database, Statement } from 'better-sqlite3';
 import type { IdempotencyRecord } from '../../core/record.js';
-import { quoteIdentifier } from './migrations.js';
+import { quoteIdentifier } from './open.js';
 
 /**
  * The select list of a record: each column of the record table as the field of {@link RecordRow} it fills.

@@ -5,15 +5,16 @@
  * @module
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import BetterSqlite3, { type Database } from 'better-sqlite3';
+import type { Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import { LeaseLostError, StoreClosedError, StoreMisuseError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
 import { prepareClaim, type SqliteClaim } from './claim.js';
 import { guardDatabase } from './guard.js';
-import { migrate } from './migrations.js';
+import { recordsSchema } from './migrations.js';
 import { Mutex } from './mutex.js';
+import { openSqlite } from './open.js';
 import { resolveSqliteStoreOptions, type SqliteStoreOptions } from './options.js';
 import { prepareStatements, toRecord, type Statements } from './statements.js';
 
@@ -96,24 +97,11 @@ const POLL_INTERVAL_MS = 50;
  */
 export function createSqliteStore(options?: SqliteStoreOptions): SqliteStore {
   const resolved = resolveSqliteStoreOptions(options);
-  const owned = 'path' in resolved.source;
-  const database =
-    'path' in resolved.source ? new BetterSqlite3(resolved.source.path, { fileMustExist: !resolved.migrate }) : resolved.source.database;
-  try {
-    if (resolved.busyTimeoutMs !== undefined) database.pragma(`busy_timeout = ${resolved.busyTimeoutMs}`);
-    if (resolved.migrate) {
-      // WAL lets readers in other processes proceed while one process writes.
-      if (owned && !database.memory) database.pragma('journal_mode = WAL');
-      migrate(database, resolved.table, resolved.clock);
-    } else if (database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(resolved.table) === undefined) {
-      throw new Error(`retrysafe: table "${resolved.table}" does not exist in ${database.name}; open the store once with migrations on`);
-    }
-    const sql = prepareStatements(database, resolved.table);
-    return new SqliteStoreImpl(database, owned, sql, prepareClaim(database, resolved.table, sql), resolved.clock, resolved.generateId);
-  } catch (error) {
-    if (owned) database.close();
-    throw error;
-  }
+  const { source, busyTimeoutMs, migrate, table, clock } = resolved;
+  return openSqlite({ source, busyTimeoutMs, migrate, schema: recordsSchema(table), clock }, (database, owned) => {
+    const sql = prepareStatements(database, table);
+    return new SqliteStoreImpl(database, owned, sql, prepareClaim(database, table, sql), clock, resolved.generateId);
+  });
 }
 
 type Waiter = (record: IdempotencyRecord | undefined) => void;

@@ -1,13 +1,16 @@
 /**
- * The SQLite inbox's schema steps (`createSqliteInboxStore` applies them): the processed marks and the
- * attempts, in tables named after the store's prefix. Times are integer milliseconds since the epoch.
+ * The SQLite inbox's schema steps (`createSqliteInboxStore` applies them with `openSqlite`): the processed
+ * marks and the attempts, in tables named after the store's prefix. Times are integer milliseconds since
+ * the epoch.
  *
  * @module
  */
+import { quoteIdentifier, type SqliteSchema } from '../../../stores/sqlite/open.js';
 
 /** One schema step of the SQLite inbox; `sql` gets the quoted table name for a suffix (`processed`, …). */
 export interface InboxSqliteMigration {
   readonly version: number;
+  readonly name: string;
   readonly sql: (p: (suffix: string) => string) => string;
 }
 
@@ -15,6 +18,7 @@ export interface InboxSqliteMigration {
 export const INBOX_SQLITE_MIGRATIONS: readonly InboxSqliteMigration[] = [
   {
     version: 1,
+    name: 'init',
     sql: (p) => `
       CREATE TABLE ${p('processed')} (
         consumer     TEXT    NOT NULL,
@@ -40,3 +44,17 @@ export const INBOX_SQLITE_MIGRATIONS: readonly InboxSqliteMigration[] = [
     `,
   },
 ];
+
+/**
+ * The schema of the inbox tables under `prefix` (validated): the steps above, and the ledger
+ * `<prefix>_migrations`, which records only each step's version (as the inbox's first release created it).
+ */
+export function inboxSqliteSchema(prefix: string): SqliteSchema {
+  const name = (suffix: string): string => quoteIdentifier(`${prefix}_${suffix}`);
+  return {
+    table: `${prefix}_attempts`,
+    ledger: `${prefix}_migrations`,
+    ledgerColumns: [],
+    steps: INBOX_SQLITE_MIGRATIONS.map((step) => ({ version: step.version, name: step.name, sql: step.sql(name) })),
+  };
+}
