@@ -491,6 +491,12 @@ CREATE INDEX records_abandoned_idx ON retrysafe.records USING btree (lease_expir
 CREATE INDEX records_expires_at_idx ON retrysafe.records USING btree (expires_at);
 
 --
+-- Name: sessions_client_id_c_idx; Type: INDEX; Schema: retrysafe; Owner: -
+--
+
+CREATE INDEX sessions_client_id_c_idx ON retrysafe.sessions USING btree (client_id COLLATE "C");
+
+--
 -- Name: sessions_lease_expires_at_idx; Type: INDEX; Schema: retrysafe; Owner: -
 --
 

@@ -130,8 +130,9 @@ class PostgresSessionStore implements SessionStore {
               FROM ${s}.sessions AS x LEFT JOIN ${s}.session_requests AS r ON r.client_id = x.client_id
               WHERE x.client_id = $1 GROUP BY x.client_id`,
       // $1 client-id prefix or null, $2 the previous page's last client id or null, $3 limit. Ordered by
-      // bytes (COLLATE "C"), as SQLite and Redis order, whatever the database's collation; the primary
-      // key's index has the column's collation, so the page costs a scan of the sessions table.
+      // bytes (COLLATE "C"), as SQLite and Redis order, whatever the database's collation, through the
+      // index of migration 0010: planned with the page's values (see `listSessions`), the prefix and $2
+      // become the bounds of its index scan, which stops at the limit.
       listSessions: `SELECT x.client_id AS "clientId", ${SESSION_COLUMNS}, r."storedResponses", r."inProgress", r."highestRequestNumber"
               FROM (SELECT client_id, state, lease_expires_at, low_water_mark FROM ${s}.sessions
                     WHERE ($1::text IS NULL OR starts_with(client_id, $1::text))
@@ -219,7 +220,10 @@ class PostgresSessionStore implements SessionStore {
     if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
       throw new TypeError(`retrysafe: listSessions limit must be a positive integer, got ${String(query.limit)}`);
     }
-    const result = await this.query<SummaryRow>('listSessions', [query.clientIdPrefix ?? null, query.after ?? null, query.limit]);
+    // Unnamed, unlike the other statements, so each page is planned with its own values: a plan cached for
+    // any values could not bound the index scan by a prefix or an `after` that may be null, and would read
+    // the index from its start on every page.
+    const result = await this.pool.query<SummaryRow>(this.sql.listSessions, [query.clientIdPrefix ?? null, query.after ?? null, query.limit]);
     return result.rows.map((row) => ({
       clientId: row.clientId,
       state: row.state,

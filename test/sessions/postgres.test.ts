@@ -79,6 +79,72 @@ describe.runIf(available)('PostgreSQL session store', () => {
     expect(await store.reap(10, 3)).toBe(0);
   });
 
+  describe('the console\'s sessions page, over 10 000 sessions', () => {
+    /** A plan node of `EXPLAIN (FORMAT JSON)`, with the fields read here. */
+    interface PlanNode {
+      readonly 'Node Type': string;
+      readonly 'Relation Name'?: string;
+      readonly 'Index Name'?: string;
+      readonly 'Index Cond'?: string;
+      readonly Plans?: PlanNode[];
+    }
+    const nodes = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
+
+    /** The store on a pool of one connection that keeps every statement the store sends, as it sends it. */
+    function recordingStore(): { store: ReturnType<typeof createPostgresSessionStore>; sent: { text: string; values: unknown[] }[]; single: pg.Pool } {
+      const single = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+      const sent: { text: string; values: unknown[] }[] = [];
+      const query = (config: string | pg.QueryConfig, values?: unknown[]): Promise<pg.QueryResult> => {
+        sent.push(typeof config === 'string' ? { text: config, values: values ?? [] } : { text: config.text, values: config.values ?? [] });
+        return single.query(config as string, values);
+      };
+      return { store: createPostgresSessionStore({ pool: { query } as unknown as pg.Pool, schema }), sent, single };
+    }
+
+    beforeEach(async () => {
+      await pool.query(`INSERT INTO "${schema}".sessions (client_id, state, lease_expires_at, low_water_mark)
+        SELECT md5(i::text), 'live', 0, 0 FROM generate_series(1, 10000) AS i`);
+      await pool.query(`ANALYZE "${schema}".sessions`);
+    });
+
+    it('reads each page in byte order through the index of migration 0010, bounded by the prefix or the previous page, not a scan and sort of the table', async () => {
+      const { store, sent, single } = recordingStore();
+      try {
+        const pages = [{ limit: 50 }, { after: '8', limit: 50 }, { clientIdPrefix: 'ab', limit: 50 }];
+        for (const page of pages) {
+          const listed = await store.listSessions(page);
+          expect(listed.length).toBeGreaterThan(0);
+          const { text, values } = sent.at(-1) ?? { text: '', values: [] };
+          const [explained] = (await single.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (FORMAT JSON) ${text}`, values)).rows;
+          const plan = nodes(explained?.['QUERY PLAN'][0]?.Plan ?? { 'Node Type': 'none' });
+          expect(plan.filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'sessions')).toEqual([]);
+          const index = plan.find((node) => node['Index Name'] === 'sessions_client_id_c_idx');
+          expect(index?.['Node Type']).toMatch(/Index Scan/);
+          // A page after another, or of a prefix, starts (and a prefix also ends) where its rows are.
+          if (page.after !== undefined || page.clientIdPrefix !== undefined) expect(index?.['Index Cond']).toBeDefined();
+          // Read in order and stopped at the limit; only a prefix's few rows may be sorted instead.
+          if (page.clientIdPrefix === undefined) expect(plan.map((node) => node['Node Type'])).not.toContain('Sort');
+        }
+      } finally {
+        await single.end();
+      }
+    });
+
+    it('plans every page with its own values, never with a plan cached for any values (which could only filter the index)', async () => {
+      const { store, single } = recordingStore();
+      try {
+        let after: string | undefined;
+        for (let page = 0; page < 12; page++) after = (await store.listSessions({ limit: 50, ...(after !== undefined && { after }) })).at(-1)?.clientId;
+        const cached = await single.query<{ generic_plans: string }>(
+          "SELECT generic_plans FROM pg_prepared_statements WHERE statement LIKE '%ORDER BY x.client_id COLLATE \"C\"%'",
+        );
+        expect(cached.rows.filter((row) => Number(row.generic_plans) > 0)).toEqual([]);
+      } finally {
+        await single.end();
+      }
+    });
+  });
+
   it.each<[string, unknown]>([
     ['pool', { pool: {} }],
     ['pool', { pool: null }],
