@@ -55,7 +55,7 @@ export type TransactionHandler<Tx> = (tx: Tx, signal: AbortSignal) => Promise<vo
 /**
  * An inbox store. On PostgreSQL every method is one statement (one round trip), except `process` (the
  * transaction) and `reap` (two bounded deletes). `createInbox` also takes a store written against the
- * contract's first names ({@link LegacyInboxStore}).
+ * contract's first names ({@link LegacyInboxStore}; such a class declares `implements LegacyInboxStore`).
  *
  * @typeParam Tx - the transaction handle given to handlers (`pg.PoolClient`, a better-sqlite3 `Database`)
  */
