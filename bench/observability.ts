@@ -10,7 +10,7 @@
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { createReceiver, type PlainReceiverOptions } from '../src/core/receiver.js';
+import { createReceiver, type PlainReceiverOptions } from '../src/receiver.js';
 import { idempotency } from '../src/http/fastify.js';
 import { createMemoryStore } from '../src/stores/memory.js';
 

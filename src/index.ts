@@ -43,38 +43,36 @@ export {
 } from './phases/runner.js';
 export { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor, type ProblemDetails, type ProblemResponse } from './core/problem.js';
 export {
-  createReceiver,
   type ExecutionContext,
   type Execution,
   type InFlightPolicy,
   type OperationId,
-  type PlainReceiverOptions,
   type Receiver,
   type ReceiverOptions,
-  type TransactionalReceiverOptions,
 } from './core/receiver.js';
+export { createReceiver, type PlainReceiverOptions, type TransactionalReceiverOptions } from './receiver.js';
 export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './phases/recovery-point.js';
 export { type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';
 export { createMemoryStore, type MemoryStoreOptions } from './stores/memory.js';
+export { STUCK_KEY_LIMIT, type ComponentHealth, type ReceiverHealth } from './core/health.js';
 export {
   checkHealth,
   inboxHealthCheck,
   outboxHealthCheck,
-  STUCK_KEY_LIMIT,
-  type ComponentHealth,
   type HealthCheck,
   type HealthReport,
   type OutboxBacklog,
-  type ReceiverHealth,
 } from './observability/health.js';
 export { keyHash, type LogEvent, type Logger } from './observability/logging.js';
-export {
-  INSTRUMENTATION_SCOPE,
-  RECEIVER_INSTRUMENTS,
-  type MetricsOptions,
-  type RequestOutcome,
-  type StoreOperation,
-} from './observability/metrics.js';
-export type { ObservabilityOptions, Observation, ReceiverObserver } from './observability/observer.js';
+export { INSTRUMENTATION_SCOPE, RECEIVER_INSTRUMENTS, type MetricsOptions } from './observability/metrics.js';
+export type {
+  Observation,
+  ReceiverObserver,
+  RequestOutcome,
+  StoreCallObservation,
+  StoreCallResult,
+  StoreOperation,
+} from './core/observer.js';
+export type { ObservabilityOptions } from './observability/observer.js';
 export { RECEIVER_SPANS, type TracesOptions } from './observability/traces.js';
 export type { ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore } from './core/store.js';

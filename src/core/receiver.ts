@@ -1,7 +1,8 @@
 /**
  * The engine: turns (scope, key, fingerprint) plus a unit of work into "the work runs once; every retry
  * gets the first answer". Framework-free; the HTTP adapters and the function API are built
- * on {@link Receiver.execute}.
+ * on {@link Receiver.execute}. It reports what happens to a {@link ReceiverObserver}; the package's
+ * `createReceiver` builds it with the OpenTelemetry observer.
  *
  * Sources: IETF draft-ietf-httpapi-idempotency-key-header (sections 2.6–2.7), Stripe's idempotent
  * requests, Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres".
@@ -18,11 +19,17 @@ import {
   RequestInProgressError,
   StoreUnavailableError,
 } from './errors.js';
+import { receiverHealth, type ReceiverHealth } from './health.js';
+import {
+  SILENT_OBSERVER,
+  type ReceiverObserver,
+  type RequestOutcome,
+  type StoreCallResult,
+  type StoreOperation,
+} from './observer.js';
 import { requireGenerateId, requireOptions } from './options.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
-import type { ClaimedTransaction, ClaimInput, IdempotencyStore, TransactionalStore } from './store.js';
-import { receiverHealth, type ReceiverHealth } from '../observability/health.js';
-import { ReceiverObserver, type Observation, type ObservabilityOptions } from '../observability/observer.js';
+import type { ClaimedTransaction, ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore, TransactionView } from './store.js';
 
 /** What identifies one logical operation. */
 export interface OperationId {
@@ -80,14 +87,14 @@ export interface ReceiverOptions {
   readonly generateId?: () => string;
 }
 
-/** Options of a receiver over a plain store. */
-export interface PlainReceiverOptions extends ReceiverOptions, ObservabilityOptions {
+/** Options of an engine over a plain store. */
+export interface PlainEngineOptions extends ReceiverOptions {
   readonly store: IdempotencyStore;
   readonly transactional?: false;
 }
 
-/** Options of a receiver in transactional mode. */
-export interface TransactionalReceiverOptions<Tx> extends ReceiverOptions, ObservabilityOptions {
+/** Options of an engine in transactional mode. */
+export interface TransactionalEngineOptions<Tx> extends ReceiverOptions {
   readonly store: TransactionalStore<Tx>;
   /** The work's writes and the saved response commit in one transaction; the work writes through `context.tx`. */
   readonly transactional: true;
@@ -114,7 +121,7 @@ export interface Execution {
   readonly saved: boolean;
 }
 
-/** The engine. Create one with {@link createReceiver}. */
+/** The engine. Create one with `createReceiver` (or {@link createEngine}, to choose its observer). */
 export interface Receiver<Tx = undefined> {
   /** The resolved, frozen options. */
   readonly options: Readonly<Required<Omit<ReceiverOptions, 'clock'>>> & { readonly clock: Clock };
@@ -148,25 +155,23 @@ export interface Receiver<Tx = undefined> {
    * {@link ReceiverHealth}). Never throws: an unreachable store is reported as such.
    */
   health(): Promise<ReceiverHealth>;
-  /** Where the receiver reports metrics, spans and log lines (the HTTP adapters report invalid keys here). */
+  /** Where the receiver reports outcomes, durations and takeovers (the HTTP adapters report invalid keys here). */
   readonly observer: ReceiverObserver;
 }
 
 /**
- * Creates the engine over a store.
+ * Creates the engine over a store, reporting to the observer `observe` returns (called once, with the
+ * store, after the options are checked). `createReceiver` is this with the OpenTelemetry observer.
  *
+ * @param observe - @defaultValue an observer that reports nothing
  * @throws TypeError naming the option when an option is invalid (e.g. `leaseMs` not a positive integer,
  *   `leaseMs` > `retentionMs`, `transactional: true` on a store without `claimTransaction`)
- * @example
- * ```ts
- * import { createMemoryStore, createReceiver } from 'retrysafe';
- * const receiver = createReceiver({ store: createMemoryStore(), inFlight: 'wait' });
- * ```
  */
-export function createReceiver(options: PlainReceiverOptions): Receiver;
-export function createReceiver<Tx>(options: TransactionalReceiverOptions<Tx>): Receiver<Tx>;
-export function createReceiver<Tx>(options: PlainReceiverOptions | TransactionalReceiverOptions<Tx>): Receiver<Tx> {
-  return new Engine<Tx>(options);
+export function createEngine<Tx = undefined>(
+  options: PlainEngineOptions | TransactionalEngineOptions<Tx>,
+  observe: (store: IdempotencyStore) => ReceiverObserver = () => SILENT_OBSERVER,
+): Receiver<Tx> {
+  return new Engine<Tx>(options, observe);
 }
 
 const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' });
@@ -194,15 +199,21 @@ class WorkFailed extends Error {
 
 type Attempt = { readonly done: Execution } | { readonly inFlight: IdempotencyRecord };
 
+/** The result of a store call that says nothing beyond its success. */
+const NO_RESULT = (): StoreCallResult => undefined;
+/** `complete` and `release` report whether they took effect. */
+const TOOK_EFFECT = (done: boolean): StoreCallResult => done;
+
 class Engine<Tx> implements Receiver<Tx> {
   readonly options: Receiver<Tx>['options'];
   readonly store: IdempotencyStore;
   readonly observer: ReceiverObserver;
-  /** The store as the engine calls it: timed and traced. */
-  private readonly timed: IdempotencyStore;
   private readonly transactional: boolean;
 
-  constructor(options: PlainReceiverOptions | TransactionalReceiverOptions<Tx>) {
+  constructor(
+    options: PlainEngineOptions | TransactionalEngineOptions<Tx>,
+    observe: (store: IdempotencyStore) => ReceiverObserver,
+  ) {
     requireOptions('createReceiver', options);
     const store = options.store as unknown;
     if (typeof store !== 'object' || store === null || typeof (store as IdempotencyStore).claim !== 'function') {
@@ -241,8 +252,7 @@ class Engine<Tx> implements Receiver<Tx> {
       shouldPersist,
       clock,
     });
-    this.observer = new ReceiverObserver(options, options.store);
-    this.timed = this.observer.timed(options.store);
+    this.observer = observe(options.store);
   }
 
   health(): Promise<ReceiverHealth> {
@@ -250,21 +260,38 @@ class Engine<Tx> implements Receiver<Tx> {
   }
 
   async execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution> {
-    const observation = this.observer.start(id.scope, id.key);
+    const observation = this.observer.request(id.scope, id.key);
+    let waited = false;
+    /** The work's own throw, told apart from the receiver's (the work may call another receiver). */
+    let thrown: { readonly error: unknown } | undefined;
+    const observed = async (context: ExecutionContext<Tx>): Promise<StoredResponse> => {
+      observation.workStarted();
+      let response: StoredResponse;
+      try {
+        response = await work(context);
+      } catch (error) {
+        thrown = { error };
+        observation.workEnded(true);
+        throw error;
+      }
+      observation.workEnded(false);
+      return response;
+    };
+    let execution: Execution;
     try {
-      const execution = await observation.within(() => this.attempts(id, observation.work(work), observation));
-      observation.end(execution.replayed);
-      return execution;
+      execution = await observation.within(() => this.attempts(id, observed, () => (waited = true)));
     } catch (error) {
-      observation.fail(error);
+      observation.end(thrown !== undefined && thrown.error === error ? 'released_after_error' : outcomeOf(error), error);
       throw error;
     }
+    observation.end(execution.replayed ? (waited ? 'waited' : 'replayed') : 'executed');
+    return execution;
   }
 
   private async attempts(
     id: OperationId,
     work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>,
-    observation: Observation,
+    waiting: () => void,
   ): Promise<Execution> {
     // The wait budget is counted in the time actually waited, so a fake clock cannot stall it.
     let budget = this.options.waitTimeoutMs;
@@ -278,7 +305,7 @@ class Engine<Tx> implements Receiver<Tx> {
       const untilLeaseEnds = attempt.inFlight.leaseExpiresAt - this.options.clock.now();
       const slice = Math.min(budget, untilLeaseEnds > 0 ? untilLeaseEnds : this.options.pollIntervalMs);
       budget -= slice;
-      observation.waiting();
+      waiting();
       await this.waitForChange(id, slice);
       // Completed, released or taken over: claim again and let the store decide.
     }
@@ -296,23 +323,23 @@ class Engine<Tx> implements Receiver<Tx> {
 
   /** Plain mode: claim, work, complete (or release) as separate store operations. */
   private async attempt(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Attempt> {
-    const claimed = await this.claim(this.timed, id);
+    const claimed = await this.claim(id);
     if (!('claim' in claimed)) return claimed;
     const claim = claimed.claim;
     let response: StoredResponse;
     try {
       response = await work({ claim, tx: undefined as Tx });
     } catch (error) {
-      await this.timed.release(claim).catch(() => false);
+      await this.release(claim);
       throw error;
     }
     if (!this.options.shouldPersist(response)) {
-      await this.timed.release(claim).catch(() => false);
+      await this.release(claim);
       return { done: { response, replayed: false, saved: false } };
     }
     let saved: boolean;
     try {
-      saved = await this.timed.complete(claim, response, this.options.retentionMs);
+      saved = await this.call('complete', () => this.store.complete(claim, response, this.options.retentionMs), TOOK_EFFECT);
     } catch {
       // The effect happened; answer it. The key stays claimed until its lease expires.
       return { done: { response, replayed: false, saved: false } };
@@ -334,7 +361,7 @@ class Engine<Tx> implements Receiver<Tx> {
     let outcome: ClaimedTransaction<Attempt>;
     const input = this.claimInput(id);
     try {
-      const run = (): Promise<ClaimedTransaction<Attempt>> => this.observer.claimTransaction(store, input, async (tx, view, held): Promise<Attempt> => {
+      const run = (): Promise<ClaimedTransaction<Attempt>> => this.claimTransaction(store, input, async (tx, view, held): Promise<Attempt> => {
         claim = held;
         let response: StoredResponse;
         try {
@@ -343,7 +370,7 @@ class Engine<Tx> implements Receiver<Tx> {
           throw new WorkFailed(error);
         }
         if (!this.options.shouldPersist(response)) throw new Rollback(response);
-        if (!(await view.complete(held, response, this.options.retentionMs))) {
+        if (!(await this.call('complete', () => view.complete(held, response, this.options.retentionMs), TOOK_EFFECT))) {
           throw new WorkFailed(new LeaseLostError(id.scope, id.key));
         }
         return { done: { response, replayed: false, saved: true } };
@@ -355,7 +382,7 @@ class Engine<Tx> implements Receiver<Tx> {
         return run();
       });
     } catch (failure) {
-      if (claim) await this.timed.release(claim).catch(() => false);
+      if (claim) await this.release(claim);
       if (failure instanceof Rollback) return { done: { response: failure.response, replayed: false, saved: false } };
       if (failure instanceof WorkFailed) throw failure.error;
       // A store's own typed faults (closed, misused, an aborted transaction) still mean the store could
@@ -367,17 +394,68 @@ class Engine<Tx> implements Receiver<Tx> {
   }
 
   /** Claims on the store, and turns a lost claim into an attempt result or a typed error. */
-  private async claim(store: IdempotencyStore, id: OperationId): Promise<Attempt | { readonly claim: Claim }> {
+  private async claim(id: OperationId): Promise<Attempt | { readonly claim: Claim }> {
     const input = this.claimInput(id);
+    const claim = (): Promise<ClaimResult> => this.call('claim', () => this.store.claim(input), (result) => claimResult(input, result));
     let result;
     try {
       // A claim whose reply was lost may have committed: the second try, with the same owner token, is
       // then answered as this request's own claim.
-      result = await store.claim(input).catch(() => store.claim(input));
+      result = await claim().catch(claim);
     } catch (error) {
       throw new StoreUnavailableError(error);
     }
-    return result.acquired ? { claim: result.claim } : this.lost(id, result.record);
+    if (!result.acquired) return this.lost(id, result.record);
+    if (result.claim.takeover) this.observer.takeover(id.scope, id.key);
+    return { claim: result.claim };
+  }
+
+  /**
+   * The store's `claimTransaction`, its claim observed from the call to the transaction's start (or to the
+   * record that stood in the way).
+   */
+  private async claimTransaction<R>(
+    store: TransactionalStore<Tx>,
+    input: ClaimInput,
+    fn: (tx: Tx, view: TransactionView, claim: Claim) => Promise<R>,
+  ): Promise<ClaimedTransaction<R>> {
+    const observation = this.observer.storeCall('claim');
+    let claiming = true;
+    try {
+      const outcome = await store.claimTransaction(input, (tx, view, claim) => {
+        claiming = false;
+        observation.end(claim.takeover ? 'takeover' : 'acquired');
+        if (claim.takeover) this.observer.takeover(input.scope, input.key);
+        return fn(tx, view, claim);
+      });
+      if (!outcome.acquired) {
+        claiming = false;
+        observation.end(lostResult(input, outcome.record));
+      }
+      return outcome;
+    } catch (error) {
+      if (claiming) observation.fail(error);
+      throw error;
+    }
+  }
+
+  /** Releases `claim` so a retry runs again; a failed release leaves the key to its lease's expiry. */
+  private async release(claim: Claim): Promise<void> {
+    await this.call('release', () => this.store.release(claim), TOOK_EFFECT).catch(() => false);
+  }
+
+  /** Makes one store call, observed as `operation`; `result` tells the observer how it ended. */
+  private async call<T>(operation: StoreOperation, call: () => Promise<T>, result: (value: T) => StoreCallResult): Promise<T> {
+    const observation = this.observer.storeCall(operation);
+    let value: T;
+    try {
+      value = await call();
+    } catch (error) {
+      observation.fail(error);
+      throw error;
+    }
+    observation.end(result(value));
+    return value;
   }
 
   private claimInput(id: OperationId): ClaimInput {
@@ -403,17 +481,41 @@ class Engine<Tx> implements Receiver<Tx> {
 
   /** Waits until the record changes state (completed, released, lease expired) or `timeoutMs` passes. */
   private async waitForChange(id: OperationId, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    const store = this.store;
     try {
-      if (this.timed.waitFor) return await this.timed.waitFor(id.scope, id.key, timeoutMs);
-      let record = await this.timed.get(id.scope, id.key);
+      const waitFor = store.waitFor?.bind(store);
+      if (waitFor) return await this.call('wait_for', () => waitFor(id.scope, id.key, timeoutMs), NO_RESULT);
+      const get = (): Promise<IdempotencyRecord | undefined> => this.call('get', () => store.get(id.scope, id.key), NO_RESULT);
+      let record = await get();
       for (let waited = 0; waited < timeoutMs; waited += this.options.pollIntervalMs) {
         if (record?.state !== 'in_progress' || record.leaseExpiresAt <= this.options.clock.now()) break;
         await new Promise((resolve) => setTimeout(resolve, Math.min(this.options.pollIntervalMs, timeoutMs - waited)));
-        record = await this.timed.get(id.scope, id.key);
+        record = await get();
       }
       return record;
     } catch (error) {
       throw new StoreUnavailableError(error);
     }
   }
+}
+
+/** How a request that ended with `error` (not the work's own throw) is reported. */
+function outcomeOf(error: unknown): RequestOutcome {
+  if (error instanceof IdempotencyKeyReusedError) return 'mismatch';
+  if (error instanceof RequestInProgressError) return 'in_flight_rejected';
+  if (error instanceof LeaseLostError) return 'lease_lost';
+  if (error instanceof StoreUnavailableError) return 'store_unavailable';
+  return 'released_after_error';
+}
+
+/** A plain claim's answer as its store call's result. */
+function claimResult(input: ClaimInput, result: ClaimResult): StoreCallResult {
+  if (result.acquired) return result.claim.takeover ? 'takeover' : 'acquired';
+  return lostResult(input, result.record);
+}
+
+/** A lost claim's answer, by the record that stood in the way. */
+function lostResult(input: ClaimInput, record: IdempotencyRecord): StoreCallResult {
+  if (record.fingerprint !== input.fingerprint) return 'mismatch';
+  return record.state === 'completed' ? 'replay' : 'in_flight';
 }

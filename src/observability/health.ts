@@ -1,39 +1,12 @@
 /**
- * Health checks: the receiver's (store reachability, keys stuck past their lease), the outbox's (backlog,
- * oldest unsent age, dead letters) and the inbox's (dead letters), and the JSON body and status a health
- * route answers with (200 when every check is healthy, 503 otherwise). The framework routes are
- * `healthRoute` in `retrysafe/express`, `retrysafe/fastify` and `retrysafe/hono`.
+ * Health checks of the outbox (backlog, oldest unsent age, dead letters) and the inbox (dead letters), and
+ * the JSON body and status a health route answers with (200 when every check is healthy, 503 otherwise).
+ * The receiver's own check is `Receiver.health`. The framework routes are `healthRoute` in
+ * `retrysafe/express`, `retrysafe/fastify` and `retrysafe/hono`.
  *
  * @module
  */
-import { performance } from 'node:perf_hooks';
-import type { IdempotencyStore } from '../core/store.js';
-
-/** Most stuck keys a health check counts (the count is one bounded query). */
-export const STUCK_KEY_LIMIT = 1000;
-
-/** One component's health. `healthy: false` turns a health route's answer into a 503. */
-export interface ComponentHealth {
-  readonly healthy: boolean;
-  /** Why it is unhealthy (the error's message), when it is. */
-  readonly error?: string;
-  /** Component-specific figures (counts, ages in milliseconds). */
-  readonly [figure: string]: unknown;
-}
-
-/**
- * What {@link Receiver.health} reports.
- * - `healthy`: the store answered `ping()` (a store without `ping` is tried with a `get`).
- * - `latencyMs`: the round trip of that call, in milliseconds.
- * - `expiredLeases`: `in_progress` keys past their lease, counted up to {@link STUCK_KEY_LIMIT}
- *   (`undefined` when the store cannot count them). Not a failure by itself: a retry takes such a key
- *   over; a count that stays up means clients gave up on keys whose holder crashed.
- */
-export interface ReceiverHealth extends ComponentHealth {
-  readonly store: string;
-  readonly latencyMs: number;
-  readonly expiredLeases: number | undefined;
-}
+import { STUCK_KEY_LIMIT, type ComponentHealth } from '../core/health.js';
 
 /** A named health check; it should resolve even when its component is down (see {@link checkHealth}). */
 export type HealthCheck = () => Promise<ComponentHealth>;
@@ -42,21 +15,6 @@ export type HealthCheck = () => Promise<ComponentHealth>;
 export interface HealthReport {
   readonly status: 'ok' | 'unavailable';
   readonly checks: Readonly<Record<string, ComponentHealth>>;
-}
-
-/** Pings `store` and counts its expired leases; never throws. */
-export async function receiverHealth(store: IdempotencyStore): Promise<ReceiverHealth> {
-  const kind = store.kind ?? 'custom';
-  const started = performance.now();
-  try {
-    if (store.ping) await store.ping();
-    else await store.get('', '');
-    const latencyMs = performance.now() - started;
-    const expiredLeases = store.countExpiredLeases ? await store.countExpiredLeases(STUCK_KEY_LIMIT) : undefined;
-    return { healthy: true, store: kind, latencyMs, expiredLeases };
-  } catch (error) {
-    return { healthy: false, store: kind, latencyMs: performance.now() - started, expiredLeases: undefined, error: messageOf(error) };
-  }
 }
 
 /** The part of an outbox's status a health check reads (see `Outbox.status` in `retrysafe/outbox`). */

@@ -12,6 +12,7 @@
  * @module
  */
 import type { Attributes, Counter, Histogram, MeterProvider } from '@opentelemetry/api';
+import type { RequestOutcome, StoreOperation } from '../core/observer.js';
 import { otel } from './api.js';
 
 /** Name and version of the instrumentation scope every retrysafe meter and tracer is obtained under. */
@@ -19,42 +20,16 @@ export const INSTRUMENTATION_SCOPE = 'retrysafe';
 /** The package version reported with the instrumentation scope. */
 export const INSTRUMENTATION_VERSION = '0.1.0';
 
-/**
- * How one request through the receiver ended (the `outcome` attribute of `retrysafe.requests`):
- * - `executed`: the work ran to a response (saved for replay, or released as `shouldPersist` decided);
- * - `replayed`: a saved response was replayed without running the work;
- * - `waited`: a duplicate waited for the original (`inFlight: 'wait'`) and replayed its response;
- * - `in_flight_rejected`: a duplicate of a running request was refused (409);
- * - `mismatch`: the key was reused with another fingerprint (422);
- * - `invalid_key`: an HTTP adapter refused a missing (when required) or malformed Idempotency-Key (400);
- * - `store_unavailable`: the store failed before the work ran (503);
- * - `lease_lost`: the work ran but its lease had been taken over, so its response was not saved (409);
- * - `released_after_error`: the work threw; the key was released for a retry.
- */
-export type RequestOutcome =
-  | 'executed'
-  | 'replayed'
-  | 'waited'
-  | 'in_flight_rejected'
-  | 'mismatch'
-  | 'invalid_key'
-  | 'store_unavailable'
-  | 'lease_lost'
-  | 'released_after_error';
-
-/** A store operation the receiver times (the `operation` attribute of `retrysafe.store.operation.duration`). */
-export type StoreOperation = 'claim' | 'complete' | 'release' | 'get' | 'wait_for' | 'reap' | 'ping';
-
 /** Instrument names of the receiver. */
 export const RECEIVER_INSTRUMENTS = Object.freeze({
   /**
-   * Asynchronous (observable) counter, `{request}`; attributes `outcome` (a {@link RequestOutcome}),
+   * Asynchronous (observable) counter, `{request}`; attributes `outcome` (a `RequestOutcome`),
    * `retrysafe.scope` (allow-listed only). Counted in a plain map and reported at each collection.
    */
   requests: 'retrysafe.requests',
   /** Histogram, `s`: the work (handler) from its start to its response or throw; attribute `outcome`. */
   handlerDuration: 'retrysafe.handler.duration',
-  /** Histogram, `s`: one store call; attributes `operation` (a {@link StoreOperation}), `store`, `error` (`true` when it failed). */
+  /** Histogram, `s`: one store call; attributes `operation` (a `StoreOperation`), `store`, `error` (`true` when it failed). */
   storeDuration: 'retrysafe.store.operation.duration',
   /**
    * Asynchronous (observable) UpDownCounter, `{request}`: works running now under a lease this process

@@ -7,7 +7,8 @@
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReceiver, type Receiver } from '../../src/core/receiver.js';
+import { type Receiver } from '../../src/core/receiver.js';
+import { createReceiver } from '../../src/receiver.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { createPostgresStore } from '../../src/stores/postgres/index.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';

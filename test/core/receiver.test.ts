@@ -7,7 +7,8 @@ import {
   StoreUnavailableError,
 } from '../../src/core/errors.js';
 import type { StoredResponse } from '../../src/core/record.js';
-import { createReceiver, type OperationId } from '../../src/core/receiver.js';
+import { type OperationId } from '../../src/core/receiver.js';
+import { createReceiver } from '../../src/receiver.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.js';
 

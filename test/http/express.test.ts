@@ -1,6 +1,7 @@
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createReceiver, type Receiver } from '../../src/core/receiver.js';
+import { type Receiver } from '../../src/core/receiver.js';
+import { createReceiver } from '../../src/receiver.js';
 import { idempotency } from '../../src/http/express.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { express4Factory, expressDriver, supertestClient } from './express-driver.js';

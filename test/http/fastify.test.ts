@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createReceiver } from '../../src/core/receiver.js';
+import { createReceiver } from '../../src/receiver.js';
 import { idempotency, type FastifyIdempotencyOptions } from '../../src/http/fastify.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { fastifyDriver, injectClient } from './fastify-driver.js';

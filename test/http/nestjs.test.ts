@@ -12,7 +12,8 @@ import {
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createReceiver, type Receiver } from '../../src/core/receiver.js';
+import { type Receiver } from '../../src/core/receiver.js';
+import { createReceiver } from '../../src/receiver.js';
 import { Idempotency, Idempotent, IdempotencyModule, type IdempotencyContext } from '../../src/http/nestjs.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { controller, listen, nestDriver, respond, startNest, type PlatformResponse, type Platform } from './nestjs-driver.js';

@@ -12,7 +12,7 @@ import pg from 'pg';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
-import { createReceiver } from '../../src/core/receiver.js';
+import { createReceiver } from '../../src/receiver.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { healthRoute as expressHealth } from '../../src/http/express.js';
 import { healthRoute as fastifyHealth } from '../../src/http/fastify.js';

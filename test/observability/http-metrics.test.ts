@@ -10,7 +10,7 @@ import express from 'express';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { MAX_KEY_LENGTH } from '../../src/core/key.js';
-import { createReceiver } from '../../src/core/receiver.js';
+import { createReceiver } from '../../src/receiver.js';
 import { RECEIVER_INSTRUMENTS as I, RECEIVER_SPANS } from '../../src/index.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { expressDriver } from '../http/express-driver.js';

@@ -6,7 +6,8 @@
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createReceiver, type Receiver } from '../../src/core/receiver.js';
+import { type Receiver } from '../../src/core/receiver.js';
+import { createReceiver } from '../../src/receiver.js';
 import { idempotency, idempotencyOf } from '../../src/http/express.js';
 import type { TransactionalStore } from '../../src/core/store.js';
 import { supertestClient } from '../http/express-driver.js';

@@ -9,7 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { ManualClock } from '../../src/core/clock.js';
 import { RequestInProgressError } from '../../src/core/errors.js';
 import type { StoredResponse } from '../../src/core/record.js';
-import { createReceiver, type OperationId } from '../../src/core/receiver.js';
+import { type OperationId } from '../../src/core/receiver.js';
+import { createReceiver } from '../../src/receiver.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { createPostgresStore } from '../../src/stores/postgres/index.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';

@@ -8,7 +8,7 @@ import { createPaymentsApp } from '../../../src/demo/payments/app.js';
 import type { InjectedFault } from '../../../src/demo/harness/chaos.js';
 import { SqliteChargeLedger } from '../../../src/demo/payments/sqlite-ledger.js';
 import { FAULT_HEADER } from '../../../src/demo/harness/chaos.js';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { idempotency } from '../../../src/http/express.js';
 import { createMemoryStore } from '../../../src/stores/memory.js';
 import { createSqliteStore } from '../../../src/stores/sqlite/index.js';

@@ -7,7 +7,7 @@
 import express from 'express';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { createPostgresStore, type PostgresStore } from '../../../src/stores/postgres/index.js';
 import { gateCommits } from '../../support/commit-gate.js';
 import { expressDriver } from '../../http/express-driver.js';

@@ -7,7 +7,7 @@
 import express from 'express';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { createOutbox, createRelay } from '../../../src/messaging/outbox/index.js';
 import { createWebhookPublisher } from '../../../src/messaging/transports/webhook.js';
 import { createPostgresStore } from '../../../src/stores/postgres/index.js';

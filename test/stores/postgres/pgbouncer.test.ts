@@ -11,7 +11,7 @@ import { Hono } from 'hono';
 import pg from 'pg';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/core/clock.js';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { idempotency } from '../../../src/http/hono.js';
 import { createInbox, createPostgresInboxStore } from '../../../src/messaging/inbox/index.js';
 import { createOutbox, createRelay, type OutboxEvent, type OutboxMessage } from '../../../src/messaging/outbox/index.js';

@@ -6,7 +6,7 @@
 import { Kysely, PostgresDialect, sql, type Generated } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { StoreMisuseError } from '../../../src/core/errors.js';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { createPostgresStore, poolOf, type PostgresStore } from '../../../src/stores/postgres/index.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
 

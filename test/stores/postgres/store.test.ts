@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { register as registerMigrate } from '../../../src/cli/migrate.js';
 import { ManualClock } from '../../../src/core/clock.js';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { createPostgresStore, migrate } from '../../../src/stores/postgres/index.js';
 import { topicOf } from '../../../src/stores/postgres/listener.js';
 import { MIGRATIONS } from '../../../src/stores/postgres/migrations/index.js';

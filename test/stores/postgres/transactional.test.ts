@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../../src/core/clock.js';
 import { LeaseLostError, RequestInProgressError, StoreUnavailableError, TransactionAbortedError } from '../../../src/core/errors.js';
-import { createReceiver, type OperationId } from '../../../src/core/receiver.js';
+import { type OperationId } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { createPostgresStore, type PostgresStore } from '../../../src/stores/postgres/index.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
 

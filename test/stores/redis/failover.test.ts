@@ -8,7 +8,7 @@
 import type { Cluster } from 'ioredis';
 import { Hono } from 'hono';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { idempotency } from '../../../src/http/hono.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
 import { recordKey } from '../../../src/stores/redis/keys.js';

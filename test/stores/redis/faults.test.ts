@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RequestInProgressError, StoreUnavailableError } from '../../../src/core/errors.js';
 import type { StoredResponse } from '../../../src/core/record.js';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
 import { CLAIM_LUA } from '../../../src/stores/redis/scripts/claim.lua.js';
 import { LuaScript } from '../../../src/stores/redis/script.js';

@@ -6,7 +6,8 @@
 import { Hono } from 'hono';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createReceiver, type ReceiverOptions } from '../../../src/core/receiver.js';
+import { type ReceiverOptions } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { idempotency } from '../../../src/http/hono.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
 import { REDIS_URL, serviceAvailable, uniqueName } from '../../support/services.js';

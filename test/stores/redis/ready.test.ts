@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
 import { REDIS_URL, redisAvailable, uniqueName } from '../../support/services.js';
 

@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/core/clock.js';
 import { LeaseLostError } from '../../../src/core/errors.js';
 import type { StoredResponse } from '../../../src/core/record.js';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { createRedisStore, openRedisStore, REDIS_TTL_GRACE_MS } from '../../../src/stores/redis/index.js';
 import { recordKey } from '../../../src/stores/redis/keys.js';
 import { CLAIM_LUA } from '../../../src/stores/redis/scripts/claim.lua.js';

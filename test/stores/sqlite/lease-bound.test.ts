@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Statement } from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LeaseLostError, StoreMisuseError } from '../../../src/core/errors.js';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { createSqliteStore, type SqliteStore } from '../../../src/stores/sqlite/index.js';
 import { gate } from '../../support/http.js';
 

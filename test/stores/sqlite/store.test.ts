@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/core/clock.js';
 import { StoreClosedError, StoreMisuseError } from '../../../src/core/errors.js';
 import type { StoredResponse } from '../../../src/core/record.js';
-import { createReceiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
 import { createSqliteStore, type SqliteStore } from '../../../src/stores/sqlite/index.js';
 import type { ClaimInput, TransactionView } from '../../../src/core/store.js';
 import { storeContract } from '../contract.js';
