@@ -11,12 +11,13 @@
  *    is hashed as is;
  * 2. a body a parser already consumed (mounted before this middleware) is hashed as canonical JSON of
  *    `req.body` (object keys sorted; a Buffer or string body as its bytes);
- * 3. otherwise the body stream is read here: the bytes are kept as `req.rawBody`, and `req.body` is set to
- *    the parsed JSON (`application/json`, `*+json`), the text (`text/*`) or the Buffer (any other type),
- *    and marked parsed so a later `express.json()` skips it instead of waiting on a drained stream.
- *    Invalid JSON goes to `next(error)` with `status: 400`, as `express.json()` would do; a body over
- *    `maxBodyBytes` is answered with a 413 problem `idempotency-request-too-large` before any claim. Mount
- *    `express.urlencoded()` before this middleware for form posts.
+ * 3. otherwise the body stream is read here: the bytes are kept as `req.rawBody`, `req.body` is set to the
+ *    parsed JSON (`application/json`, `*+json`), the text (`text/*`) or the Buffer (any other type), and
+ *    the bytes are pushed back onto the request stream, unconsumed: a body parser mounted after the
+ *    middleware (`express.json()`, `express.urlencoded()`, …, Express 4 or 5) reads them as if nothing
+ *    had, under its own options, and sets `req.body` itself. Invalid JSON goes to `next(error)` with
+ *    `status: 400`, as `express.json()` would do; a body over `maxBodyBytes` is answered with a 413
+ *    problem `idempotency-request-too-large` before any claim.
  *
  * Errors: an exception in the handler (thrown, or passed to `next(err)`) reaches the app's error handler
  * as usual; the error handler's response is what is sent, and as a 5xx it releases the key (the default
@@ -29,11 +30,10 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Receiver } from '../core/receiver.js';
 import { checkHealth, type HealthCheck } from '../observability/health.js';
+import { canonicalBody, hasBody, peekBody } from './body.js';
 import {
-  canonicalBody,
   contextOf,
   createHttpExchange,
-  readBody,
   type CapturedResponse,
   type IdempotencyContext,
   type IdempotencyOptions,
@@ -139,23 +139,15 @@ function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefi
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
-/** Body-parser's flag for "already parsed"; set so a later parser skips a stream this middleware drained. */
-type ParsedFlag = { _body?: boolean };
-
 async function fingerprintBody(req: Request, maxBodyBytes: number): Promise<Uint8Array | string> {
   if (req.rawBody instanceof Uint8Array) return req.rawBody;
-  if ((req as ParsedFlag)._body === true || req.readableEnded || !hasBody(req)) return canonicalBody(req.body);
-  const bytes = await readBody(req, maxBodyBytes, req.headers['content-length']);
+  // A parser mounted before the middleware read the stream to its end.
+  if (req.readableEnded || !hasBody(req)) return canonicalBody(req.body);
+  const bytes = await peekBody(req, maxBodyBytes, req.headers['content-length']);
   const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   req.rawBody = raw;
-  (req as ParsedFlag)._body = true;
   req.body = parseBody(req, raw);
   return raw;
-}
-
-/** As the `type-is` package decides: a body is announced by Transfer-Encoding or Content-Length. */
-function hasBody(req: Request): boolean {
-  return req.headers['transfer-encoding'] !== undefined || req.headers['content-length'] !== undefined;
 }
 
 function parseBody(req: Request, raw: Buffer): unknown {

@@ -21,13 +21,11 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import { fastifyPlugin } from 'fastify-plugin';
 import type { Receiver } from '../core/receiver.js';
 import { checkHealth, type HealthCheck, type HealthReport } from '../observability/health.js';
+import { BodyTooLargeError, canonicalBody, readBody } from './body.js';
 import {
-  BodyTooLargeError,
-  canonicalBody,
   contextOf,
   createHttpExchange,
   IDEMPOTENCY_KEY_HEADER,
-  readBody,
   type CapturedResponse,
   type HttpExchange,
   type HttpExchangeOutcome,

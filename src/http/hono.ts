@@ -13,10 +13,10 @@
 import type { Context, MiddlewareHandler, Next } from 'hono';
 import type { Receiver } from '../core/receiver.js';
 import { checkHealth, type HealthCheck } from '../observability/health.js';
+import { readBody } from './body.js';
 import {
   contextOf,
   createHttpExchange,
-  readBody,
   type CapturedResponse,
   type IdempotencyContext,
   type IdempotencyOptions,

@@ -41,11 +41,9 @@ import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
 import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
 import { Observable, tap, type Subscription } from 'rxjs';
 import { describe } from '../core/duration.js';
+import { BodyTooLargeError, canonicalBody, hasBody, peekBody } from './body.js';
 import {
-  BodyTooLargeError,
-  canonicalBody,
   createHttpExchange,
-  readBody,
   type CapturedResponse,
   type HttpExchange,
   type IdempotencyContext,
@@ -349,9 +347,6 @@ function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefi
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
-/** Body-parser's flag for "already parsed". */
-type ParsedFlag = { _body?: boolean };
-
 async function fingerprintBody(req: PlatformRequest, limit: number): Promise<Uint8Array | string> {
   const contentLength = req.headers['content-length'];
   if (contentLength !== undefined && Number(contentLength) > limit) throw new BodyTooLargeError(limit);
@@ -359,11 +354,10 @@ async function fingerprintBody(req: PlatformRequest, limit: number): Promise<Uin
   let body: Uint8Array | string;
   if (req.rawBody instanceof Uint8Array) {
     body = req.rawBody;
-  } else if ((node as ParsedFlag)._body !== true && !node.readableEnded && hasBody(node)) {
-    const bytes = await readBody(node, limit);
+  } else if (!node.readableEnded && hasBody(node)) {
+    const bytes = await peekBody(node, limit);
     const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     req.rawBody = raw;
-    (node as ParsedFlag)._body = true;
     req.body = (req.headers['content-type'] ?? '').toLowerCase().startsWith('text/') ? raw.toString('utf8') : raw;
     return raw;
   } else {
@@ -372,9 +366,4 @@ async function fingerprintBody(req: PlatformRequest, limit: number): Promise<Uin
   // A parser read the body already, under its own limit; the fingerprint keeps to this one.
   if ((typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength) > limit) throw new BodyTooLargeError(limit);
   return body;
-}
-
-/** As the `type-is` package decides: a body is announced by Transfer-Encoding or Content-Length. */
-function hasBody(req: IncomingMessage): boolean {
-  return req.headers['transfer-encoding'] !== undefined || req.headers['content-length'] !== undefined;
 }

@@ -9,7 +9,7 @@ import {
   StoreUnavailableError,
   type IdempotencyError,
 } from '../../src/core/errors.js';
-import { BodyTooLargeError } from '../../src/http/exchange.js';
+import { BodyTooLargeError } from '../../src/http/body.js';
 import { SessionExpiredError } from '../../src/sessions/errors.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../../src/core/problem.js';
 import { IN_PROGRESS_RECORD } from './fixtures/record.js';

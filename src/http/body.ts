@@ -1,0 +1,238 @@
+/**
+ * Reading a request body for the fingerprint, shared by the HTTP adapters:
+ * - {@link canonicalBody}: the body a parser mounted before the middleware already read;
+ * - {@link readBody}: a body stream read to its end (Fastify, Hono);
+ * - {@link peekBody}: a Node request (Express, NestJS) read without consuming it: its bytes are pushed
+ *   back onto the stream with `readable.unshift` (Node's stream API for handing on data a reader pulled
+ *   out), so a body parser mounted after the middleware reads the request as if nothing had.
+ *
+ * Each refuses a body over its limit with {@link BodyTooLargeError} (413) before anything is claimed.
+ * No module of Node's is imported here: Hono runs elsewhere too.
+ *
+ * @module
+ */
+import { IdempotencyError } from '../core/errors.js';
+
+const encoder = new TextEncoder();
+
+/**
+ * The fingerprint body of a request whose raw bytes are gone because a parser consumed them: a Buffer or
+ * string body as is, anything else as JSON with object keys sorted (so key order does not change the
+ * fingerprint); `undefined` and `null` as the empty body.
+ */
+export function canonicalBody(body: unknown): Uint8Array | string {
+  if (body === undefined || body === null) return '';
+  if (body instanceof Uint8Array || typeof body === 'string') return body;
+  return JSON.stringify(sortKeys(body)) ?? '';
+}
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value === null || typeof value !== 'object' || value instanceof Date) return value;
+  const out: Record<string, unknown> = {};
+  for (const name of Object.keys(value).sort()) out[name] = sortKeys((value as Record<string, unknown>)[name]);
+  return out;
+}
+
+/**
+ * Thrown by {@link readBody} and {@link peekBody} when a body exceeds its limit (code
+ * `idempotency-request-too-large`); the exchange answers it with a 413 problem before any claim.
+ */
+export class BodyTooLargeError extends IdempotencyError {
+  override readonly name = 'BodyTooLargeError';
+  /** HTTP status for error handlers that read `status` (Express) or `statusCode` (Fastify), should one reach them. */
+  readonly status = 413;
+  readonly statusCode = 413;
+  /** Lets Express's and http-errors' handlers show the message. */
+  readonly expose = true;
+  /** @param limit - the limit in bytes */
+  constructor(readonly limit: number) {
+    super('idempotency-request-too-large', `The request body is larger than ${limit} bytes.`);
+  }
+}
+
+/**
+ * Reads a request body of at most `limit` bytes: refuses at once when `contentLength` announces more, and
+ * stops collecting as soon as the chunks pass it.
+ *
+ * @param chunks - the body stream (a Node `Readable`, a web `ReadableStream`, …); string chunks are UTF-8
+ * @param contentLength - the Content-Length header, if any
+ * @throws {@link BodyTooLargeError} when the body is longer than `limit` bytes
+ * @throws the stream's own error; `ERR_STREAM_PREMATURE_CLOSE` when a Node stream closes before it ends
+ */
+export async function readBody(chunks: AsyncIterable<unknown>, limit: number, contentLength?: string | null): Promise<Uint8Array> {
+  if (contentLength !== undefined && contentLength !== null && Number(contentLength) > limit) throw new BodyTooLargeError(limit);
+  if (isNodeStream(chunks)) return readNodeStream(chunks, limit);
+  const parts: Uint8Array[] = [];
+  let length = 0;
+  for await (const chunk of chunks) {
+    const part = typeof chunk === 'string' ? encoder.encode(chunk) : (chunk as Uint8Array);
+    length += part.byteLength;
+    if (length > limit) throw new BodyTooLargeError(limit);
+    parts.push(part);
+  }
+  return concat(parts, length);
+}
+
+/** The part of a Node `Readable` that {@link readBody} and {@link peekBody} use. */
+interface NodeStream {
+  readonly readableEnded: boolean;
+  readonly destroyed: boolean;
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  removeListener(event: string, listener: (...args: never[]) => void): unknown;
+}
+
+/** The part of a Node `IncomingMessage` that {@link peekBody} uses. */
+export interface NodeRequest extends NodeStream {
+  /** `true` once the whole message, body included, has been received (`message.complete`). */
+  readonly complete: boolean;
+  readonly readableLength: number;
+  read(size: number): Uint8Array | string | null;
+  unshift(chunk: Uint8Array): void;
+  resume(): unknown;
+}
+
+function isNodeStream(value: object): value is NodeStream {
+  return typeof (value as Partial<NodeStream>).on === 'function' && typeof (value as Partial<NodeStream>).readableEnded === 'boolean';
+}
+
+/**
+ * The body of a Node stream through plain `data`/`end` listeners: an async iterator over a stream costs a
+ * promise per chunk and per end. Same outcome as `for await`: an ended stream reads as empty, a destroyed
+ * one fails as a premature close.
+ */
+function readNodeStream(stream: NodeStream, limit: number): Promise<Uint8Array> {
+  if (stream.readableEnded) return Promise.resolve(new Uint8Array(0));
+  if (stream.destroyed) return Promise.reject(prematureClose());
+  return new Promise((resolve, reject) => {
+    const parts: Uint8Array[] = [];
+    let length = 0;
+    const stop = (): void => {
+      stream.removeListener('data', onData);
+      stream.removeListener('end', onEnd);
+      stream.removeListener('error', onError);
+      stream.removeListener('close', onClose);
+    };
+    const onData = (chunk: Uint8Array | string): void => {
+      const part = typeof chunk === 'string' ? encoder.encode(chunk) : chunk;
+      length += part.byteLength;
+      if (length > limit) {
+        // Left flowing without a listener, the rest drains, so the 413 still reaches the client.
+        stop();
+        reject(new BodyTooLargeError(limit));
+        return;
+      }
+      parts.push(part);
+    };
+    const onEnd = (): void => {
+      stop();
+      resolve(concat(parts, length));
+    };
+    const onError = (error: Error): void => {
+      stop();
+      reject(error);
+    };
+    const onClose = (): void => {
+      stop();
+      reject(prematureClose());
+    };
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    stream.on('error', onError);
+    stream.on('close', onClose);
+  });
+}
+
+/**
+ * Reads a Node request's body of at most `limit` bytes without consuming it: the bytes are collected in
+ * paused mode until the message is complete, then pushed back onto the stream (`readable.unshift`) before
+ * its `end` event, so whoever reads the request next — `express.json()`, `express.urlencoded()`, any body
+ * parser mounted after the middleware — gets the same bytes, under its own options. Nothing is read when
+ * the stream has ended already (a parser consumed it): that reads as empty.
+ *
+ * @param contentLength - the Content-Length header, if any
+ * @throws {@link BodyTooLargeError} (as a rejection) when the body is longer than `limit` bytes; the rest
+ *   of the body is then drained, so the 413 still reaches the client
+ * @throws the stream's own error; `ERR_STREAM_PREMATURE_CLOSE` when it closes before the message is complete
+ */
+export async function peekBody(req: NodeRequest, limit: number, contentLength?: string): Promise<Uint8Array> {
+  if (contentLength !== undefined && Number(contentLength) > limit) throw new BodyTooLargeError(limit);
+  if (contentLength !== undefined && Number(contentLength) === 0) return new Uint8Array(0);
+  // The `request` event is emitted while Node's HTTP parser is still in the packet that carried the
+  // headers; one turn later, a body that came in that packet is buffered and the message marked complete.
+  await Promise.resolve();
+  if (req.readableEnded) return new Uint8Array(0);
+  if (req.destroyed) throw prematureClose();
+  // An empty body, all received: adding a `readable` listener would read the end and emit `end`, after
+  // which a later parser finds a drained stream (body-parser 1 fails it with a 500).
+  if (req.complete && req.readableLength === 0) return new Uint8Array(0);
+  return new Promise((resolve, reject) => {
+    const parts: Uint8Array[] = [];
+    let length = 0;
+    const stop = (): void => {
+      req.removeListener('readable', onReadable);
+      req.removeListener('end', onEnd);
+      req.removeListener('error', onError);
+      req.removeListener('close', onClose);
+    };
+    const onReadable = (): void => {
+      // Only what is buffered: a read of an empty, ended buffer would emit `end`, after which nothing can be
+      // pushed back.
+      while (req.readableLength > 0) {
+        const chunk = req.read(req.readableLength);
+        if (chunk === null) break;
+        const part = typeof chunk === 'string' ? encoder.encode(chunk) : chunk;
+        length += part.byteLength;
+        if (length > limit) {
+          stop();
+          req.resume();
+          reject(new BodyTooLargeError(limit));
+          return;
+        }
+        parts.push(part);
+      }
+      if (!req.complete) return;
+      stop();
+      const body = concat(parts, length);
+      if (body.byteLength > 0) req.unshift(body);
+      resolve(body);
+    };
+    // Not an `IncomingMessage` after all (`complete` never set): the body is read, but cannot be handed on.
+    const onEnd = (): void => {
+      stop();
+      resolve(concat(parts, length));
+    };
+    const onError = (error: Error): void => {
+      stop();
+      reject(error);
+    };
+    const onClose = (): void => {
+      stop();
+      reject(prematureClose());
+    };
+    req.on('readable', onReadable);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+  });
+}
+
+/** As the `type-is` package decides: a body is announced by Transfer-Encoding or Content-Length. */
+export function hasBody(req: { readonly headers: Readonly<Record<string, unknown>> }): boolean {
+  return req.headers['transfer-encoding'] !== undefined || req.headers['content-length'] !== undefined;
+}
+
+function prematureClose(): Error {
+  return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
+}
+
+function concat(parts: readonly Uint8Array[], length: number): Uint8Array {
+  if (parts.length === 1 && parts[0]) return parts[0];
+  const body = new Uint8Array(length);
+  let offset = 0;
+  for (const part of parts) {
+    body.set(part, offset);
+    offset += part.byteLength;
+  }
+  return body;
+}
