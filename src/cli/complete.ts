@@ -38,7 +38,7 @@ interface CompleteFlags {
  *
  * @throws Error when the module cannot be imported or has no `plans` array
  */
-export async function loadPlans(path: string): Promise<readonly PhasePlan<unknown, never>[]> {
+async function loadPlans(path: string): Promise<readonly PhasePlan<unknown, never>[]> {
   const module = (await import(pathToFileURL(resolve(path)).href)) as { plans?: unknown };
   if (!Array.isArray(module.plans)) {
     throw new Error(`the module ${JSON.stringify(path)} must export "plans", an array of plans from definePhases`);
@@ -47,7 +47,7 @@ export async function loadPlans(path: string): Promise<readonly PhasePlan<unknow
 }
 
 /** One line describing an abandoned record: scope, key, plan, phase reached and when its lease ended. */
-export function describeAbandoned(record: IdempotencyRecord): string {
+function describeAbandoned(record: IdempotencyRecord): string {
   const point = record.recoveryPoint === undefined ? undefined : decodeRecoveryPoint(record.recoveryPoint);
   const at = point === undefined ? `recovery point ${JSON.stringify(record.recoveryPoint)}` : `plan ${JSON.stringify(point.plan)} after phase ${JSON.stringify(point.phase)}`;
   return `scope ${JSON.stringify(record.scope)} key ${JSON.stringify(record.key)}: ${at}, lease ended ${new Date(record.leaseExpiresAt).toISOString()}`;

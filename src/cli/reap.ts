@@ -20,7 +20,7 @@ interface ReapFlags {
 }
 
 /** What {@link reapInBatches} did. */
-export interface ReapSummary {
+interface ReapSummary {
   /** Records deleted, in total. */
   readonly deleted: number;
   /** Deleted count of each batch, in order. */

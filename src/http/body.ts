@@ -83,7 +83,7 @@ interface NodeStream {
 }
 
 /** The part of a Node `IncomingMessage` that {@link peekBody} uses. */
-export interface NodeRequest extends NodeStream {
+interface NodeRequest extends NodeStream {
   /** `true` once the whole message, body included, has been received (`message.complete`). */
   readonly complete: boolean;
   readonly readableLength: number;

@@ -24,7 +24,7 @@ import { BodyTooLargeError } from './body.js';
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 
 /** Name of the header added to a replayed response (the value is `true`), as Stripe does. */
-export const REPLAYED_HEADER = 'idempotent-replayed';
+const REPLAYED_HEADER = 'idempotent-replayed';
 
 /** Default of {@link IdempotencyOptions.methods}: the non-idempotent methods a client retries with a key. */
 export const DEFAULT_METHODS: readonly string[] = Object.freeze(['POST', 'PATCH']);
@@ -45,7 +45,7 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = Object.freeze([
  * Saved in place of a body longer than {@link IdempotencyOptions.maxResponseBytes}: its value is the
  * body's length in bytes. Never sent: a replay of such a record is answered with a 410 problem.
  */
-export const NOT_KEPT_HEADER = 'retrysafe-response-not-kept';
+const NOT_KEPT_HEADER = 'retrysafe-response-not-kept';
 
 /** Headers that are never saved for replay, whatever the allow-list says. */
 const NEVER_REPLAYED = new Set(['set-cookie', NOT_KEPT_HEADER]);

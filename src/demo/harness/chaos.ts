@@ -30,7 +30,7 @@ export interface InjectedFault {
 }
 
 /** Options of {@link chaos}. */
-export interface ChaosOptions {
+interface ChaosOptions {
   /**
    * Called the moment a fault takes effect: `lost-reply` and `crash-after-commit` when the committed reply
    * is about to leave, `slow` when the handler reaches it (see {@link faultOf}), `crash-mid-handler` when the

@@ -28,7 +28,7 @@ export interface TrafficCounters {
 }
 
 /** Options of {@link createDemoClient}. Durations are in milliseconds. */
-export interface DemoClientOptions {
+interface DemoClientOptions {
   /** Per-attempt timeout; a `slow` handler is made to outlast it. */
   readonly attemptTimeoutMs: number;
   /** Longest a logical call may keep retrying, waits included. */
@@ -38,7 +38,7 @@ export interface DemoClientOptions {
 }
 
 /** The client and its counters. */
-export interface DemoClient {
+interface DemoClient {
   /** A fetch that retries with the same key; pass the key as `idempotencyKey`. */
   readonly fetch: RetryingFetch;
   readonly counters: Readonly<TrafficCounters>;

@@ -39,7 +39,7 @@ export interface PlannedPayment {
 }
 
 /** Options of {@link planFaults}. */
-export interface PlanOptions {
+interface PlanOptions {
   /** 32-bit seed of the fault choices. */
   readonly seed: number;
   /** Number of logical payments; at least {@link MIN_PAYMENTS}. */

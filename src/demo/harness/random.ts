@@ -6,7 +6,7 @@
  */
 
 /** A deterministic source of random numbers. */
-export interface Random {
+interface Random {
   /** A float in [0, 1). */
   next(): number;
   /** An integer in [min, max] (both inclusive). */

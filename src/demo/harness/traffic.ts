@@ -21,7 +21,7 @@ export interface CallResult {
 }
 
 /** Options of {@link drive}. */
-export interface DriveOptions {
+interface DriveOptions {
   readonly plan: readonly PlannedPayment[];
   /** Workers sending operations at once. */
   readonly concurrency: number;

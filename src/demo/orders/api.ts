@@ -28,7 +28,7 @@ export interface OrderPlaced {
 }
 
 /** Options of {@link createOrdersApp}. */
-export interface OrdersAppOptions {
+interface OrdersAppOptions {
   /** The idempotency store on the run's schema; its transactions carry the order and outbox writes. */
   readonly store: PostgresStore;
   /** The outbox on the same schema. */

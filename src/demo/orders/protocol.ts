@@ -43,7 +43,7 @@ export type WorkerCounter =
   | 'duplicates-skipped';
 
 /** Worker → parent. */
-export type WorkerMessage =
+type WorkerMessage =
   | { readonly type: 'ready' }
   | { readonly type: 'count'; readonly counter: WorkerCounter }
   /** The crash point was reached: the parent kills the worker now. */

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { isWorkerMessage, type ShutdownMessage, type WorkerConfig, type WorkerCounter, type WorkerCrash } from './protocol.js';
 
 /** Options of {@link WorkerSupervisor}. */
-export interface WorkerOptions {
+interface WorkerOptions {
   /** Entry file name without extension, next to this file: `relay-worker` or `consumer-worker`. */
   readonly entry: 'relay-worker' | 'consumer-worker';
   /** One configuration per incarnation, in order; the last one runs until the end. Non-empty. */

@@ -14,7 +14,7 @@ import { isServerMessage, type ParentMessage, type ServerConfig, type ServerMess
 import { addCounts, laterCounts, NO_COUNTS, type ReceiverCounts } from './metrics.js';
 
 /** Options of {@link ServerSupervisor}. Durations are in milliseconds. */
-export interface SupervisorOptions {
+interface SupervisorOptions {
   /** The server's configuration; `port` is chosen on the first start and reused on restarts. */
   readonly config: Omit<ServerConfig, 'port'>;
   /** Whether a crash fault kills the server; when `false`, a crash fault is a failure. */

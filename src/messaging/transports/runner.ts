@@ -115,7 +115,7 @@ export function requireCount(adapter: string, name: string, value: unknown, max:
 }
 
 /** How an adapter reads and settles the deliveries of its broker, for {@link deliverer}. */
-export interface DeliveryHandling<M> {
+interface DeliveryHandling<M> {
   readonly processor: MessageProcessor;
   /** The validated `messageId` option (see {@link requireMessageId}). */
   readonly messageId: (message: M) => string | undefined;

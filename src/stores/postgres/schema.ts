@@ -13,7 +13,7 @@ export const DEFAULT_SCHEMA = 'retrysafe';
  * Longest accepted schema name. PostgreSQL allows 63 bytes per identifier; the notification channel
  * (`<schema>_completed`) must fit in the same limit, so the schema gets 48.
  */
-export const MAX_SCHEMA_LENGTH = 48;
+const MAX_SCHEMA_LENGTH = 48;
 
 const SCHEMA_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 

@@ -30,7 +30,7 @@ export interface Queryable {
  * concurrent claimer's commit. Each statement reads it once (as an argument, or in an uncorrelated
  * sub-select, which PostgreSQL evaluates once), so one statement's decisions share one instant.
  */
-export const SERVER_NOW_MS = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
+const SERVER_NOW_MS = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
 
 /** `now` for a statement: the parameter `$n` when the store was given a clock, else the server's. */
 export function nowOf(parameter: string): string {

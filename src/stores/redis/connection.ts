@@ -35,7 +35,7 @@ function isCluster(connection: RedisConnection): connection is Cluster {
  * The connections a key walk must visit: the one Redis, or every master of the cluster (SCAN is local to
  * the node it runs on; replicas hold copies, so masters alone see each key once).
  */
-export function masters(connection: RedisConnection): Redis[] {
+function masters(connection: RedisConnection): Redis[] {
   return isCluster(connection) ? connection.nodes('master') : [connection];
 }
 

@@ -12,7 +12,7 @@ interface Channel {
 }
 
 /** A subscription to one record's channel. */
-export interface Subscription {
+interface Subscription {
   /** Resolves when the subscription is live; rejects when SUBSCRIBE fails. */
   readonly ready: Promise<void>;
   /** Resolves on the first message on the channel (or when the notifier closes). */

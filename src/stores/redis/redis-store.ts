@@ -29,7 +29,7 @@ const CHECKPOINT = new LuaScript(CHECKPOINT_LUA);
 const SCAN_COUNT = 250;
 
 /** The resolved, frozen configuration of a {@link RedisStore}. */
-export interface RedisStoreConfig {
+interface RedisStoreConfig {
   readonly client: RedisConnection;
   readonly prefix: string;
   /** Replaces Redis's `TIME` in every decision when set (tests on a fake clock). */

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { RedisConnection } from './connection.js';
 
 /** An argument of a Redis command: text, bytes or a number. */
-export type RedisArgument = string | Buffer | number;
+type RedisArgument = string | Buffer | number;
 
 /**
  * One Lua script, run with EVALSHA so a call costs one round trip and sends only the 40-character digest.

@@ -11,7 +11,7 @@ import type { Database } from 'better-sqlite3';
 import { StoreMisuseError } from '../../core/errors.js';
 
 /** The guarded connection and the switch that turns it off. */
-export interface GuardedDatabase {
+interface GuardedDatabase {
   /** Behaves as the connection until {@link GuardedDatabase.revoke}; so do the statements and transaction functions it hands out. */
   readonly database: Database;
   /** From now on every use of the handle, and of what it handed out, throws a `StoreMisuseError`. */

@@ -45,7 +45,7 @@ export interface SqliteStoreOptions {
 }
 
 /** Validated, frozen options. */
-export interface ResolvedSqliteStoreOptions {
+interface ResolvedSqliteStoreOptions {
   readonly source: { readonly path: string } | { readonly database: Database };
   readonly table: string;
   readonly clock: Clock;

@@ -74,7 +74,7 @@ export interface Statements {
   readonly listRecords: Statement<[ListRecordsParams], RecordRow>;
 }
 
-export interface ListRecordsParams {
+interface ListRecordsParams {
   state: string | null;
   scope: string | null;
   prefix: string | null;
@@ -83,7 +83,7 @@ export interface ListRecordsParams {
   limit: number;
 }
 
-export interface CheckpointParams {
+interface CheckpointParams {
   scope: string;
   key: string;
   token: string;
@@ -91,7 +91,7 @@ export interface CheckpointParams {
   leaseExpiresAt: number;
 }
 
-export interface CompleteParams {
+interface CompleteParams {
   scope: string;
   key: string;
   token: string;
