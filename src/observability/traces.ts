@@ -37,11 +37,17 @@ export class ReceiverTraces {
 
   constructor(private readonly options: TracesOptions) {}
 
-  /** Starts a span under the active one (or `parent`); `undefined` when the API is not installed. */
+  /**
+   * Starts a span under the active one (or `parent`); `undefined` when the API is not installed, or when
+   * the span does not record (no SDK registered, or sampled out): such a span would carry nothing, so
+   * nothing is set on it, ended or made active. The global provider is asked at each call (the API's
+   * proxy), so an SDK registered after the receiver was created is used from then on.
+   */
   start(name: string, parent?: Context): Span | undefined {
     if (otel === undefined) return undefined;
     this.tracer ??= (this.options.tracerProvider ?? otel.trace.getTracerProvider()).getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
-    return this.tracer.startSpan(name, { kind: otel.SpanKind.INTERNAL }, parent ?? otel.context.active());
+    const span = this.tracer.startSpan(name, { kind: otel.SpanKind.INTERNAL }, parent ?? otel.context.active());
+    return span.isRecording() ? span : undefined;
   }
 
   /** Runs `fn` with `span` as the active span, so spans started inside are its children. */
