@@ -27,7 +27,7 @@ const HOST_HEADER = /^(?:\[[0-9A-Fa-f:.]+\]|[^\s/?#@[\]:\\]+)(?::\d{1,5})?$/;
  *
  * @example `canonicalHost('LocalHost.:8080')` is `'localhost'`; `canonicalHost('[0:0::1]')` is `'[::1]'`.
  */
-export function canonicalHost(value: string): string | undefined {
+function canonicalHost(value: string): string | undefined {
   if (!HOST_HEADER.test(value)) return undefined;
   try {
     const name = new URL(`http://${value}`).hostname;

@@ -40,7 +40,7 @@ const headerGetter: TextMapGetter<HeaderRecord> = {
 };
 
 /** The context a message was created in, read from its headers. */
-export interface CreationContext {
+interface CreationContext {
   /**
    * The active context with the message's remote span in place of the active span (and whatever else the
    * propagator read, such as baggage): the parent for a span that continues the message's trace.

@@ -22,7 +22,7 @@ export interface MockKafkaCluster {
 }
 
 /** Options of {@link startMockKafkaCluster}. */
-export interface MockKafkaOptions {
+interface MockKafkaOptions {
   /** Brokers in the cluster, 1..9. @defaultValue 3 */
   readonly brokers?: number;
   /** Where the cluster's error log lines go. @defaultValue `console.error` */

@@ -13,7 +13,7 @@ import type { OutboxPublisher } from '../../messaging/outbox/index.js';
 export const ORDER_PLACED = 'order.placed';
 
 /** The brokers the scenario runs on. */
-export const BROKER_NAMES = ['rabbitmq', 'kafka'] as const;
+const BROKER_NAMES = ['rabbitmq', 'kafka'] as const;
 
 /** A broker the scenario runs on. */
 export type BrokerName = (typeof BROKER_NAMES)[number];
@@ -58,7 +58,7 @@ export interface RunBroker {
 }
 
 /** A running consumer of a worker process. */
-export interface WorkerConsumer {
+interface WorkerConsumer {
   /** Stops taking messages, settles those in flight, and closes the connection. */
   stop(): Promise<void>;
 }

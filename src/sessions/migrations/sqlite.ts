@@ -8,14 +8,14 @@
 import { quoteIdentifier, type SqliteSchema } from '../../stores/sqlite/open.js';
 
 /** One schema step of the SQLite session store; `sql` gets the quoted sessions table, requests table and index. */
-export interface SessionsSqliteMigration {
+interface SessionsSqliteMigration {
   readonly version: number;
   readonly name: string;
   readonly sql: (sessions: string, requests: string, index: string) => string;
 }
 
 /** The steps, in order, recorded in `<table>_migrations`. Never edit a released step; append a new one. */
-export const SESSIONS_SQLITE_MIGRATIONS: readonly SessionsSqliteMigration[] = [
+const SESSIONS_SQLITE_MIGRATIONS: readonly SessionsSqliteMigration[] = [
   {
     version: 1,
     name: 'init',

@@ -31,7 +31,7 @@ const HASH_FIELD = {
 } as const;
 
 /** One field of a record, by the record's name for it. */
-export type RecordField = keyof typeof HASH_FIELD;
+type RecordField = keyof typeof HASH_FIELD;
 
 /** One field of the record hash, by its name in Redis. */
 export type HashField = (typeof HASH_FIELD)[RecordField];

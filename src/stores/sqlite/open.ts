@@ -10,7 +10,7 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 
 /** One schema step, its SQL already naming the module's tables. Never edit a released step; append one. */
-export interface SqliteStep {
+interface SqliteStep {
   /** Position in the module's steps, from 1: the ledger's primary key. */
   readonly version: number;
   /** What the step does, e.g. `init`; recorded where the ledger has a `name` column. */
@@ -42,7 +42,7 @@ export interface SqliteSchema {
 }
 
 /** What {@link openSqlite} opens and how. */
-export interface SqliteOpening {
+interface SqliteOpening {
   /** A file to open (`':memory:'` for none), or a `better-sqlite3` connection of the caller's, left open. */
   readonly source: { readonly path: string } | { readonly database: Database };
   /** Sets `busy_timeout` (ms) on the connection; `undefined` leaves the connection's own (the driver's default is 5 000). */

@@ -8,14 +8,14 @@
 import { quoteIdentifier, type SqliteSchema } from '../../../stores/sqlite/open.js';
 
 /** One schema step of the SQLite inbox; `sql` gets the quoted table name for a suffix (`processed`, …). */
-export interface InboxSqliteMigration {
+interface InboxSqliteMigration {
   readonly version: number;
   readonly name: string;
   readonly sql: (p: (suffix: string) => string) => string;
 }
 
 /** The steps, in order, recorded in `<prefix>_migrations`. Never edit a released step; append a new one. */
-export const INBOX_SQLITE_MIGRATIONS: readonly InboxSqliteMigration[] = [
+const INBOX_SQLITE_MIGRATIONS: readonly InboxSqliteMigration[] = [
   {
     version: 1,
     name: 'init',
