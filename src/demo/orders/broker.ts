@@ -12,11 +12,8 @@ import type { OutboxPublisher } from '../../messaging/outbox/index.js';
 /** The routing key (RabbitMQ) and outbox topic of the event. */
 export const ORDER_PLACED = 'order.placed';
 
-/** The brokers the scenario runs on. */
-const BROKER_NAMES = ['rabbitmq', 'kafka'] as const;
-
 /** A broker the scenario runs on. */
-export type BrokerName = (typeof BROKER_NAMES)[number];
+export type BrokerName = 'rabbitmq' | 'kafka';
 
 /** Where the run's events go on RabbitMQ. */
 export interface RabbitEndpoint {
