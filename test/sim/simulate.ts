@@ -14,7 +14,7 @@ export interface SimOptions {
   readonly path?: string;
   /** fast-check's trace of the shrunk commands, printed with a failure; needed with `path` to replay it. */
   readonly replayPath?: string;
-  /** The longest history. @defaultValue the simulation's own: 40 steps for a store */
+  /** The longest history. @defaultValue the simulation's own: 40 steps for a store, 80 for messaging */
   readonly maxCommands?: number;
 }
 

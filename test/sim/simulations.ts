@@ -1,13 +1,15 @@
 /**
  * Every simulation `npm run sim` knows, by name: the claim / lease store simulation on each store (and on
- * the servers' clocks).
+ * the servers' clocks), and the outbox + inbox simulation with the inbox on each of its stores.
  */
 import type fc from 'fast-check';
 import { openHarness, SIM_STORES, type HarnessOptions, type SimHarness, type SimStoreName } from './harness.js';
+import { MESSAGING_SIMS, openMessagingHarness, type MessagingHarness, type MessagingHarnessOptions, type MessagingSimName } from './messaging-harness.js';
+import { messagingCommands, runMessagingHistory } from './messaging-model.js';
 import { runHistory, storeCommands } from './store-model.js';
 
-export const SIMULATIONS = [...SIM_STORES] as const;
-export type SimulationName = SimStoreName;
+export const SIMULATIONS = [...SIM_STORES, ...MESSAGING_SIMS] as const;
+export type SimulationName = SimStoreName | MessagingSimName;
 
 /** One simulation over its opened harness: the histories it draws, how one runs, and its teardown. */
 export interface Simulation {
@@ -29,7 +31,18 @@ export function storeSimulation(harness: SimHarness): Simulation {
   };
 }
 
+/** The outbox + inbox simulation over a messaging harness. */
+export function messagingSimulation(harness: MessagingHarness): Simulation {
+  return {
+    name: harness.name,
+    commands: (maxCommands, replayPath) => messagingCommands(maxCommands, replayPath),
+    run: (commands) => runMessagingHistory(harness, commands as Parameters<typeof runMessagingHistory>[1]),
+    close: () => harness.close(),
+  };
+}
+
 /** Opens a simulation by name (its servers must be up). */
-export async function openSimulation(name: SimulationName, options: HarnessOptions = {}): Promise<Simulation> {
-  return storeSimulation(await openHarness(name, options));
+export async function openSimulation(name: SimulationName, options: HarnessOptions & MessagingHarnessOptions = {}): Promise<Simulation> {
+  if ((MESSAGING_SIMS as readonly string[]).includes(name)) return messagingSimulation(await openMessagingHarness(name as MessagingSimName, options));
+  return storeSimulation(await openHarness(name as SimStoreName, options));
 }
