@@ -49,11 +49,11 @@ export interface SimHarness {
   /** Moves the injected clock by `ms` (negative: back); on the server's clock, skews this process's clock. */
   advance(ms: number): void;
   /**
-   * On the server's clock only: claims (scope, key) through a second store whose clock is pinned at `at`
-   * (the server's milliseconds, in the past), so the record's lease and retention are as old as a crashed
-   * holder's would be. Fencing tokens of planted claims are `p1`, `p2`, …
+   * On the server's clock only (else rejects): claims (scope, key) through a second store whose clock is
+   * pinned at `at` (the server's milliseconds, in the past), so the record's lease and retention are as old
+   * as a crashed holder's would be. Fencing tokens of planted claims are `p1`, `p2`, …
    */
-  plant?(input: { scope: string; key: string; fingerprint: string; leaseMs: number; retentionMs: number }, at: number): Promise<ClaimResult>;
+  plant(input: { scope: string; key: string; fingerprint: string; leaseMs: number; retentionMs: number }, at: number): Promise<ClaimResult>;
   /** A fresh, empty store for the next run; fencing tokens are `t1`, `t2`, … so a run is reproducible. */
   reset(): Promise<void>;
   /**
@@ -149,10 +149,17 @@ abstract class Timekeeper {
     this.skew.restore();
   }
 
+  plant(_input: PlantInput, _at: number): Promise<ClaimResult> {
+    return Promise.reject(new Error(`${this.constructor.name} has no server clock to plant records by`));
+  }
+
   protected serverNow(): Promise<number> {
     return Promise.reject(new Error(`${this.constructor.name} has no server clock`));
   }
 }
+
+/** What {@link SimHarness.plant} claims. */
+type PlantInput = Parameters<SimHarness['plant']>[0];
 
 /** Memory and Redis: the effect is committed exactly when the fenced completion is accepted. */
 abstract class LedgerHarness extends Timekeeper {
@@ -250,7 +257,7 @@ async function redisHarness(serverClock: boolean, storeTime: StoreTime = 'server
       this.store = this.open();
       this.ledger = new Map();
     }
-    plant(input: Parameters<NonNullable<SimHarness['plant']>>[0], at: number): Promise<ClaimResult> {
+    override plant(input: PlantInput, at: number): Promise<ClaimResult> {
       const planter = createRedisStore({ client, prefix: this.prefix, clock: new ManualClock(at), generateId: this.plantTokens });
       return planter.claim(input);
     }
@@ -370,7 +377,7 @@ async function postgresHarness(serverClock: boolean, storeTime: StoreTime = 'ser
       this.resetTime();
       this.store = this.open();
     }
-    plant(input: Parameters<NonNullable<SimHarness['plant']>>[0], at: number): Promise<ClaimResult> {
+    override plant(input: PlantInput, at: number): Promise<ClaimResult> {
       return createPostgresStore({ pool, schema, clock: new ManualClock(at), generateId: this.plantTokens }).claim(input);
     }
     private open(): ReturnType<typeof createPostgresStore> {

@@ -225,14 +225,14 @@ class ProcessInboxStore implements InboxStore<unknown> {
   deadLetters(consumer: string | undefined, limit: number): Promise<DeadLetter[]> {
     return this.alive(() => this.store.deadLetters(consumer, limit));
   }
-  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean> {
-    return this.alive(() => this.store.requestReplay(consumer, messageId, now));
+  requestRedrive(consumer: string, messageId: string, now: number): Promise<boolean> {
+    return this.alive(() => this.store.requestRedrive(consumer, messageId, now));
   }
-  pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]> {
-    return this.alive(() => this.store.pendingReplays(consumer, limit));
+  pendingRedrives(consumer: string, limit: number): Promise<DeadLetter[]> {
+    return this.alive(() => this.store.pendingRedrives(consumer, limit));
   }
-  cleanup(before: number, limit: number): Promise<number> {
-    return this.alive(() => this.store.cleanup(before, limit));
+  reap(before: number, limit: number): Promise<number> {
+    return this.alive(() => this.store.reap(before, limit));
   }
   close(): Promise<void> {
     return Promise.resolve();
@@ -587,7 +587,7 @@ export function messagingCommands(maxCommands = 80, replayPath?: string): fc.Arb
 // Quiescence and the end-of-run invariants
 
 async function redrivesPending(real: Real): Promise<boolean> {
-  for (const consumer of CONSUMERS) if ((await real.h.inboxStore.pendingReplays(consumer, 1)).length > 0) return true;
+  for (const consumer of CONSUMERS) if ((await real.h.inboxStore.pendingRedrives(consumer, 1)).length > 0) return true;
   return false;
 }
 

@@ -424,11 +424,9 @@ class PlantCmd implements Cmd {
   }
   async run(m: SimModel, real: Real): Promise<void> {
     const how = this.toString();
-    const { plant } = real;
-    if (plant === undefined) return violation(`${how}: ${real.name} cannot plant records`);
     const at = (await real.now()) - m.t.plantAgeMs;
     const input = { scope: SCOPE, key: this.key, fingerprint: this.fp, leaseMs: m.t.leaseMs, retentionMs: m.t.plantRetentionMs };
-    let result = await guarded(m, how, () => plant.call(real, input, at));
+    let result = await guarded(m, how, () => real.plant(input, at));
     if (result === undefined) {
       // Indeterminate: the record read back says whether the claim applied.
       const found = await readBack(m, real, this.key);

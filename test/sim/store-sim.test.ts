@@ -53,6 +53,7 @@ describe('simulation: a store whose completion ignores the fencing token', () =>
       },
       now: () => harness.now(),
       advance: (ms) => harness.advance(ms),
+      plant: (input, at) => harness.plant(input, at),
       reset: () => harness.reset(),
       commit: async (claim: Claim, response: StoredResponse, retentionMs: number) => {
         const record = await harness.store.get(claim.scope, claim.key);
