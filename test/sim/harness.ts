@@ -359,8 +359,10 @@ async function postgresHarness(serverClock: boolean, storeTime: StoreTime = 'ser
   const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4, application_name: application, options: '-c synchronous_commit=off' });
   // Dropped connections are the point: an idle pooled client dying must not crash the run.
   pool.on('error', () => undefined);
-  const admin = new pg.Client({ connectionString: POSTGRES_URL });
-  await admin.connect();
+  // The connection that drops the others: a pool of one, so that if the shared server ends it too (another
+  // suite's fault injection, or a recycled backend pid), it reconnects instead of crashing the run.
+  const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+  admin.on('error', () => undefined);
   await migrate({ pool, schema });
   await pool.query(`CREATE TABLE "${schema}".sim_effects (scope text NOT NULL, key text NOT NULL, token text NOT NULL)`);
   class PostgresHarness extends Timekeeper implements SimHarness {
@@ -416,7 +418,7 @@ async function postgresHarness(serverClock: boolean, storeTime: StoreTime = 'ser
       return result.rows.map((row) => row.token);
     }
     async dropConnections(): Promise<void> {
-      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application]);
+      await persistently(() => admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application]));
     }
     async close(): Promise<void> {
       this.skew.restore();

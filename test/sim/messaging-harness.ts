@@ -107,8 +107,10 @@ export async function openMessagingHarness(name: MessagingSimName, options: Mess
   const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4, application_name: application, options: '-c synchronous_commit=off' });
   // Dropped connections are the point: an idle pooled client dying must not crash the run.
   pool.on('error', () => undefined);
-  const admin = new pg.Client({ connectionString: POSTGRES_URL });
-  await admin.connect();
+  // The connection that drops the others: a pool of one, so that if the shared server ends it too (another
+  // suite's fault injection, or a recycled backend pid), it reconnects instead of crashing the run.
+  const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+  admin.on('error', () => undefined);
   await migrate({ pool, schema });
   const q = `"${schema}"`;
   await pool.query(`CREATE TABLE ${q}.sim_orders (no integer PRIMARY KEY, key text NOT NULL, message_id uuid NOT NULL);
@@ -228,7 +230,7 @@ export async function openMessagingHarness(name: MessagingSimName, options: Mess
     }
 
     async dropConnections(): Promise<void> {
-      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application]);
+      await persistently(() => admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application]));
     }
 
     async close(): Promise<void> {
