@@ -1,23 +1,27 @@
 /**
- * The simulation's view of one store: the store itself on an injected clock, a transactional "effect +
- * completion" step (a real database transaction on PostgreSQL and SQLite; on memory and Redis the effect
- * counts as committed exactly when the fenced `complete` is accepted, which is what transactional mode
- * promises), a crash between the effect and its record, and dropped connections.
+ * The simulation's view of one store: the store itself on an injected clock (or, for PostgreSQL and Redis,
+ * on the server's clock), a transactional "effect + completion" step (a real database transaction on
+ * PostgreSQL and SQLite; on memory and Redis the effect counts as committed exactly when the fenced
+ * `complete` is accepted, which is what transactional mode promises), a crash between the effect and its
+ * record, and dropped connections.
  *
- * A harness is opened once per simulation and `reset` before every run (a fresh store, empty tables or a
- * fresh key prefix), so thousands of seeds reuse one connection pool.
+ * A harness is opened once per simulation and `reset` before every run (a fresh store over emptied tables,
+ * or a fresh key prefix with the previous run's keys deleted), so thousands of seeds reuse one schema, one
+ * connection pool and one Redis connection.
  */
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { ManualClock } from '../../src/core/clock.js';
+import { ManualClock, type Clock } from '../../src/core/clock.js';
 import type { Claim, StoredResponse } from '../../src/core/record.js';
+import type { ClaimResult } from '../../src/core/store.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { createPostgresStore, migrate } from '../../src/stores/postgres/index.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { POSTGRES_URL, REDIS_URL, uniqueName } from '../support/services.js';
+import { ProcessClockSkew } from './process-clock.js';
 
 /** Where a run starts on the injected clock (milliseconds since the epoch). */
 export const SIM_EPOCH = 1_700_000_000_000;
@@ -32,9 +36,24 @@ export interface SimHarness {
   readonly name: string;
   /** The store of the current run. */
   readonly store: IdempotencyStore;
-  readonly clock: ManualClock;
   /** Whether the effect lives in the same database transaction as the record (PostgreSQL, SQLite). */
   readonly realTransactions: boolean;
+  /**
+   * Whether the store takes "now" from its server (PostgreSQL's `clock_timestamp()`, Redis's `TIME`).
+   * Then `advance` moves only this process's clock, which the store must ignore, and `now` reads the
+   * server's; else both are the injected clock.
+   */
+  readonly serverClock: boolean;
+  /** The store's "now" in milliseconds: the injected clock, or the server's clock read now. */
+  now(): Promise<number>;
+  /** Moves the injected clock by `ms` (negative: back); on the server's clock, skews this process's clock. */
+  advance(ms: number): void;
+  /**
+   * On the server's clock only (else rejects): claims (scope, key) through a second store whose clock is
+   * pinned at `at` (the server's milliseconds, in the past), so the record's lease and retention are as old
+   * as a crashed holder's would be. Fencing tokens of planted claims are `p1`, `p2`, …
+   */
+  plant(input: { scope: string; key: string; fingerprint: string; leaseMs: number; retentionMs: number }, at: number): Promise<ClaimResult>;
   /** A fresh, empty store for the next run; fencing tokens are `t1`, `t2`, … so a run is reproducible. */
   reset(): Promise<void>;
   /**
@@ -51,15 +70,18 @@ export interface SimHarness {
   close(): Promise<void>;
 }
 
-/** Every backend the simulation knows. */
-export const SIM_STORES = ['memory', 'sqlite', 'postgres', 'redis'] as const;
+/**
+ * Every backend the simulation knows: each store on an injected clock, and PostgreSQL and Redis on their
+ * server's clock (`*-server-clock`) with this process's clock jumping.
+ */
+export const SIM_STORES = ['memory', 'sqlite', 'postgres', 'redis', 'postgres-server-clock', 'redis-server-clock'] as const;
 export type SimStoreName = (typeof SIM_STORES)[number];
 
 /**
  * Runs the harness's own bookkeeping query until the server answers: after dropped connections the pool
  * may hand out a connection that died before it noticed.
  */
-async function persistently<T>(query: () => Promise<T>): Promise<T> {
+export async function persistently<T>(query: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await query();
@@ -70,27 +92,77 @@ async function persistently<T>(query: () => Promise<T>): Promise<T> {
   }
 }
 
-function tokens(): () => string {
+function tokens(prefix = 't'): () => string {
   let n = 0;
-  return () => `t${++n}`;
+  return () => `${prefix}${++n}`;
+}
+
+/** Options of {@link openHarness}. */
+export interface HarnessOptions {
+  /**
+   * A `*-server-clock` store built on this process's clock (`Date.now`) instead: the defect the server's
+   * clock fixes, for the test that shows the simulation catches it.
+   */
+  readonly storeOnProcessClock?: boolean;
 }
 
 /** Opens the harness of one backend. */
-export async function openHarness(name: SimStoreName): Promise<SimHarness> {
+export async function openHarness(name: SimStoreName, options: HarnessOptions = {}): Promise<SimHarness> {
+  const serverClock = options.storeOnProcessClock === true ? 'process' : 'server';
   switch (name) {
     case 'memory':
       return memoryHarness();
     case 'sqlite':
       return sqliteHarness();
     case 'postgres':
-      return postgresHarness();
+      return postgresHarness(false);
     case 'redis':
-      return redisHarness();
+      return redisHarness(false);
+    case 'postgres-server-clock':
+      return postgresHarness(true, serverClock);
+    case 'redis-server-clock':
+      return redisHarness(true, serverClock);
   }
 }
 
+/**
+ * Where a harness's time comes from: an injected clock it moves, or the server's clock (read through
+ * `serverNow`) with this process's clock skewed by `advance`.
+ */
+abstract class Timekeeper {
+  abstract readonly serverClock: boolean;
+  clock = new ManualClock(SIM_EPOCH);
+  protected readonly skew = new ProcessClockSkew();
+
+  now(): Promise<number> {
+    return this.serverClock ? this.serverNow() : Promise.resolve(this.clock.now());
+  }
+
+  advance(ms: number): void {
+    if (this.serverClock) this.skew.jump(ms);
+    else this.clock.advance(ms);
+  }
+
+  /** A fresh clock and the process's own clock back, for the next run. */
+  protected resetTime(): void {
+    this.clock = new ManualClock(SIM_EPOCH);
+    this.skew.restore();
+  }
+
+  plant(_input: PlantInput, _at: number): Promise<ClaimResult> {
+    return Promise.reject(new Error(`${this.constructor.name} has no server clock to plant records by`));
+  }
+
+  protected serverNow(): Promise<number> {
+    return Promise.reject(new Error(`${this.constructor.name} has no server clock`));
+  }
+}
+
+/** What {@link SimHarness.plant} claims. */
+type PlantInput = Parameters<SimHarness['plant']>[0];
+
 /** Memory and Redis: the effect is committed exactly when the fenced completion is accepted. */
-abstract class LedgerHarness {
+abstract class LedgerHarness extends Timekeeper {
   protected ledger = new Map<string, string[]>();
   abstract readonly store: IdempotencyStore;
 
@@ -117,10 +189,10 @@ function memoryHarness(): SimHarness {
   class MemoryHarness extends LedgerHarness implements SimHarness {
     readonly name = 'memory';
     readonly realTransactions = false;
-    clock = new ManualClock(SIM_EPOCH);
+    readonly serverClock = false;
     store: IdempotencyStore = createMemoryStore({ clock: this.clock, generateId: tokens() });
     reset(): Promise<void> {
-      this.clock = new ManualClock(SIM_EPOCH);
+      this.resetTime();
       this.store = createMemoryStore({ clock: this.clock, generateId: tokens() });
       this.ledger = new Map();
       return Promise.resolve();
@@ -135,38 +207,76 @@ function memoryHarness(): SimHarness {
   return new MemoryHarness();
 }
 
-async function redisHarness(): Promise<SimHarness> {
+/**
+ * The logical Redis database the simulation runs in (`RETRYSAFE_SIM_REDIS_DB`, default 9): `reap` walks
+ * the keys with SCAN, which visits every key of the database whatever the MATCH pattern, so in a database
+ * that other suites fill with thousands of keys each reap cost tens of milliseconds of scanning others'.
+ */
+export const SIM_REDIS_DB = Number(process.env['RETRYSAFE_SIM_REDIS_DB'] ?? 9);
+
+/** What a `*-server-clock` store takes "now" from: its server, or (the defect) this process's clock. */
+type StoreTime = 'server' | 'process';
+
+/** The store's `clock` option: the injected clock, none (the server's), or this process's clock. */
+function clockOption(serverClock: boolean, storeTime: StoreTime, injected: ManualClock): { clock?: Clock } {
+  if (!serverClock) return { clock: injected };
+  return storeTime === 'process' ? { clock: { now: () => Date.now() } } : {};
+}
+
+async function redisHarness(serverClock: boolean, storeTime: StoreTime = 'server'): Promise<SimHarness> {
   const base = uniqueName('rs_sim');
   // Reconnects at once after a dropped connection (the default backs off for up to 2 s).
-  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 1 });
-  const admin = new Redis(REDIS_URL, { lazyConnect: true });
+  const client = new Redis(REDIS_URL, { db: SIM_REDIS_DB, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 1 });
+  const admin = new Redis(REDIS_URL, { db: SIM_REDIS_DB, lazyConnect: true });
   // Dropped connections are the point: the client reconnects, and its error events must not crash the run.
   client.on('error', () => undefined);
   await Promise.all([client.connect(), admin.connect()]);
+  const deleteUnder = async (pattern: string): Promise<void> => {
+    let cursor = '0';
+    do {
+      const [next, keys] = await admin.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) await admin.del(...keys);
+    } while (cursor !== '0');
+  };
   let run = 0;
   class RedisHarness extends LedgerHarness implements SimHarness {
-    readonly name = 'redis';
+    readonly name = serverClock ? 'redis-server-clock' : 'redis';
     readonly realTransactions = false;
-    clock = new ManualClock(SIM_EPOCH);
-    store: IdempotencyStore = createRedisStore({ client, prefix: `${base}:0`, clock: this.clock, generateId: tokens() });
+    readonly serverClock = serverClock;
+    private prefix = `${base}:0`;
+    private plantTokens = tokens('p');
+    store: IdempotencyStore = this.open();
     async reset(): Promise<void> {
       await this.store.close();
-      this.clock = new ManualClock(SIM_EPOCH);
-      this.store = createRedisStore({ client, prefix: `${base}:${++run}`, clock: this.clock, generateId: tokens() });
+      // The previous run's records go now, rather than with their TTL minutes later: they would make every
+      // later run's reap scan them.
+      await deleteUnder(`${this.prefix}:*`);
+      this.resetTime();
+      this.prefix = `${base}:${++run}`;
+      this.store = this.open();
       this.ledger = new Map();
+    }
+    override plant(input: PlantInput, at: number): Promise<ClaimResult> {
+      const planter = createRedisStore({ client, prefix: this.prefix, clock: new ManualClock(at), generateId: this.plantTokens });
+      return planter.claim(input);
+    }
+    private open(): IdempotencyStore {
+      this.plantTokens = tokens('p');
+      return createRedisStore({ client, prefix: this.prefix, generateId: tokens(), ...clockOption(serverClock, storeTime, this.clock) });
+    }
+    protected override async serverNow(): Promise<number> {
+      const [seconds, micros] = await persistently(() => client.time());
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     }
     async dropConnections(): Promise<void> {
       const id = await client.client('ID').catch(() => undefined);
       if (id !== undefined) await admin.client('KILL', 'ID', String(id)).catch(() => undefined);
     }
     async close(): Promise<void> {
+      this.skew.restore();
       await this.store.close();
-      let cursor = '0';
-      do {
-        const [next, keys] = await admin.scan(cursor, 'MATCH', `${base}*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length > 0) await admin.del(...keys);
-      } while (cursor !== '0');
+      await deleteUnder(`${base}*`);
       client.disconnect();
       await admin.quit();
     }
@@ -181,17 +291,17 @@ function sqliteHarness(): SimHarness {
     database.exec('CREATE TABLE sim_effects (scope TEXT NOT NULL, key TEXT NOT NULL, token TEXT NOT NULL)');
     return { database, store };
   };
-  class SqliteHarness implements SimHarness {
+  class SqliteHarness extends Timekeeper implements SimHarness {
     readonly name = 'sqlite';
     readonly realTransactions = true;
-    clock = new ManualClock(SIM_EPOCH);
+    readonly serverClock = false;
     private opened = open(this.clock);
     get store(): IdempotencyStore {
       return this.opened.store;
     }
     async reset(): Promise<void> {
       await this.close();
-      this.clock = new ManualClock(SIM_EPOCH);
+      this.resetTime();
       this.opened = open(this.clock);
     }
     commit(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
@@ -235,27 +345,50 @@ class FencedOff extends Error {
   override readonly name = 'FencedOff';
 }
 
-async function postgresHarness(): Promise<SimHarness> {
+/**
+ * The server's "now" as the PostgreSQL store reads it (`SERVER_NOW_MS` of its statements), in
+ * milliseconds since the epoch.
+ */
+const PG_NOW = 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now';
+
+async function postgresHarness(serverClock: boolean, storeTime: StoreTime = 'server'): Promise<SimHarness> {
   const schema = uniqueName('rs_sim');
   const application = schema;
-  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4, application_name: application });
+  // synchronous_commit off: no commit waits for its WAL flush. The simulation never crashes the server,
+  // so durability across a server crash is not what it checks, and the flush was most of a commit's time.
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4, application_name: application, options: '-c synchronous_commit=off' });
   // Dropped connections are the point: an idle pooled client dying must not crash the run.
   pool.on('error', () => undefined);
-  const admin = new pg.Client({ connectionString: POSTGRES_URL });
-  await admin.connect();
+  // The connection that drops the others: a pool of one, so that if the shared server ends it too (another
+  // suite's fault injection, or a recycled backend pid), it reconnects instead of crashing the run.
+  const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+  admin.on('error', () => undefined);
   await migrate({ pool, schema });
   await pool.query(`CREATE TABLE "${schema}".sim_effects (scope text NOT NULL, key text NOT NULL, token text NOT NULL)`);
-  const make = (clock: ManualClock) => createPostgresStore({ pool, schema, clock, generateId: tokens() });
-  class PostgresHarness implements SimHarness {
-    readonly name = 'postgres';
+  class PostgresHarness extends Timekeeper implements SimHarness {
+    readonly name = serverClock ? 'postgres-server-clock' : 'postgres';
     readonly realTransactions = true;
-    clock = new ManualClock(SIM_EPOCH);
-    store = make(this.clock);
+    readonly serverClock = serverClock;
+    private plantTokens = tokens('p');
+    store = this.open();
     async reset(): Promise<void> {
       await this.store.close();
-      await persistently(() => pool.query(`TRUNCATE "${schema}".records, "${schema}".sim_effects`));
-      this.clock = new ManualClock(SIM_EPOCH);
-      this.store = make(this.clock);
+      // DELETE, not TRUNCATE: the tables hold a few rows, and TRUNCATE's new files and exclusive locks made
+      // it several times slower than a whole run's other statements.
+      await persistently(() => pool.query(`DELETE FROM "${schema}".records; DELETE FROM "${schema}".sim_effects`));
+      this.resetTime();
+      this.store = this.open();
+    }
+    override plant(input: PlantInput, at: number): Promise<ClaimResult> {
+      return createPostgresStore({ pool, schema, clock: new ManualClock(at), generateId: this.plantTokens }).claim(input);
+    }
+    private open(): ReturnType<typeof createPostgresStore> {
+      this.plantTokens = tokens('p');
+      return createPostgresStore({ pool, schema, generateId: tokens(), ...clockOption(serverClock, storeTime, this.clock) });
+    }
+    protected override async serverNow(): Promise<number> {
+      const result = await persistently(() => pool.query<{ now: string }>(PG_NOW));
+      return Number(result.rows[0]?.now);
     }
     commit(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
       return this.store
@@ -285,9 +418,10 @@ async function postgresHarness(): Promise<SimHarness> {
       return result.rows.map((row) => row.token);
     }
     async dropConnections(): Promise<void> {
-      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application]);
+      await persistently(() => admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application]));
     }
     async close(): Promise<void> {
+      this.skew.restore();
       await this.store.close();
       await persistently(() => pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
       await pool.end();

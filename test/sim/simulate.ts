@@ -1,10 +1,9 @@
 /**
- * Runs the store simulation for a number of seeds (fast-check `check`, not `assert`, so a failure comes
- * back as data: the seed, the shrunk history and the path that replays it).
+ * Runs a simulation for a number of seeds (fast-check `check`, not `assert`, so a failure comes back as
+ * data: the seed, the shrunk history and the path that replays it).
  */
 import fc from 'fast-check';
-import type { SimHarness } from './harness.js';
-import { runHistory, storeCommands } from './store-model.js';
+import type { Simulation } from './simulations.js';
 
 export interface SimOptions {
   /** fast-check seed; the same seed (and path) runs the same histories. */
@@ -15,7 +14,7 @@ export interface SimOptions {
   readonly path?: string;
   /** fast-check's trace of the shrunk commands, printed with a failure; needed with `path` to replay it. */
   readonly replayPath?: string;
-  /** The longest history. @defaultValue 40 */
+  /** The longest history. @defaultValue the simulation's own: 40 steps for a store, 80 for messaging */
   readonly maxCommands?: number;
 }
 
@@ -27,6 +26,8 @@ export interface SimFailure {
   readonly message: string;
   /** The shrunk history: the commands that ran, in order. */
   readonly history: string[];
+  /** The `maxCommands` the run was given, which a replay needs too (undefined: the default). */
+  readonly maxCommands: number | undefined;
 }
 
 export interface SimReport {
@@ -38,22 +39,22 @@ export interface SimReport {
   readonly failure?: SimFailure;
 }
 
-export async function simulate(harness: SimHarness, options: SimOptions): Promise<SimReport> {
+export async function simulate(simulation: Simulation, options: SimOptions): Promise<SimReport> {
   const started = performance.now();
-  const property = fc.asyncProperty(storeCommands(options.maxCommands, options.replayPath), (commands) => runHistory(harness, commands));
+  const property = fc.asyncProperty(simulation.commands(options.maxCommands, options.replayPath), (commands) => simulation.run(commands));
   const details = await fc.check(property, {
     seed: options.seed,
     numRuns: options.numRuns,
     ...(options.path === undefined ? {} : { path: options.path }),
   });
   const ms = performance.now() - started;
-  if (!details.failed) return { store: harness.name, runs: details.numRuns, ms };
+  if (!details.failed) return { store: simulation.name, runs: details.numRuns, ms };
   const [commands] = details.counterexample ?? [];
   // fast-check's commands iterable prints the commands that ran, then its replay data.
   const printed = commands === undefined ? '' : (commands as unknown as { toString(): string }).toString();
   const error = details.errorInstance;
   return {
-    store: harness.name,
+    store: simulation.name,
     runs: details.numRuns,
     ms,
     failure: {
@@ -63,6 +64,7 @@ export async function simulate(harness: SimHarness, options: SimOptions): Promis
       message: error instanceof Error ? error.message : String(error),
       // Commands are joined with "," and never hold ",": anything after " /*" is fast-check's replay data.
       history: printed.replace(/ \/\*.*$/s, '').split(/,(?! )/).filter((step) => step.length > 0),
+      maxCommands: options.maxCommands,
     },
   };
 }
@@ -75,7 +77,9 @@ export function describeFailure(report: SimReport): string {
     `${report.store}: INVARIANT BROKEN after ${report.runs} histories`,
     `  ${failure.message}`,
     `  seed ${failure.seed}, path ${failure.path}`,
-    `  replay: npm run sim -- --store ${report.store} --seed ${failure.seed} --path ${failure.path} --replay-path '${failure.replayPath}'`,
+    `  replay: npm run sim -- --store ${report.store} --seed ${failure.seed} --path ${failure.path} --replay-path '${failure.replayPath}'${
+      failure.maxCommands === undefined ? '' : ` --max-commands ${failure.maxCommands}`
+    }`,
     '  shrunk history:',
     ...failure.history.map((step, i) => `    ${String(i + 1).padStart(2)}. ${step}`),
   ].join('\n');

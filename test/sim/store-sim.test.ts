@@ -6,18 +6,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Claim, StoredResponse } from '../../src/core/record.js';
 import { postgresAvailable, redisAvailable } from '../support/services.js';
-import { openHarness, type SimHarness, type SimStoreName } from './harness.js';
+import { openHarness, SIM_STORES, type SimHarness, type SimStoreName } from './harness.js';
 import { describeFailure, simulate } from './simulate.js';
+import { storeSimulation } from './simulations.js';
 
 const SEEDS = 25;
+const postgres = await postgresAvailable();
+const redis = await redisAvailable();
 const available: Record<SimStoreName, boolean> = {
   memory: true,
   sqlite: true,
-  postgres: await postgresAvailable(),
-  redis: await redisAvailable(),
+  postgres,
+  redis,
+  'postgres-server-clock': postgres,
+  'redis-server-clock': redis,
 };
 
-for (const name of ['memory', 'sqlite', 'postgres', 'redis'] as const) {
+for (const name of SIM_STORES) {
   describe.runIf(available[name])(`simulation: ${name} store`, () => {
     let harness: SimHarness;
     beforeAll(async () => {
@@ -28,7 +33,7 @@ for (const name of ['memory', 'sqlite', 'postgres', 'redis'] as const) {
     });
 
     it(`keeps every invariant over ${SEEDS} seeded histories`, async () => {
-      const report = await simulate(harness, { seed: 20_261_124, numRuns: SEEDS });
+      const report = await simulate(storeSimulation(harness), { seed: 20_261_124, numRuns: SEEDS });
       expect(report.failure, describeFailure(report)).toBeUndefined();
       expect(report.runs).toBe(SEEDS);
     });
@@ -42,12 +47,13 @@ describe('simulation: a store whose completion ignores the fencing token', () =>
     const broken: SimHarness = {
       name: 'memory',
       realTransactions: false,
+      serverClock: false,
       get store() {
         return harness.store;
       },
-      get clock() {
-        return harness.clock;
-      },
+      now: () => harness.now(),
+      advance: (ms) => harness.advance(ms),
+      plant: (input, at) => harness.plant(input, at),
       reset: () => harness.reset(),
       commit: async (claim: Claim, response: StoredResponse, retentionMs: number) => {
         const record = await harness.store.get(claim.scope, claim.key);
@@ -60,14 +66,14 @@ describe('simulation: a store whose completion ignores the fencing token', () =>
       close: () => harness.close(),
     };
     try {
-      const report = await simulate(broken, { seed: 7, numRuns: 2_000 });
+      const report = await simulate(storeSimulation(broken), { seed: 7, numRuns: 2_000 });
       expect(report.failure?.seed).toBe(7);
       expect(report.failure?.message).toMatch(/stale fencing token|committed effects/);
       expect(report.failure?.path).toMatch(/^\d+(:\d+)*$/);
       expect(report.failure?.history.length).toBeGreaterThan(0);
       expect(describeFailure(report)).toMatch(/seed 7, path [\d:]+\n.*--seed 7 --path/);
       // The printed seed and path replay the same failure.
-      const replay = await simulate(broken, { seed: 7, numRuns: 1, path: report.failure?.path ?? '', replayPath: report.failure?.replayPath ?? '' });
+      const replay = await simulate(storeSimulation(broken), { seed: 7, numRuns: 1, path: report.failure?.path ?? '', replayPath: report.failure?.replayPath ?? '' });
       expect(replay.failure?.message).toBe(report.failure?.message);
       expect(replay.failure?.history).toEqual(report.failure?.history);
     } finally {
@@ -75,3 +81,20 @@ describe('simulation: a store whose completion ignores the fencing token', () =>
     }
   });
 });
+
+for (const name of ['postgres-server-clock', 'redis-server-clock'] as const) {
+  describe.runIf(available[name])(`simulation: ${name}, with the store on this process's clock instead`, () => {
+    it('is caught when the process clock jumps, with the seed and the shrunk history that replay it', async () => {
+      const harness = await openHarness(name, { storeOnProcessClock: true });
+      try {
+        const report = await simulate(storeSimulation(harness), { seed: 11, numRuns: 200 });
+        expect(report.failure?.seed).toBe(11);
+        expect(report.failure?.message).toMatch(/live lease|over a live record|lease ends at|the lease of|the retention of/);
+        expect(report.failure?.history.join('\n')).toMatch(/process clock jumps/);
+        expect(describeFailure(report)).toMatch(new RegExp(`--store ${name} --seed 11 --path [\\d:]+`));
+      } finally {
+        await harness.close();
+      }
+    });
+  });
+}

@@ -311,6 +311,25 @@ describe('sqlite store: transactional mode', () => {
     expect(store.database.inTransaction).toBe(false);
   });
 
+  it("tells its own open transaction from another store's, when the two nest", async () => {
+    const other = createSqliteStore({ path: ':memory:' });
+    try {
+      const inner = await store.transaction(() =>
+        other.transaction(async () => {
+          // Inside other's transaction, nested in store's: both stores must refuse, neither may deadlock.
+          await expect(store.get('shared', 'k')).rejects.toBeInstanceOf(StoreMisuseError);
+          await expect(other.get('shared', 'k')).rejects.toBeInstanceOf(StoreMisuseError);
+          return 'nested';
+        }),
+      );
+      expect(inner).toBe('nested');
+      // Inside store's transaction only, the other store is free to use.
+      expect(await store.transaction(() => other.get('shared', 'k'))).toBeUndefined();
+    } finally {
+      await other.close();
+    }
+  });
+
   it('commits a checkpoint made through the transaction view with the transaction, and undoes it on rollback', async () => {
     const held = await store.claim(input('phased'));
     if (!held.acquired) throw new Error('expected to acquire');

@@ -1,0 +1,48 @@
+/**
+ * Every simulation `npm run sim` knows, by name: the claim / lease store simulation on each store (and on
+ * the servers' clocks), and the outbox + inbox simulation with the inbox on each of its stores.
+ */
+import type fc from 'fast-check';
+import { openHarness, SIM_STORES, type HarnessOptions, type SimHarness, type SimStoreName } from './harness.js';
+import { MESSAGING_SIMS, openMessagingHarness, type MessagingHarness, type MessagingHarnessOptions, type MessagingSimName } from './messaging-harness.js';
+import { messagingCommands, runMessagingHistory } from './messaging-model.js';
+import { runHistory, storeCommands } from './store-model.js';
+
+export const SIMULATIONS = [...SIM_STORES, ...MESSAGING_SIMS] as const;
+export type SimulationName = SimStoreName | MessagingSimName;
+
+/** One simulation over its opened harness: the histories it draws, how one runs, and its teardown. */
+export interface Simulation {
+  readonly name: string;
+  /** Histories of at most `maxCommands` steps; `replayPath` replays a shrunk one. */
+  commands(maxCommands: number | undefined, replayPath: string | undefined): fc.Arbitrary<Iterable<unknown>>;
+  /** Runs one history (from a reset harness) and its end-of-run invariants; throws on a broken one. */
+  run(commands: Iterable<unknown>): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The claim / lease simulation over a store harness. */
+export function storeSimulation(harness: SimHarness): Simulation {
+  return {
+    name: harness.name,
+    commands: (maxCommands, replayPath) => storeCommands(maxCommands, replayPath, harness.serverClock),
+    run: (commands) => runHistory(harness, commands as Parameters<typeof runHistory>[1]),
+    close: () => harness.close(),
+  };
+}
+
+/** The outbox + inbox simulation over a messaging harness. */
+export function messagingSimulation(harness: MessagingHarness): Simulation {
+  return {
+    name: harness.name,
+    commands: (maxCommands, replayPath) => messagingCommands(maxCommands, replayPath),
+    run: (commands) => runMessagingHistory(harness, commands as Parameters<typeof runMessagingHistory>[1]),
+    close: () => harness.close(),
+  };
+}
+
+/** Opens a simulation by name (its servers must be up). */
+export async function openSimulation(name: SimulationName, options: HarnessOptions & MessagingHarnessOptions = {}): Promise<Simulation> {
+  if ((MESSAGING_SIMS as readonly string[]).includes(name)) return messagingSimulation(await openMessagingHarness(name as MessagingSimName, options));
+  return storeSimulation(await openHarness(name as SimStoreName, options));
+}
