@@ -66,9 +66,10 @@ export interface SqliteStore extends TransactionalStore<Database> {
 const POLL_INTERVAL_MS = 50;
 
 /**
- * Creates the SQLite store. Opens (or adopts) the connection, sets WAL journal mode on an opened file and
- * `busy_timeout`, and creates or upgrades the schema idempotently (unless `migrate: false`, which opens an
- * existing, migrated file and creates nothing).
+ * Creates the SQLite store. Opens (or adopts) the connection, sets WAL journal mode on an opened file,
+ * `busy_timeout` and `synchronous` (`'normal'` unless the `synchronous` option says `'full'`: see
+ * {@link SqliteStoreOptions.synchronous} for what each survives), and creates or upgrades the schema
+ * idempotently (unless `migrate: false`, which opens an existing, migrated file and creates nothing).
  *
  * Concurrency: every operation runs through one FIFO mutex, because while a {@link SqliteStore.transaction}
  * awaits its callback the single connection is inside that transaction. A claim is one upsert under
@@ -97,8 +98,8 @@ const POLL_INTERVAL_MS = 50;
  */
 export function createSqliteStore(options?: SqliteStoreOptions): SqliteStore {
   const resolved = resolveSqliteStoreOptions(options);
-  const { source, busyTimeoutMs, migrate, table, clock } = resolved;
-  return openSqlite({ source, busyTimeoutMs, migrate, schema: recordsSchema(table), clock }, (database, owned) => {
+  const { source, busyTimeoutMs, synchronous, migrate, table, clock } = resolved;
+  return openSqlite({ source, busyTimeoutMs, synchronous, migrate, schema: recordsSchema(table), clock }, (database, owned) => {
     const sql = prepareStatements(database, table);
     return new SqliteStoreImpl(database, owned, sql, prepareClaim(database, table, sql), clock, resolved.generateId);
   });
