@@ -107,11 +107,10 @@ export function createSqliteStore(options?: SqliteStoreOptions): SqliteStore {
 
 type Waiter = (record: IdempotencyRecord | undefined) => void;
 
-/** A change to announce to in-process waiters. */
+/** A record that changed (completed or released), to announce to in-process waiters. */
 interface Change {
   readonly scope: string;
   readonly key: string;
-  readonly record: IdempotencyRecord | undefined;
 }
 
 /** One open transaction: whether its view may still be used, and the changes to announce after COMMIT. */
@@ -347,7 +346,7 @@ class SqliteStoreImpl implements SqliteStore {
 
   private completeNow(claim: Claim, response: StoredResponse, retentionMs: number): Change | undefined {
     const now = this.clock.now();
-    const row = this.sql.complete.get({
+    const { changes } = this.sql.complete.run({
       scope: claim.scope,
       key: claim.key,
       token: claim.leaseToken,
@@ -357,12 +356,12 @@ class SqliteStoreImpl implements SqliteStore {
       now,
       expiresAt: now + retentionMs,
     });
-    return row ? { scope: claim.scope, key: claim.key, record: toRecord(row) } : undefined;
+    return changes > 0 ? { scope: claim.scope, key: claim.key } : undefined;
   }
 
   private releaseNow(claim: Claim): Change | undefined {
     const { changes } = this.sql.release.run(claim.scope, claim.key, claim.leaseToken);
-    return changes > 0 ? { scope: claim.scope, key: claim.key, record: undefined } : undefined;
+    return changes > 0 ? { scope: claim.scope, key: claim.key } : undefined;
   }
 
   private getNow(scope: string, key: string): IdempotencyRecord | undefined {
@@ -405,9 +404,23 @@ class SqliteStoreImpl implements SqliteStore {
     return change !== undefined;
   }
 
+  /**
+   * Wakes the waiters on the changed record with the record as it now stands (`undefined` once released),
+   * read only when someone waits. Runs while this store holds the connection: right after the change, or
+   * after the COMMIT of the transaction that made it.
+   */
   private notify(change: Change): void {
+    if (this.waiters.size === 0) return;
     const waiters = this.waiters.get(slot(change.scope, change.key));
-    if (waiters) for (const wake of [...waiters]) wake(change.record);
+    if (!waiters) return;
+    let record: IdempotencyRecord | undefined;
+    try {
+      record = this.getNow(change.scope, change.key);
+    } catch {
+      // The change is made; the waiters' poll reads it.
+      return;
+    }
+    for (const wake of [...waiters]) wake(record);
   }
 }
 
