@@ -72,8 +72,9 @@ const POLL_INTERVAL_MS = 50;
  * idempotently (unless `migrate: false`, which opens an existing, migrated file and creates nothing).
  *
  * Concurrency: every operation runs through one FIFO mutex, because while a {@link SqliteStore.transaction}
- * awaits its callback the single connection is inside that transaction. A claim is one upsert under
- * `BEGIN IMMEDIATE`, so processes sharing the file get exactly one winner too. `waitFor` wakes at once on a
+ * awaits its callback the single connection is inside that transaction (an idle store, with no transaction
+ * open and nothing queued, runs a statement at once). A claim is one upsert, atomic under the file's write
+ * lock (`claim.ts`), so processes sharing the file get exactly one winner too. `waitFor` wakes at once on a
  * completion or release in this process and polls every 50 ms for other processes. A transaction holds the
  * file's write lock until it ends: another process's writes wait for it up to `busyTimeoutMs` (blocking
  * that process's event loop, as the driver is synchronous) and then fail with `SQLITE_BUSY`, which the
