@@ -6,7 +6,8 @@
 //
 // scenario: bare | memory-new | memory-replay | run-new | run-replay | sqlite-new | sqlite-replay |
 //           redis-new | redis-replay | pg-new | pg-replay | pgtx-new | pgtx-replay
-// env: BENCH_REDIS_URL (redis://127.0.0.1:6379/0), BENCH_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test)
+// env: BENCH_REDIS_URL (redis://127.0.0.1:6379/0), BENCH_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test),
+//      BENCH_SQLITE_SYNCHRONOUS (the SQLite store's `synchronous` option: normal or full; unset: its default)
 // Replays cycle through 64 keys completed before the warm-up.
 import { join, resolve } from 'node:path';
 import process from 'node:process';
@@ -31,7 +32,8 @@ let closer = async () => {};
 if (kind === 'memory' || kind === 'run') store = createMemoryStore();
 if (kind === 'sqlite') {
   const { createSqliteStore } = await imp('stores/sqlite/index.js');
-  store = createSqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'perf-')), 'b.db') });
+  const synchronous = process.env.BENCH_SQLITE_SYNCHRONOUS;
+  store = createSqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'perf-')), 'b.db'), ...(synchronous && { synchronous }) });
 }
 if (kind === 'redis') {
   const { createRedisStore } = await imp('stores/redis/index.js');

@@ -7,13 +7,14 @@
  * | value | store |
  * |---|---|
  * | `memory:` | in-process memory store; lives and dies with the process |
- * | `sqlite:PATH` | SQLite file at PATH (created if missing by `demo`; the other commands require it), transactional, shared safely across processes |
+ * | `sqlite:PATH` | SQLite file at PATH (created if missing by `demo`; the other commands require it), transactional, shared safely across processes; `?synchronous=normal` (the default) or `?synchronous=full` sets the store's `synchronous` option |
  * | `sqlite::memory:` | private in-memory SQLite database; transactional, dies with the process |
  * | `postgres://…`, `postgresql://…` | PostgreSQL (schema `retrysafe`, or `?schema=NAME`; migrated when `demo` opens it, required by the other commands), transactional |
  * | `redis://…`, `rediss://…` | Redis (key prefix `retrysafe`, or `?prefix=NAME`); plain: it cannot commit with a business database (docs/redis.md) |
  *
  * `schema` and `prefix` are retrysafe's own query parameters: they are taken out of the URL before it
- * reaches the driver.
+ * reaches the driver. A SQLite value's query string (from its first `?`, so a PATH cannot hold one) takes
+ * only `synchronous`.
  *
  * @module
  */
@@ -22,6 +23,7 @@ import type { Database } from 'better-sqlite3';
 import { IdempotencyError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../stores/postgres/schema.js';
 import type { PostgresStore } from '../stores/postgres/store.js';
+import { SQLITE_SYNCHRONOUS, type SqliteSynchronous } from '../stores/sqlite/options.js';
 import type { IdempotencyStore, TransactionalStore } from '../core/store.js';
 import { CliFailure, redactUrl, unreachable } from './failure.js';
 import { loadPeer } from './peer.js';
@@ -142,8 +144,10 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
     scheme: 'sqlite',
     example: 'sqlite:./idempotency.db',
     parse(rest: string, url: string): StoreTarget {
-      if (rest === '') throw new StoreUrlError(url, 'sqlite: needs a file path (or :memory:) after the colon');
-      const path = rest;
+      const query = rest.indexOf('?');
+      const path = query === -1 ? rest : rest.slice(0, query);
+      if (path === '') throw new StoreUrlError(url, 'sqlite: needs a file path (or :memory:) after the colon');
+      const synchronous = query === -1 ? undefined : sqliteSynchronous(url, rest.slice(query + 1));
       return {
         scheme: 'sqlite',
         url,
@@ -156,7 +160,7 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
           // Loaded on demand so commands that never open a store do not load the native driver.
           const { createSqliteStore } = await loadPeer(() => import('../stores/sqlite/index.js'));
           try {
-            const store = createSqliteStore({ path, migrate: !existing });
+            const store = createSqliteStore({ path, migrate: !existing, ...(synchronous !== undefined && { synchronous }) });
             return { scheme: 'sqlite', transactional: true, store, database: store.database };
           } catch (error) {
             throw new CliFailure(`cannot open the SQLite store ${url}: ${(error as Error).message.replace(/^retrysafe: /, '')}`, 2, { cause: error });
@@ -317,6 +321,22 @@ function takeParameter(url: string, name: string): [string, string | undefined] 
   if (values.length === 0) return [url, undefined];
   parsed.searchParams.delete(name);
   return [parsed.toString(), values[values.length - 1]];
+}
+
+/**
+ * The `synchronous` parameter of a SQLite value's query string (`synchronous=normal` or `synchronous=full`).
+ *
+ * @throws {@link StoreUrlError} for another parameter, a repeated one, or another value
+ */
+function sqliteSynchronous(url: string, query: string): SqliteSynchronous {
+  const parameters = [...new URLSearchParams(query)];
+  const [name, value] = parameters[0] ?? [];
+  if (parameters.length !== 1 || name !== 'synchronous') {
+    throw new StoreUrlError(url, 'a sqlite: value takes one query parameter, ?synchronous=normal or ?synchronous=full');
+  }
+  const known = SQLITE_SYNCHRONOUS.find((level) => level === value);
+  if (known === undefined) throw new StoreUrlError(url, `?synchronous= must be normal or full, got ${JSON.stringify(value)}`);
+  return known;
 }
 
 function supportedExamples(): string {

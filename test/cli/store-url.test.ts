@@ -58,6 +58,12 @@ describe('parseStoreUrl', () => {
     [':memory:', /expected SCHEME:/],
     ['', /expected SCHEME:/],
     ['sqlite:', /needs a file path/],
+    ['sqlite:?synchronous=full', /needs a file path/],
+    ['sqlite:./a.db?synchronous=off', /\?synchronous= must be normal or full, got "off"/],
+    ['sqlite:./a.db?synchronous=FULL', /\?synchronous= must be normal or full/],
+    ['sqlite:./a.db?synchronous=', /\?synchronous= must be normal or full/],
+    ['sqlite:./a.db?mode=ro', /takes one query parameter, \?synchronous=normal or \?synchronous=full/],
+    ['sqlite:./a.db?synchronous=full&synchronous=normal', /takes one query parameter/],
     ['memory:extra', /nothing after the colon/],
     ['postgres:db.internal/app', /postgres: needs a host/],
     ['postgres://', /not a valid postgres:\/\/ URL|postgres: needs a host/],
@@ -82,6 +88,26 @@ describe('parseStoreUrl', () => {
     expect(error.message).toContain(`invalid --store ${JSON.stringify(url)}`);
     expect(error.message).toContain('memory:, sqlite:./idempotency.db, postgres://user@127.0.0.1:5432/app');
     expect(error.message).toContain('redis://127.0.0.1:6379, rediss://127.0.0.1:6379');
+  });
+
+  it('takes ?synchronous= off the SQLite path and keeps it in the URL handed on', () => {
+    expect(parseStoreUrl('sqlite:/tmp/a.db?synchronous=full')).toMatchObject({
+      scheme: 'sqlite',
+      durable: true,
+      driverUrl: 'sqlite:/tmp/a.db?synchronous=full',
+    });
+    expect(parseStoreUrl('sqlite::memory:?synchronous=normal')).toMatchObject({ durable: false });
+  });
+
+  it.each([
+    ['sqlite::memory:', 1],
+    ['sqlite::memory:?synchronous=normal', 1],
+    ['sqlite::memory:?synchronous=full', 2],
+  ] as const)('opens %s with PRAGMA synchronous = %i', async (url, level) => {
+    const store = await parseStoreUrl(url).open('create');
+    opened.push(store);
+    if (store.scheme !== 'sqlite') throw new Error(`expected a SQLite store, got ${store.scheme}`);
+    expect(store.database.pragma('synchronous', { simple: true })).toBe(level);
   });
 
   it('opens memory: as a plain store that claims once', async () => {

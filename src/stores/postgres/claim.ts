@@ -1,13 +1,21 @@
 /**
- * The PostgreSQL claim: one call of the schema's `claim()` function, one statement and one round trip,
- * always on its own (never inside a business transaction), so it commits at once and a concurrent
- * duplicate sees the in-progress record without waiting on a row lock.
+ * The PostgreSQL claim, always on its own (never inside a business transaction), so it commits at once
+ * and a concurrent duplicate sees the in-progress record without waiting on a row lock.
  *
- * `claim()` (migration 0004 defines it as it stands; docs/schema.sql shows the whole schema) inserts the
- * record, or takes it over when its retention expired (any fingerprint, the recovery point cleared) or its
- * lease expired (same fingerprint, still in progress, the recovery point kept), or else returns the
- * standing record unchanged — a replay reads and locks nothing. It returns exactly one row: `acquired`,
- * `takeover`, then the record's columns.
+ * It is one plain SQL statement in the common cases, one round trip: it reads the record by its primary
+ * key and, when there is none, inserts it (`INSERT … ON CONFLICT DO NOTHING`). A new key is won there; a
+ * record that stands in the way (a replay, a live lease, another fingerprint) is returned as read, so a
+ * replay reads and locks nothing and runs no PL/pgSQL. The statement decides "stands" by the server's
+ * clock, as the negation of every case in which `claim()` would not simply return the record: a retention
+ * that ended, a lease that ended under the same fingerprint, the owner's own claim again.
+ *
+ * Those cases, and a race (another transaction inserted the key after the statement's snapshot), go to the
+ * schema's `claim()` function in a second round trip. `claim()` (migration 0009 defines it as it stands;
+ * docs/schema.sql shows the whole schema) inserts the record, or takes it over when its retention expired
+ * (any fingerprint, the recovery point cleared) or its lease expired (same fingerprint, still in progress,
+ * the recovery point kept), answers the owner's own claim with its lease unchanged, or else returns the
+ * standing record unchanged, retrying its steps when a concurrent change slips between them. It returns
+ * exactly one row: `acquired`, `takeover`, then the record's columns.
  *
  * @module
  */
@@ -24,26 +32,67 @@ interface ClaimRow extends RecordRow {
 }
 
 /**
- * The claim statement for the schema `s` (an already quoted identifier). `$1` scope, `$2` key, `$3`
- * fingerprint (encoded), `$4` new lease token (encoded), `$5` now (ms, or `null` for the server's clock),
- * `$6` lease (ms), `$7` retention (ms).
+ * The row of the read-or-insert statement: `acquired` with the new lease's end when it
+ * inserted; otherwise the record as read, with `stands` telling whether `claim()` would return it unchanged.
  */
-export function claimStatement(s: string, prepared: boolean): Statement {
-  return statement(`SELECT acquired, takeover, ${RECORD_COLUMNS} FROM ${s}.claim($1, $2, $3, $4, ${nowOf('$5')}, $6, $7)`, prepared);
+type ReadOrInsertRow =
+  | { readonly acquired: true; readonly leaseExpiresAt: string }
+  | (RecordRow & { readonly acquired: false; readonly stands: boolean });
+
+/** The two statements of a claim. */
+export interface ClaimStatements {
+  /** The read-or-insert statement, one round trip for a new key and for a record that stands. */
+  readonly claim: Statement;
+  /** `claim()`, for takeovers, the owner's claim again and races. */
+  readonly claimFunction: Statement;
+}
+
+/**
+ * The claim statements for the schema `s` (an already quoted identifier), both with the parameters `$1`
+ * scope, `$2` key, `$3` fingerprint (encoded), `$4` new lease token (encoded), `$5` now (ms, or `null` for
+ * the server's clock), `$6` lease (ms), `$7` retention (ms). The clock is read once per statement (a CTE
+ * with a volatile function is evaluated once).
+ */
+export function claimStatements(s: string, prepared: boolean): ClaimStatements {
+  return Object.freeze({
+    claim: statement(
+      `WITH clock AS (SELECT ${nowOf('$5')} AS ms),
+      standing AS (SELECT ${RECORD_COLUMNS} FROM ${s}.records WHERE scope = $1::text AND key = $2::text),
+      inserted AS (
+        INSERT INTO ${s}.records (scope, key, fingerprint, lease_token, lease_expires_at, created_at, expires_at)
+        SELECT $1::text, $2::text, $3::bytea, $4::bytea, clock.ms + $6::bigint, clock.ms, clock.ms + $7::bigint FROM clock
+        WHERE NOT EXISTS (SELECT FROM standing)
+        ON CONFLICT (scope, key) DO NOTHING
+        RETURNING lease_expires_at)
+      SELECT true AS acquired, NULL::boolean AS stands, NULL::bytea AS fingerprint, NULL::bytea AS "leaseToken",
+        lease_expires_at AS "leaseExpiresAt", NULL::bigint AS "createdAt", NULL::bigint AS "expiresAt",
+        NULL::bigint AS "completedAt", NULL::smallint AS status, NULL::json AS headers, NULL::bytea AS body,
+        NULL::text AS "recoveryPoint"
+      FROM inserted
+      UNION ALL
+      SELECT false, standing."expiresAt" > clock.ms
+          AND NOT (standing."completedAt" IS NULL AND standing.fingerprint = $3::bytea
+                   AND (standing."leaseExpiresAt" <= clock.ms OR standing."leaseToken" = $4::bytea)),
+        standing.*
+      FROM standing, clock`,
+      prepared,
+    ),
+    claimFunction: statement(`SELECT acquired, takeover, ${RECORD_COLUMNS} FROM ${s}.claim($1, $2, $3, $4, ${nowOf('$5')}, $6, $7)`, prepared),
+  });
 }
 
 /** Claims `input` on `db` under `leaseToken`, at `now` (ms), or at the server's `clock_timestamp()` when `now` is `null`. */
-export async function claimOn(db: Queryable, sql: Statement, input: ClaimInput, now: number | null, leaseToken: string): Promise<ClaimResult> {
-  const result = await run<ClaimRow>(db, sql, [
-    input.scope,
-    input.key,
-    encodeToken(input.fingerprint),
-    encodeToken(leaseToken),
-    now,
-    input.leaseMs,
-    input.retentionMs,
-  ]);
-  const row = result.rows[0];
+export async function claimOn(db: Queryable, sql: ClaimStatements, input: ClaimInput, now: number | null, leaseToken: string): Promise<ClaimResult> {
+  const values = [input.scope, input.key, encodeToken(input.fingerprint), encodeToken(leaseToken), now, input.leaseMs, input.retentionMs];
+  const read = (await run<ReadOrInsertRow>(db, sql.claim, values)).rows[0];
+  if (read?.acquired === true) {
+    return {
+      acquired: true,
+      claim: { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt: Number(read.leaseExpiresAt), takeover: false },
+    };
+  }
+  if (read?.stands === true) return { acquired: false, record: toRecord(input.scope, input.key, read) };
+  const row = (await run<ClaimRow>(db, sql.claimFunction, values)).rows[0];
   if (row === undefined) throw new Error('retrysafe: the claim() function returned no row');
   return row.acquired
     ? { acquired: true, claim: toClaim(input.scope, input.key, row) }

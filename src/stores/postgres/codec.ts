@@ -18,9 +18,17 @@ const LOWER_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 /** Encodes a fingerprint or lease token for a `bytea` column. */
 export function encodeToken(value: string): Buffer {
-  if (LOWER_UUID.test(value)) return Buffer.concat([Buffer.of(TAG_UUID), Buffer.from(value.replaceAll('-', ''), 'hex')]);
-  if (LOWER_HEX.test(value)) return Buffer.concat([Buffer.of(TAG_HEX), Buffer.from(value, 'hex')]);
-  return Buffer.concat([Buffer.of(TAG_TEXT), Buffer.from(value, 'utf8')]);
+  if (LOWER_UUID.test(value)) return tagged(TAG_UUID, value.replaceAll('-', ''), 'hex');
+  if (LOWER_HEX.test(value)) return tagged(TAG_HEX, value, 'hex');
+  return tagged(TAG_TEXT, value, 'utf8');
+}
+
+/** `tag`, then `text` in `encoding`, in one buffer written in place. */
+function tagged(tag: number, text: string, encoding: 'hex' | 'utf8'): Buffer {
+  const bytes = Buffer.allocUnsafe(1 + Buffer.byteLength(text, encoding));
+  bytes[0] = tag;
+  bytes.write(text, 1, encoding);
+  return bytes;
 }
 
 /**

@@ -60,8 +60,8 @@ export function toRecord(scope: string, key: string, row: RecordRow): Idempotenc
     response: {
       status: row.status,
       headers: row.headers ?? {},
-      // A plain Uint8Array copy, so callers never hold a view into the driver's Buffer pool.
-      body: Uint8Array.from(row.body ?? []),
+      // A plain Uint8Array copy (one memcpy), so callers never hold a view into the driver's socket buffer.
+      body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
     },
   };
 }

@@ -8,7 +8,7 @@
  * @module
  */
 import pg from 'pg';
-import { claimStatement } from './claim.js';
+import { claimStatements } from './claim.js';
 import { RECORD_COLUMNS } from './rows.js';
 import type { SchemaNames } from './schema.js';
 import { nowOf, statement, type Statement } from './statement.js';
@@ -18,8 +18,10 @@ const { escapeIdentifier, escapeLiteral } = pg;
 
 /** The statements for one schema. */
 export interface Statements {
-  /** The claim; see `claim.ts`. */
+  /** The claim's read-or-insert statement; see `claim.ts`. */
   readonly claim: Statement;
+  /** The claim's second step, `claim()`, for what the first one leaves to it; see `claim.ts`. */
+  readonly claimFunction: Statement;
   /**
    * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` now (ms, or `null` for the server's clock),
    * `$5` retention (ms), `$6` status,
@@ -101,7 +103,7 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
   // The reaper's and the completer's statements run rarely: planned afresh each time, for the data as it is.
   const unnamed = (text: string): Statement => statement(text, false);
   return Object.freeze({
-    claim: claimStatement(s, prepared),
+    ...claimStatements(s, prepared),
     complete: named(`WITH done AS (
       UPDATE ${s}.records
       SET completed_at = clock.ms, expires_at = clock.ms + $5::bigint, status = $6, headers = $7::json, body = $8

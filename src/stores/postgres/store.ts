@@ -46,7 +46,7 @@ export interface PostgresStoreOptions {
   /** Fencing-token generator. @defaultValue `crypto.randomUUID` */
   readonly generateId?: () => string;
   /**
-   * Whether the per-request statements (claim, complete, release, get, checkpoint) run as named prepared
+   * Whether the per-request statements (claim and its `claim()` step, complete, release, get, checkpoint) run as named prepared
    * statements: parsed once per connection and planned once, instead of on every execution, which saves
    * PostgreSQL a parse and a plan per request (the effect on throughput is in docs/benchmarks.md). Turn it off behind a pooler that cannot keep
    * prepared statements across transactions: PgBouncer in transaction mode before 1.21, or without
@@ -118,11 +118,12 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
  * Creates a PostgreSQL {@link TransactionalStore} (PostgreSQL 13 or later). Run `migrate()` on the
  * schema first.
  *
- * Operations (each one statement, one round trip, prepared once per connection unless
+ * Operations (each one statement, one round trip, but for the claim's rarer cases; prepared once per connection unless
  * `preparedStatements` is false; see `statements.ts`):
- * - `claim` calls the schema's `claim()` function (`claim.ts`): insert, or take over an expired lease (same
- *   fingerprint) or an expired record (any fingerprint), or return the standing record unchanged — a
- *   replay reads and locks nothing.
+ * - `claim` (`claim.ts`) is one plain statement for a new key (read by primary key, then insert) and for a
+ *   record that stands (returned as read: a replay reads and locks nothing); taking over an expired lease
+ *   (same fingerprint) or an expired record (any fingerprint), the owner's own claim again and a lost race
+ *   go on to the schema's `claim()` function in a second round trip.
  * - `complete` / `release` are fenced by the lease token. When a `waitFor` has flagged the record, they
  *   NOTIFY the schema's channel, which wakes it (LISTEN/NOTIFY), so a `wait`-mode duplicate gets the
  *   original's response without polling. Unflagged records complete without NOTIFY, whose commit-time
@@ -234,7 +235,7 @@ class PgStore implements PostgresStore {
   }
 
   claim(input: ClaimInput): Promise<ClaimResult> {
-    return claimOn(this.pool, this.sql.claim, input, this.now(), input.leaseToken ?? this.generateId());
+    return claimOn(this.pool, this.sql, input, this.now(), input.leaseToken ?? this.generateId());
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {

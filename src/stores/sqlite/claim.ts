@@ -1,12 +1,18 @@
 /**
- * The SQLite claim: one upsert under `BEGIN IMMEDIATE` (a savepoint inside an open transaction), so
- * processes sharing the file get exactly one winner. A record that the upsert would leave standing (a
- * replay, a live lease, another fingerprint) is answered from a plain read first: a read needs no write
- * lock, and the upsert would only have returned the same row. It inserts an in_progress record, or takes over the
- * existing one when its retention expired (a new record, any fingerprint, no recovery point) or its lease
- * expired under the same fingerprint (created_at and the recovery point are kept); otherwise it returns
- * the standing record unchanged, except to its owner: a claim presenting the standing in-progress record's
- * lease token (and fingerprint) again wins with the lease unchanged.
+ * The SQLite claim: one upsert, so processes sharing the file get exactly one winner. A record that the
+ * upsert would leave standing (a replay, a live lease, another fingerprint) is answered from a plain read
+ * first: a read needs no write lock, and the upsert would only have returned the same row. Otherwise the
+ * upsert runs as a statement of its own: in autocommit mode SQLite takes the write lock when the statement
+ * starts (waiting for it up to `busy_timeout`, as `BEGIN IMMEDIATE` would) and commits when it ends, so
+ * the statement is atomic. Only when it does not win (another process changed the record between the read
+ * and the upsert) does the claim run again under `BEGIN IMMEDIATE` (a savepoint inside an open
+ * transaction), where the upsert and the read of the record that refused it see one state.
+ *
+ * The upsert inserts an in_progress record, or takes over the existing one when its retention expired (a
+ * new record, any fingerprint, no recovery point) or its lease expired under the same fingerprint
+ * (created_at and the recovery point are kept); otherwise it returns the standing record unchanged, except
+ * to its owner: a claim presenting the standing in-progress record's lease token (and fingerprint) again
+ * wins with the lease unchanged.
  *
  * @module
  */
@@ -61,61 +67,66 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
     )
     // Integers stay numbers even on a connection that defaults to BigInt.
     .safeIntegers(false);
-  const attempt = database.transaction((input: ClaimInput, now: number, leaseToken: string): ClaimResult => {
-    const leaseExpiresAt = now + input.leaseMs;
-    const won = upsert.get({
+  const upsertRow = (input: ClaimInput, now: number, leaseToken: string): ClaimedRow | undefined =>
+    upsert.get({
       scope: input.scope,
       key: input.key,
       fingerprint: input.fingerprint,
       token: leaseToken,
       now,
-      leaseExpiresAt,
+      leaseExpiresAt: now + input.leaseMs,
       expiresAt: now + input.retentionMs,
     });
-    if (!won) {
-      const row = sql.get.get(input.scope, input.key);
-      if (!row) throw new Error('retrysafe: the claim conflicted with a record that is gone');
-      const record = toRecord(row);
-      if (record.state === 'in_progress' && record.leaseToken === leaseToken && record.fingerprint === input.fingerprint) {
-        // The owner's own claim again (its lease token): it holds the lease, unchanged.
-        return {
-          acquired: true,
-          claim: {
-            scope: input.scope,
-            key: input.key,
-            fingerprint: input.fingerprint,
-            leaseToken,
-            leaseExpiresAt: record.leaseExpiresAt,
-            takeover: false,
-            ...(record.recoveryPoint !== undefined && { recoveryPoint: record.recoveryPoint }),
-          },
-        };
-      }
-      return { acquired: false, record };
-    }
-    // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
-    // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.
-    const takeover = won.createdAt !== now || won.recoveryPoint !== null;
-    return {
-      acquired: true,
-      claim: {
-        scope: input.scope,
-        key: input.key,
-        fingerprint: input.fingerprint,
-        leaseToken,
-        leaseExpiresAt,
-        takeover,
-        ...(won.recoveryPoint !== null && { recoveryPoint: won.recoveryPoint }),
-      },
-    };
+  const attempt = database.transaction((input: ClaimInput, now: number, leaseToken: string): ClaimResult => {
+    const won = upsertRow(input, now, leaseToken);
+    if (won) return acquired(input, now, leaseToken, won);
+    const row = sql.get.get(input.scope, input.key);
+    if (!row) throw new Error('retrysafe: the claim conflicted with a record that is gone');
+    if (ownedBy(row, input.fingerprint, leaseToken)) return ownClaim(input, leaseToken, row);
+    return { acquired: false, record: toRecord(row) };
   });
-  // Inside an open transaction better-sqlite3 turns this into a savepoint.
   return (input, now, leaseToken) => {
     const standing = sql.get.get(input.scope, input.key);
-    if (standing && stands(standing, input.fingerprint, now) && !ownedBy(standing, input.fingerprint, leaseToken)) {
-      return { acquired: false, record: toRecord(standing) };
+    if (standing && stands(standing, input.fingerprint, now)) {
+      return ownedBy(standing, input.fingerprint, leaseToken) ? ownClaim(input, leaseToken, standing) : { acquired: false, record: toRecord(standing) };
     }
-    return attempt.immediate(input, now, leaseToken);
+    const won = upsertRow(input, now, leaseToken);
+    return won ? acquired(input, now, leaseToken, won) : attempt.immediate(input, now, leaseToken);
+  };
+}
+
+/** The claim the upsert won, returning `won`. */
+function acquired(input: ClaimInput, now: number, leaseToken: string, won: ClaimedRow): ClaimResult {
+  // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
+  // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.
+  const takeover = won.createdAt !== now || won.recoveryPoint !== null;
+  return {
+    acquired: true,
+    claim: {
+      scope: input.scope,
+      key: input.key,
+      fingerprint: input.fingerprint,
+      leaseToken,
+      leaseExpiresAt: now + input.leaseMs,
+      takeover,
+      ...(won.recoveryPoint !== null && { recoveryPoint: won.recoveryPoint }),
+    },
+  };
+}
+
+/** The owner's own claim again (its lease token, `row` being its in-progress record): it holds the lease, unchanged. */
+function ownClaim(input: ClaimInput, leaseToken: string, row: RecordRow): ClaimResult {
+  return {
+    acquired: true,
+    claim: {
+      scope: input.scope,
+      key: input.key,
+      fingerprint: input.fingerprint,
+      leaseToken,
+      leaseExpiresAt: row.leaseExpiresAt,
+      takeover: false,
+      ...(row.recoveryPoint !== null && { recoveryPoint: row.recoveryPoint }),
+    },
   };
 }
 

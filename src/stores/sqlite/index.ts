@@ -4,4 +4,4 @@
  * @module
  */
 export { createSqliteStore, type SqliteStore } from './store.js';
-export type { SqliteStoreOptions } from './options.js';
+export type { SqliteStoreOptions, SqliteSynchronous } from './options.js';

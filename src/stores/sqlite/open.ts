@@ -8,6 +8,7 @@
  */
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
+import type { SqliteSynchronous } from './options.js';
 
 /** One schema step, its SQL already naming the module's tables. Never edit a released step; append one. */
 interface SqliteStep {
@@ -48,6 +49,12 @@ interface SqliteOpening {
   /** Sets `busy_timeout` (ms) on the connection; `undefined` leaves the connection's own (the driver's default is 5 000). */
   readonly busyTimeoutMs: number | undefined;
   /**
+   * Sets `PRAGMA synchronous` on the connection (see the idempotency store's `synchronous` option);
+   * absent or `undefined` leaves the connection's own (NORMAL for a file in WAL mode, as better-sqlite3
+   * builds SQLite).
+   */
+  readonly synchronous?: SqliteSynchronous | undefined;
+  /**
    * `false` opens an existing store only, creating nothing: the file must exist, its journal mode is left
    * as it is, and `schema.table` must be there already; the schema is neither created nor upgraded.
    */
@@ -58,7 +65,7 @@ interface SqliteOpening {
 }
 
 /**
- * Opens (or adopts) the connection, sets `busy_timeout`, puts a file it opened in WAL journal mode (so
+ * Opens (or adopts) the connection, sets `busy_timeout` and `synchronous` (when given), puts a file it opened in WAL journal mode (so
  * readers in other processes proceed while one process writes), brings the schema up to date with
  * {@link migrateSqlite}, and hands the connection to `build`, which prepares the store. When any of that
  * throws, a connection it opened is closed again; a given one is left open.
@@ -69,11 +76,12 @@ interface SqliteOpening {
  *   ledger records a version newer than `schema.steps` knows (see {@link migrateSqlite})
  */
 export function openSqlite<T>(opening: SqliteOpening, build: (database: Database, owned: boolean) => T): T {
-  const { source, busyTimeoutMs, migrate, schema, clock } = opening;
+  const { source, busyTimeoutMs, synchronous, migrate, schema, clock } = opening;
   const owned = 'path' in source;
   const database = 'path' in source ? new BetterSqlite3(source.path, { fileMustExist: !migrate }) : source.database;
   try {
     if (busyTimeoutMs !== undefined) database.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    if (synchronous !== undefined) database.pragma(`synchronous = ${synchronous}`);
     if (migrate) {
       if (owned && !database.memory) database.pragma('journal_mode = WAL');
       migrateSqlite(database, schema, clock);

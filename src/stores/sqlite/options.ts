@@ -42,7 +42,32 @@ export interface SqliteStoreOptions {
    * naming the file or the table when either is missing. @defaultValue true
    */
   readonly migrate?: boolean;
+  /**
+   * When a commit reaches the disk, as SQLite's `PRAGMA synchronous` in WAL mode
+   * (https://www.sqlite.org/pragma.html#pragma_synchronous, https://www.sqlite.org/wal.html):
+   * - `'normal'`: a commit is written to the WAL file but not flushed; the WAL is flushed at each
+   *   checkpoint. A commit survives a crash of the process (SIGKILL, out of memory, an uncaught error),
+   *   since the operating system holds what was written; a power loss or an operating-system crash may
+   *   undo the last commits (the file stays consistent). A record lost that way is a key seen for the
+   *   first time again: its retry executes again (in transactional mode, with the business writes of the
+   *   same commit undone too).
+   * - `'full'`: every commit is flushed (`fsync`) before it returns, so it survives a power loss too;
+   *   each commit then waits for the disk (a claim and a completion are two commits per new key), and
+   *   the driver being synchronous, the event loop waits with it.
+   *
+   * Applied to a file the store opens, whatever `migrate` says; on a connection passed as `database`,
+   * only when given (the connection keeps its own setting otherwise). The setting lasts as long as the
+   * connection and is not stored in the file. @defaultValue 'normal' (what better-sqlite3 builds SQLite to
+   * use in WAL mode)
+   */
+  readonly synchronous?: SqliteSynchronous;
 }
+
+/** The values of {@link SqliteStoreOptions.synchronous}. */
+export type SqliteSynchronous = 'normal' | 'full';
+
+/** The accepted values of {@link SqliteStoreOptions.synchronous}, for validation and the store URL. */
+export const SQLITE_SYNCHRONOUS: readonly SqliteSynchronous[] = Object.freeze(['normal', 'full']);
 
 /** Validated, frozen options. */
 interface ResolvedSqliteStoreOptions {
@@ -52,9 +77,12 @@ interface ResolvedSqliteStoreOptions {
   readonly generateId: () => string;
   readonly busyTimeoutMs: number | undefined;
   readonly migrate: boolean;
+  /** `undefined` leaves a caller-provided connection's own setting alone. */
+  readonly synchronous: SqliteSynchronous | undefined;
 }
 
 const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
+const DEFAULT_SYNCHRONOUS: SqliteSynchronous = 'normal';
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
 
 /**
@@ -94,6 +122,10 @@ export function resolveSqliteStoreOptions(options: SqliteStoreOptions | undefine
         : undefined;
   const migrate = options.migrate ?? true;
   if (typeof migrate !== 'boolean') throw new TypeError(`retrysafe: option "migrate" must be a boolean, got ${describe(migrate)}`);
+  const synchronous = options.synchronous ?? (database === undefined ? DEFAULT_SYNCHRONOUS : undefined);
+  if (synchronous !== undefined && !SQLITE_SYNCHRONOUS.includes(synchronous)) {
+    throw new TypeError(`retrysafe: option "synchronous" must be 'normal' or 'full', got ${describe(synchronous)}`);
+  }
   return Object.freeze({
     migrate,
     source: Object.freeze(database !== undefined ? { database } : { path: path ?? ':memory:' }),
@@ -101,5 +133,6 @@ export function resolveSqliteStoreOptions(options: SqliteStoreOptions | undefine
     clock,
     generateId,
     busyTimeoutMs,
+    synchronous,
   });
 }

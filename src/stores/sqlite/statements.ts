@@ -40,10 +40,10 @@ export interface Statements {
   /** Parameters: scope, key. */
   readonly get: Statement<[string, string], RecordRow>;
   /**
-   * Completes the caller's in_progress record, fenced on its lease token; returns the new row.
+   * Completes the caller's in_progress record, fenced on its lease token; one change when it did.
    * Parameters: @scope, @key, @token, @status, @headers (JSON), @body (BLOB), @now, @expiresAt.
    */
-  readonly complete: Statement<[CompleteParams], RecordRow>;
+  readonly complete: Statement<[CompleteParams]>;
   /** Deletes the caller's in_progress record, fenced on its lease token. Parameters: scope, key, token. */
   readonly release: Statement<[string, string, string]>;
   /**
@@ -110,7 +110,7 @@ export function prepareStatements(database: Database, table: string): Statements
     (database.prepare<P, R>(sql) as Statement<P, R>).safeIntegers(false);
   return {
     get: prepare<[string, string], RecordRow>(`SELECT ${RECORD_COLUMNS} FROM ${t} WHERE scope = ? AND idempotency_key = ?`),
-    complete: prepare<[CompleteParams], RecordRow>(`
+    complete: prepare<[CompleteParams], unknown>(`
       UPDATE ${t} SET
         state = 'completed',
         response_status = @status,
@@ -118,8 +118,7 @@ export function prepareStatements(database: Database, table: string): Statements
         response_body = @body,
         completed_at = @now,
         expires_at = @expiresAt
-      WHERE scope = @scope AND idempotency_key = @key AND state = 'in_progress' AND lease_token = @token
-      RETURNING ${RECORD_COLUMNS}`),
+      WHERE scope = @scope AND idempotency_key = @key AND state = 'in_progress' AND lease_token = @token`),
     release: prepare<[string, string, string], unknown>(
       `DELETE FROM ${t} WHERE scope = ? AND idempotency_key = ? AND state = 'in_progress' AND lease_token = ?`,
     ),
@@ -155,7 +154,10 @@ export function prepareStatements(database: Database, table: string): Statements
   };
 }
 
-/** Turns a row into a record; the body becomes a plain `Uint8Array` of its own. */
+/**
+ * Turns a row into a record; the body becomes a plain `Uint8Array` over the bytes the driver copied out of
+ * SQLite for this row (a buffer of their own, never a slice of a shared pool), so nothing is copied again.
+ */
 export function toRecord(row: RecordRow): IdempotencyRecord {
   return {
     scope: row.scope,
@@ -173,8 +175,15 @@ export function toRecord(row: RecordRow): IdempotencyRecord {
         response: {
           status: row.status,
           headers: JSON.parse(row.headers ?? '{}') as Record<string, string>,
-          body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
+          body: row.body === null ? new Uint8Array() : bytesOf(row.body),
         },
       }),
   };
+}
+
+/** A plain `Uint8Array` view of `buffer` when it owns its memory; a copy otherwise. */
+function bytesOf(buffer: Buffer): Uint8Array {
+  return buffer.byteOffset === 0 && buffer.byteLength === buffer.buffer.byteLength
+    ? new Uint8Array(buffer.buffer, 0, buffer.byteLength)
+    : new Uint8Array(buffer);
 }

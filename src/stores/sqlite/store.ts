@@ -66,13 +66,15 @@ export interface SqliteStore extends TransactionalStore<Database> {
 const POLL_INTERVAL_MS = 50;
 
 /**
- * Creates the SQLite store. Opens (or adopts) the connection, sets WAL journal mode on an opened file and
- * `busy_timeout`, and creates or upgrades the schema idempotently (unless `migrate: false`, which opens an
- * existing, migrated file and creates nothing).
+ * Creates the SQLite store. Opens (or adopts) the connection, sets WAL journal mode on an opened file,
+ * `busy_timeout` and `synchronous` (`'normal'` unless the `synchronous` option says `'full'`: see
+ * {@link SqliteStoreOptions.synchronous} for what each survives), and creates or upgrades the schema
+ * idempotently (unless `migrate: false`, which opens an existing, migrated file and creates nothing).
  *
  * Concurrency: every operation runs through one FIFO mutex, because while a {@link SqliteStore.transaction}
- * awaits its callback the single connection is inside that transaction. A claim is one upsert under
- * `BEGIN IMMEDIATE`, so processes sharing the file get exactly one winner too. `waitFor` wakes at once on a
+ * awaits its callback the single connection is inside that transaction (an idle store, with no transaction
+ * open and nothing queued, runs a statement at once). A claim is one upsert, atomic under the file's write
+ * lock (`claim.ts`), so processes sharing the file get exactly one winner too. `waitFor` wakes at once on a
  * completion or release in this process and polls every 50 ms for other processes. A transaction holds the
  * file's write lock until it ends: another process's writes wait for it up to `busyTimeoutMs` (blocking
  * that process's event loop, as the driver is synchronous) and then fail with `SQLITE_BUSY`, which the
@@ -97,8 +99,8 @@ const POLL_INTERVAL_MS = 50;
  */
 export function createSqliteStore(options?: SqliteStoreOptions): SqliteStore {
   const resolved = resolveSqliteStoreOptions(options);
-  const { source, busyTimeoutMs, migrate, table, clock } = resolved;
-  return openSqlite({ source, busyTimeoutMs, migrate, schema: recordsSchema(table), clock }, (database, owned) => {
+  const { source, busyTimeoutMs, synchronous, migrate, table, clock } = resolved;
+  return openSqlite({ source, busyTimeoutMs, synchronous, migrate, schema: recordsSchema(table), clock }, (database, owned) => {
     const sql = prepareStatements(database, table);
     return new SqliteStoreImpl(database, owned, sql, prepareClaim(database, table, sql), clock, resolved.generateId);
   });
@@ -106,11 +108,10 @@ export function createSqliteStore(options?: SqliteStoreOptions): SqliteStore {
 
 type Waiter = (record: IdempotencyRecord | undefined) => void;
 
-/** A change to announce to in-process waiters. */
+/** A record that changed (completed or released), to announce to in-process waiters. */
 interface Change {
   readonly scope: string;
   readonly key: string;
-  readonly record: IdempotencyRecord | undefined;
 }
 
 /** One open transaction: whether its view may still be used, and the changes to announce after COMMIT. */
@@ -354,7 +355,7 @@ class SqliteStoreImpl implements SqliteStore {
 
   private completeNow(claim: Claim, response: StoredResponse, retentionMs: number): Change | undefined {
     const now = this.clock.now();
-    const row = this.sql.complete.get({
+    const { changes } = this.sql.complete.run({
       scope: claim.scope,
       key: claim.key,
       token: claim.leaseToken,
@@ -364,12 +365,12 @@ class SqliteStoreImpl implements SqliteStore {
       now,
       expiresAt: now + retentionMs,
     });
-    return row ? { scope: claim.scope, key: claim.key, record: toRecord(row) } : undefined;
+    return changes > 0 ? { scope: claim.scope, key: claim.key } : undefined;
   }
 
   private releaseNow(claim: Claim): Change | undefined {
     const { changes } = this.sql.release.run(claim.scope, claim.key, claim.leaseToken);
-    return changes > 0 ? { scope: claim.scope, key: claim.key, record: undefined } : undefined;
+    return changes > 0 ? { scope: claim.scope, key: claim.key } : undefined;
   }
 
   private getNow(scope: string, key: string): IdempotencyRecord | undefined {
@@ -412,9 +413,23 @@ class SqliteStoreImpl implements SqliteStore {
     return change !== undefined;
   }
 
+  /**
+   * Wakes the waiters on the changed record with the record as it now stands (`undefined` once released),
+   * read only when someone waits. Runs while this store holds the connection: right after the change, or
+   * after the COMMIT of the transaction that made it.
+   */
   private notify(change: Change): void {
+    if (this.waiters.size === 0) return;
     const waiters = this.waiters.get(slot(change.scope, change.key));
-    if (waiters) for (const wake of [...waiters]) wake(change.record);
+    if (!waiters) return;
+    let record: IdempotencyRecord | undefined;
+    try {
+      record = this.getNow(change.scope, change.key);
+    } catch {
+      // The change is made; the waiters' poll reads it.
+      return;
+    }
+    for (const wake of [...waiters]) wake(record);
   }
 }
 

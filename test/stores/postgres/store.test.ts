@@ -71,6 +71,45 @@ describe.runIf(available)('PostgreSQL store', () => {
     expect(await claimAndComplete(false)).toEqual([]);
   });
 
+  it('claims in one round trip for a new key and for a record that stands, with no PL/pgSQL; takeovers and the owner go on to claim()', async () => {
+    const statements: string[] = [];
+    const pool = {
+      query: (config: pg.QueryConfig) => {
+        statements.push(/\.claim\(/.test(config.text) ? 'claim()' : config.text.trimStart().slice(0, 4));
+        return db.pool.query(config);
+      },
+      connect: () => Promise.reject(new Error('not used')),
+    } as unknown as pg.Pool;
+    const clock = new ManualClock(1_700_000_000_000);
+    const store = createPostgresStore({ pool, schema: db.schema, clock });
+    const key = randomUUID();
+    const input = { scope: 'trips', key, fingerprint: 'f'.repeat(64), leaseMs: 1_000, retentionMs: 60_000 };
+    const trips = async <T>(operation: () => Promise<T>): Promise<[T, string[]]> => {
+      statements.length = 0;
+      const result = await operation();
+      return [result, [...statements]];
+    };
+
+    const [won, wonTrips] = await trips(() => store.claim({ ...input, leaseToken: 'owner' }));
+    expect(won).toMatchObject({ acquired: true, claim: { leaseToken: 'owner', leaseExpiresAt: 1_700_000_001_000, takeover: false } });
+    expect(wonTrips).toEqual(['WITH']);
+    const [busy, busyTrips] = await trips(() => store.claim(input));
+    expect(busy).toMatchObject({ acquired: false, record: { state: 'in_progress', leaseToken: 'owner' } });
+    expect(busyTrips).toEqual(['WITH']);
+    const [again, againTrips] = await trips(() => store.claim({ ...input, leaseToken: 'owner' }));
+    expect(again).toMatchObject({ acquired: true, claim: { leaseToken: 'owner', takeover: false } });
+    expect(againTrips).toEqual(['WITH', 'claim()']);
+    clock.advance(1_000);
+    const [takeover, takeoverTrips] = await trips(() => store.claim({ ...input, leaseToken: 'next' }));
+    expect(takeover).toMatchObject({ acquired: true, claim: { leaseToken: 'next', takeover: true } });
+    expect(takeoverTrips).toEqual(['WITH', 'claim()']);
+    if (!takeover.acquired) throw new Error('expected the takeover');
+    await store.complete(takeover.claim, { status: 201, headers: { a: 'b' }, body: new Uint8Array([0, 255]) }, 60_000);
+    const [replay, replayTrips] = await trips(() => store.claim({ ...input, fingerprint: 'e'.repeat(64) }));
+    expect(replay).toMatchObject({ acquired: false, record: { state: 'completed', fingerprint: 'f'.repeat(64), response: { status: 201 } } });
+    expect(replayTrips).toEqual(['WITH']);
+  });
+
   describe('recovery points (migration 0004)', () => {
     const input = (key: string) => ({ scope: 'phases', key, fingerprint: 'f'.repeat(64), leaseMs: 10_000, retentionMs: 60_000 });
 

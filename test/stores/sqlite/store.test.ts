@@ -143,10 +143,42 @@ describe('sqlite store: setup', () => {
     expect(() => createSqliteStore({ clock: {} as ManualClock })).toThrow(/"clock"/);
     expect(() => createSqliteStore({ generateId: 'id' as unknown as () => string })).toThrow(/"generateId"/);
     expect(() => createSqliteStore({ busyTimeoutMs: -1 })).toThrow(/"busyTimeoutMs"/);
+    expect(() => createSqliteStore({ synchronous: 'off' as 'full' })).toThrow(/option "synchronous" must be 'normal' or 'full', got "off"/);
+    expect(() => createSqliteStore({ database, synchronous: 2 as unknown as 'full' })).toThrow(TypeError);
     for (const bad of [() => createSqliteStore({ table: '' }), () => createSqliteStore({ busyTimeoutMs: 1.5 })]) {
       expect(bad).toThrow(TypeError);
     }
     database.close();
+  });
+
+  it('flushes commits as the synchronous option says: normal by default, full on request, a given connection untouched unless asked', async () => {
+    const dir = tempDir();
+    // PRAGMA synchronous: 1 = NORMAL, 2 = FULL.
+    const level = (store: SqliteStore): unknown => store.database.pragma('synchronous', { simple: true });
+    const byDefault = createSqliteStore({ path: join(dir, 'a.db') });
+    expect(level(byDefault)).toBe(1);
+    await byDefault.close();
+    const full = createSqliteStore({ path: join(dir, 'a.db'), synchronous: 'full' });
+    expect(level(full)).toBe(2);
+    // A claim and a completion still work, and the setting did not change what the file holds.
+    const claimed = await full.claim(input('k'));
+    if (!claimed.acquired) throw new Error('expected to acquire');
+    expect(await full.complete(claimed.claim, json({ ok: true }), 600_000)).toBe(true);
+    await full.close();
+    const existing = createSqliteStore({ path: join(dir, 'a.db'), migrate: false, synchronous: 'full' });
+    expect(level(existing)).toBe(2);
+    expect((await existing.get('shared', 'k'))?.state).toBe('completed');
+    await existing.close();
+    const database = new BetterSqlite3(join(dir, 'b.db'));
+    database.pragma('synchronous = OFF');
+    const adopted = createSqliteStore({ database });
+    expect(level(adopted)).toBe(0);
+    await adopted.close();
+    const asked = createSqliteStore({ database, synchronous: 'normal' });
+    expect(level(asked)).toBe(1);
+    await asked.close();
+    database.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('rejects a reap limit that is not a positive integer', async () => {

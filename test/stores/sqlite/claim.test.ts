@@ -1,0 +1,60 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { systemClock } from '../../../src/core/clock.js';
+import type { ClaimInput } from '../../../src/core/store.js';
+import { prepareClaim } from '../../../src/stores/sqlite/claim.js';
+import { recordsSchema } from '../../../src/stores/sqlite/migrations.js';
+import { migrateSqlite } from '../../../src/stores/sqlite/open.js';
+import { prepareStatements, type RecordRow } from '../../../src/stores/sqlite/statements.js';
+
+const NOW = 1_700_000_000_000;
+const input = (fingerprint: string, leaseToken?: string): ClaimInput => ({
+  scope: 's',
+  key: 'k',
+  fingerprint,
+  leaseMs: 60_000,
+  retentionMs: 600_000,
+  ...(leaseToken !== undefined && { leaseToken }),
+});
+
+/**
+ * The claim reads first and upserts in autocommit mode. Between the two, another process may write the
+ * record: the read below is made to miss a record that is there, as it would if that process inserted it
+ * right after the read.
+ */
+describe('sqlite claim: a record written between the read and the upsert', () => {
+  function setup(): { claim: ReturnType<typeof prepareClaim>; reads: number[] } {
+    const database = new BetterSqlite3(':memory:');
+    migrateSqlite(database, recordsSchema('records'), systemClock);
+    const sql = prepareStatements(database, 'records');
+    const reads: number[] = [];
+    const racedGet = {
+      get: (scope: string, key: string): RecordRow | undefined => {
+        reads.push(reads.length);
+        return reads.length === 1 ? undefined : sql.get.get(scope, key);
+      },
+    } as unknown as typeof sql.get;
+    const claim = prepareClaim(database, 'records', { get: racedGet });
+    return { claim, reads };
+  }
+
+  it('answers from the record that won, read in the claim’s own transaction', () => {
+    const { claim, reads } = setup();
+    const first = claim(input('a'), NOW, 'token-1');
+    expect(first.acquired).toBe(true);
+    reads.length = 0;
+    const second = claim(input('b'), NOW + 1, 'token-2');
+    expect(second).toMatchObject({ acquired: false, record: { fingerprint: 'a', leaseToken: 'token-1', state: 'in_progress' } });
+    expect(reads).toHaveLength(2);
+  });
+
+  it('hands its lease back to the owner who claims again', () => {
+    const { claim, reads } = setup();
+    expect(claim(input('a'), NOW, 'token-1').acquired).toBe(true);
+    reads.length = 0;
+    expect(claim(input('a', 'token-1'), NOW + 5, 'token-1')).toMatchObject({
+      acquired: true,
+      claim: { leaseToken: 'token-1', leaseExpiresAt: NOW + 60_000, takeover: false },
+    });
+  });
+});
