@@ -40,7 +40,7 @@ type ReadOrInsertRow =
   | (RecordRow & { readonly acquired: false; readonly stands: boolean });
 
 /** The two statements of a claim. */
-export interface ClaimStatements {
+interface ClaimStatements {
   /** The read-or-insert statement, one round trip for a new key and for a record that stands. */
   readonly claim: Statement;
   /** `claim()`, for takeovers, the owner's claim again and races. */
