@@ -528,11 +528,16 @@ export function httpScenarios(driver: Driver, stores: ScenarioStore = memoryScen
   });
 }
 
-/** Waits (in event-loop turns, not wall-clock sleeps) until `condition` holds. */
+/**
+ * Waits until `condition` holds, checking every millisecond. The condition waits on I/O (a claim's round
+ * trip to the store, a disk flush), so its bound is a generous deadline (10 s), not a count of event-loop
+ * turns: under load a PostgreSQL claim outlasted 10,000 turns and the test failed while nothing was wrong.
+ */
 export async function waitUntil(condition: () => boolean): Promise<void> {
-  for (let turn = 0; !condition(); turn++) {
-    if (turn > 10_000) throw new Error('condition never held');
-    await new Promise((resolve) => setImmediate(resolve));
+  const deadline = Date.now() + 10_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition never held within 10 s');
+    await new Promise((resolve) => setTimeout(resolve, 1));
   }
 }
 

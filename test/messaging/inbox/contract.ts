@@ -251,7 +251,12 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
         bodies.push(new TextDecoder().decode(message.body));
         await harness.write(tx, consumer, id);
       });
-      expect(await Promise.all([processor.redrivePending?.(), processor.redrivePending?.()])).toEqual([1, 1]);
+      // Two polls at once: each runs the letter if its read of the pending list came before the other's run
+      // finished ([1, 1]), or finds nothing left ([0, 1] in either order); which happens depends on the
+      // round trips (it differs behind PgBouncer). Either way the effect happens once, checked below.
+      const runs = await Promise.all([processor.redrivePending?.(), processor.redrivePending?.()]);
+      expect(runs.includes(1)).toBe(true);
+      expect(runs.every((n) => n === 0 || n === 1)).toBe(true);
       expect(await processor.redrivePending?.()).toBe(0);
       // The first name, deprecated, is the same poll.
       expect(processor.replayPending).toBe(processor.redrivePending);
