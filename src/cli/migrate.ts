@@ -11,10 +11,9 @@
  */
 import type { Command } from 'commander';
 import { DEFAULT_SCHEMA } from '../stores/postgres/schema.js';
-import { unreachable } from './failure.js';
 import { loadPeer } from './peer.js';
 import { postgresStoreFlag, schemaFlag, schemaOf } from './store-flag.js';
-import type { StoreTarget } from './store-url.js';
+import { unreachableStore, type StoreTarget } from '../stores/url.js';
 
 interface MigrateFlags {
   readonly store: StoreTarget;
@@ -32,7 +31,7 @@ export function register(program: Command): void {
       const schema = schemaOf(flags.store, command);
       const { migrate } = await loadPeer(() => import('../stores/postgres/migrate.js'));
       const result = await migrate({ connectionString: flags.store.driverUrl, schema }).catch((error: unknown) => {
-        throw unreachable(flags.store.url, error);
+        throw unreachableStore(flags.store.url, error);
       });
       const what = result.applied.length === 0 ? 'already up to date' : `applied ${result.applied.join(', ')}`;
       process.stdout.write(`retrysafe: schema "${result.schema}" at version ${result.version} (${what})\n`);

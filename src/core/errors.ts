@@ -24,7 +24,7 @@ export type HttpErrorCode =
 /**
  * Stable machine-readable codes of the errors defined here: the receiver's, the store contract's and the
  * recovery point's. Every other module owns its codes (`InboxErrorCode`, `OutboxErrorCode`,
- * `SessionErrorCode`, `RetryExhaustedCode`, the CLI's `store-url-invalid`) and passes them as `Code`.
+ * `SessionErrorCode`, `RetryExhaustedCode`, `retrysafe/store-url`'s `store-url-invalid` and `store-open-failed`) and passes them as `Code`.
  */
 export type IdempotencyErrorCode =
   // HTTP receiver (receiver.ts, key.ts): answered by the HTTP adapters.
