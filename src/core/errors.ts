@@ -57,6 +57,21 @@ export class IdempotencyError extends Error {
   }
 }
 
+/**
+ * Root of the errors of a module that owns its codes: an {@link IdempotencyError} whose `code` is one of
+ * the module's union `Code`. `InboxError`, `OutboxError` and `SessionError` extend it, as do the errors
+ * that stand alone in their module (`RetryExhaustedError`, `StoreUrlError`, `StoreOpenError`).
+ */
+export class ModuleError<Code extends string> extends IdempotencyError {
+  override readonly name: string = 'ModuleError';
+  /** Stable code; safe to switch on. */
+  declare readonly code: Code;
+
+  constructor(code: Code, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+  }
+}
+
 /** The request carried no Idempotency-Key where one is required. HTTP: 400. */
 export class IdempotencyKeyMissingError extends IdempotencyError {
   override readonly name = 'IdempotencyKeyMissingError';

@@ -20,7 +20,7 @@ import {
 } from './errors.js';
 import { requireGenerateId, requireOptions } from './options.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
-import type { ClaimedTransaction, ClaimInput, IdempotencyStore, TransactionalStore } from './store.js';
+import { claimInputOf, type ClaimedTransaction, type ClaimInput, type IdempotencyStore, type TransactionalStore } from './store.js';
 import { receiverHealth, type ReceiverHealth } from '../observability/health.js';
 import { ReceiverObserver, type Observation, type ObservabilityOptions } from '../observability/observer.js';
 
@@ -380,15 +380,9 @@ class Engine<Tx> implements Receiver<Tx> {
     return result.acquired ? { claim: result.claim } : this.lost(id, result.record);
   }
 
+  /** The claim input of `id`, with a fresh owner token for this attempt. */
   private claimInput(id: OperationId): ClaimInput {
-    return {
-      scope: id.scope,
-      key: id.key,
-      fingerprint: id.fingerprint,
-      leaseMs: this.options.leaseMs,
-      retentionMs: this.options.retentionMs,
-      leaseToken: this.options.generateId(),
-    };
+    return claimInputOf(id, this.options, this.options.generateId());
   }
 
   /** The attempt result of a claim lost to `record`: a replay, in flight, or a reused key. */

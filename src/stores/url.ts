@@ -21,7 +21,7 @@
  */
 import { existsSync } from 'node:fs';
 import type { Database } from 'better-sqlite3';
-import { IdempotencyError } from '../core/errors.js';
+import { ModuleError } from '../core/errors.js';
 import { DEFAULT_SCHEMA, schemaNames } from './postgres/schema.js';
 import type { PostgresStore } from './postgres/store.js';
 import type { IdempotencyStore, TransactionalStore } from '../core/store.js';
@@ -30,10 +30,8 @@ import type { IdempotencyStore, TransactionalStore } from '../core/store.js';
  * Thrown by {@link parseStoreUrl} for a value that names no known scheme or is malformed; the message
  * names the value and the supported schemes. The CLI exits 2 on it.
  */
-export class StoreUrlError extends IdempotencyError {
+export class StoreUrlError extends ModuleError<'store-url-invalid'> {
   override readonly name = 'StoreUrlError';
-  /** Stable code; safe to switch on. */
-  declare readonly code: 'store-url-invalid';
 
   constructor(
     /** The value as the user wrote it. */
@@ -50,10 +48,8 @@ export class StoreUrlError extends IdempotencyError {
  * SQLite file cannot be opened. The message is one line naming the URL with its password redacted. The CLI
  * prints it and exits 2.
  */
-export class StoreOpenError extends IdempotencyError {
+export class StoreOpenError extends ModuleError<'store-open-failed'> {
   override readonly name = 'StoreOpenError';
-  /** Stable code; safe to switch on. */
-  declare readonly code: 'store-open-failed';
 
   constructor(message: string, options?: { cause?: unknown }) {
     super('store-open-failed', message, options);

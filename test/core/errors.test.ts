@@ -14,6 +14,7 @@ const cause = new Error('boom');
 /** One instance of every error class the modules below export; the test fails when a class is missing here. */
 const instances: readonly Error[] = [
   new coreErrors.IdempotencyError('idempotency-key-missing', 'root'),
+  new coreErrors.ModuleError('module-code', 'root'),
   new coreErrors.IdempotencyKeyMissingError(),
   new coreErrors.IdempotencyKeyInvalidError('it is empty'),
   new coreErrors.IdempotencyKeyReusedError(record),

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
-import { LeaseLostError, StoreClosedError, TransactionAbortedError } from '../../core/errors.js';
+import { LeaseLostError, StoreClosedError } from '../../core/errors.js';
 import { describe } from '../../core/duration.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
@@ -20,6 +20,7 @@ import { toKeyedRecord, toRecord, type KeyedRecordRow, type RecordRow } from './
 import { DEFAULT_SCHEMA, schemaNames, type SchemaNames } from './schema.js';
 import { run, type Queryable } from './statement.js';
 import { boundedBegin, statements, type Statements } from './statements.js';
+import { commit, onPoolClient } from './transaction.js';
 
 /** Options of {@link createPostgresStore}: exactly one of `pool` and `connectionString`. */
 export interface PostgresStoreOptions {
@@ -367,53 +368,39 @@ class PgStore implements PostgresStore {
   ): Promise<R> {
     // The lease is counted from the won claim, so a wait for a pooled connection uses it up too.
     const deadline = lease === undefined ? undefined : performance.now() + lease.leaseMs;
-    const client = await this.pool.connect();
-    // A connection killed while idle in the transaction emits 'error' on the checked-out client; it must
-    // not crash the process, and the client must not go back to the pool.
-    let broken: Error | undefined;
-    const onError = (error: Error): void => {
-      broken = error;
-    };
-    client.on('error', onError);
-    let timer: NodeJS.Timeout | undefined;
     let expired: LeaseLostError | undefined;
+    let pid: number | undefined;
     try {
-      await client.query(deadline === undefined ? this.sql.begin : boundedBegin(this.sql.begin, Math.max(1, Math.ceil(deadline - performance.now()))));
-      let result: R;
-      if (lease === undefined || deadline === undefined) {
-        result = await fn(client, new ClientView(this, client));
-      } else {
-        const timeUp = new Promise<never>((_resolve, reject) => {
-          timer = setTimeout(() => {
-            expired = new LeaseLostError(lease.claim.scope, lease.claim.key);
-            reject(expired);
-          }, Math.max(0, deadline - performance.now()));
-        });
-        result = await Promise.race([fn(client, new ClientView(this, client)), timeUp]);
-        clearTimeout(timer);
-      }
-      const commit = await client.query('COMMIT');
-      // COMMIT of a transaction an earlier statement aborted rolls back and reports ROLLBACK, not an error.
-      if (commit.command !== 'COMMIT') {
-        throw new TransactionAbortedError('retrysafe: the transaction was aborted by an earlier error and rolled back at COMMIT');
-      }
-      return result;
-    } catch (error) {
-      clearTimeout(timer);
-      // Past the lease the handler may still hold the client and sit in a query: a ROLLBACK would queue
-      // behind it, and a client handed back to the pool could carry the late handler's statements into
-      // another request. The connection is destroyed instead and its backend ended, which rolls back at once.
-      if (expired !== undefined) broken ??= expired;
-      if (broken === undefined) {
-        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-        });
-      }
-      throw error;
+      return await onPoolClient(this.pool, async (client, discard) => {
+        pid = (client as pg.PoolClient & { readonly processID?: number }).processID;
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          await client.query(deadline === undefined ? this.sql.begin : boundedBegin(this.sql.begin, Math.max(1, Math.ceil(deadline - performance.now()))));
+          let result: R;
+          if (lease === undefined || deadline === undefined) {
+            result = await fn(client, new ClientView(this, client));
+          } else {
+            const timeUp = new Promise<never>((_resolve, reject) => {
+              timer = setTimeout(() => {
+                expired = new LeaseLostError(lease.claim.scope, lease.claim.key);
+                reject(expired);
+              }, Math.max(0, deadline - performance.now()));
+            });
+            result = await Promise.race([fn(client, new ClientView(this, client)), timeUp]);
+            clearTimeout(timer);
+          }
+          await commit(client, 'the transaction');
+          return result;
+        } catch (error) {
+          clearTimeout(timer);
+          // Past the lease the handler may still hold the client and sit in a query: a ROLLBACK would queue
+          // behind it, and a client handed back to the pool could carry the late handler's statements into
+          // another request. The connection is destroyed instead and its backend ended, which rolls back at once.
+          if (expired !== undefined) discard(expired);
+          throw error;
+        }
+      });
     } finally {
-      client.removeListener('error', onError);
-      const pid = (client as pg.PoolClient & { readonly processID?: number }).processID;
-      client.release(broken);
       if (expired !== undefined && pid !== undefined) {
         await this.pool.query(this.sql.terminate, [pid]).catch(() => undefined);
       }

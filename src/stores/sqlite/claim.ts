@@ -11,6 +11,7 @@
  * @module
  */
 import type { Database } from 'better-sqlite3';
+import { claimOf } from '../../core/record.js';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
 import { quoteIdentifier } from './open.js';
 import { toRecord, type RecordRow, type Statements } from './statements.js';
@@ -78,36 +79,14 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
       const record = toRecord(row);
       if (record.state === 'in_progress' && record.leaseToken === leaseToken && record.fingerprint === input.fingerprint) {
         // The owner's own claim again (its lease token): it holds the lease, unchanged.
-        return {
-          acquired: true,
-          claim: {
-            scope: input.scope,
-            key: input.key,
-            fingerprint: input.fingerprint,
-            leaseToken,
-            leaseExpiresAt: record.leaseExpiresAt,
-            takeover: false,
-            ...(record.recoveryPoint !== undefined && { recoveryPoint: record.recoveryPoint }),
-          },
-        };
+        return { acquired: true, claim: claimOf(input, leaseToken, record.leaseExpiresAt, false, record.recoveryPoint) };
       }
       return { acquired: false, record };
     }
     // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
     // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.
     const takeover = won.createdAt !== now || won.recoveryPoint !== null;
-    return {
-      acquired: true,
-      claim: {
-        scope: input.scope,
-        key: input.key,
-        fingerprint: input.fingerprint,
-        leaseToken,
-        leaseExpiresAt,
-        takeover,
-        ...(won.recoveryPoint !== null && { recoveryPoint: won.recoveryPoint }),
-      },
-    };
+    return { acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, takeover, won.recoveryPoint) };
   });
   // Inside an open transaction better-sqlite3 turns this into a savepoint.
   return (input, now, leaseToken) => {
