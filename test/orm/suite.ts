@@ -11,6 +11,7 @@ import { idempotency, idempotencyOf } from '../../src/http/express.js';
 import type { TransactionalStore } from '../../src/core/store.js';
 import { supertestClient } from '../http/express-driver.js';
 import type { TestClient, TestRequest } from '../support/http.js';
+import { createTestSchema, type TestSchema } from '../support/postgres-schema.js';
 
 /** One ORM over one store. */
 export interface OrmHarness<Tx> {
@@ -21,6 +22,13 @@ export interface OrmHarness<Tx> {
   committedOrders(key: string): Promise<number>;
   /** Closes what the harness opened (the store included). */
   close(): Promise<void>;
+}
+
+/** A migrated PostgreSQL test schema with the scenarios' `orders (id, key, amount)` table. */
+export async function createOrdersSchema(prefix: string): Promise<TestSchema> {
+  const db = await createTestSchema(prefix);
+  await db.pool.query(`CREATE TABLE "${db.schema}".orders (id serial PRIMARY KEY, key text NOT NULL, amount int NOT NULL)`);
+  return db;
 }
 
 /** What the handler does after its insert: answer 201, throw, or answer 503. */

@@ -17,6 +17,7 @@ import { createPostgresStore, migrate } from '../../src/stores/postgres/index.js
 import { createRedisStore } from '../../src/stores/redis/index.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
+import { deleteUnder } from '../support/redis.js';
 import { POSTGRES_URL, REDIS_URL, uniqueName } from '../support/services.js';
 
 /** Where a run starts on the injected clock (milliseconds since the epoch). */
@@ -161,12 +162,7 @@ async function redisHarness(): Promise<SimHarness> {
     }
     async close(): Promise<void> {
       await this.store.close();
-      let cursor = '0';
-      do {
-        const [next, keys] = await admin.scan(cursor, 'MATCH', `${base}*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length > 0) await admin.del(...keys);
-      } while (cursor !== '0');
+      await deleteUnder(admin, base);
       client.disconnect();
       await admin.quit();
     }
