@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { describe } from '../../core/duration.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { commit, onPoolClient } from '../../stores/postgres/transaction.js';
+import { AliasedInboxStore } from './aliases.js';
 import { HandlerTimeoutError } from './errors.js';
 import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAliases, StoredMessage, TransactionHandler } from './store.js';
 import { runWithTimeout } from './timeout.js';
@@ -134,11 +135,13 @@ interface DeadRow {
   body: Buffer | null;
 }
 
-class PgInboxStore implements InboxStore<pg.PoolClient>, InboxStoreAliases {
+class PgInboxStore extends AliasedInboxStore implements InboxStore<pg.PoolClient> {
   constructor(
     private readonly pool: pg.Pool,
     private readonly sql: Statements,
-  ) {}
+  ) {
+    super();
+  }
 
   async begin(consumer: string, messageId: string, now: number): Promise<BeginResult> {
     const result = await this.pool.query<{ processed: boolean; attempts: number | null }>(this.sql.begin, [consumer, messageId, now]);
@@ -217,18 +220,6 @@ class PgInboxStore implements InboxStore<pg.PoolClient>, InboxStoreAliases {
     const marks = await this.pool.query(this.sql.reapMarks, [before, limit]);
     const attempts = await this.pool.query(this.sql.reapAttempts, [before, limit]);
     return (marks.rowCount ?? 0) + (attempts.rowCount ?? 0);
-  }
-
-  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean> {
-    return this.requestRedrive(consumer, messageId, now);
-  }
-
-  pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]> {
-    return this.pendingRedrives(consumer, limit);
-  }
-
-  cleanup(before: number, limit: number): Promise<number> {
-    return this.reap(before, limit);
   }
 
   close(): Promise<void> {

@@ -11,6 +11,7 @@ import { Mutex } from '../../stores/sqlite/mutex.js';
 import { openSqlite, quoteIdentifier } from '../../stores/sqlite/open.js';
 import { requireSqliteSource } from '../../stores/sqlite/source.js';
 import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAliases, StoredMessage, TransactionHandler } from './store.js';
+import { AliasedInboxStore } from './aliases.js';
 import { inboxSqliteSchema } from './migrations/sqlite.js';
 import { runWithTimeout } from './timeout.js';
 import { requireOptions } from '../../core/options.js';
@@ -85,7 +86,7 @@ interface DeadRow {
   body: Buffer | null;
 }
 
-class SqliteInboxStoreImpl implements SqliteInboxStore {
+class SqliteInboxStoreImpl extends AliasedInboxStore implements SqliteInboxStore {
   private readonly mutex = new Mutex();
   private readonly sql;
 
@@ -94,6 +95,7 @@ class SqliteInboxStoreImpl implements SqliteInboxStore {
     private readonly owned: boolean,
     name: (suffix: string) => string,
   ) {
+    super();
     const processed = name('processed');
     const attempts = name('attempts');
     // A dead letter's columns under the names of `DeadLetter`'s fields (`DeadRow`).
@@ -199,18 +201,6 @@ class SqliteInboxStoreImpl implements SqliteInboxStore {
   reap(before: number, limit: number): Promise<number> {
     // Each DELETE is its own short transaction, so a batch holds the write lock only briefly.
     return this.mutex.run(() => this.sql.reapMarks.run(before, limit).changes + this.sql.reapAttempts.run(before, limit).changes);
-  }
-
-  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean> {
-    return this.requestRedrive(consumer, messageId, now);
-  }
-
-  pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]> {
-    return this.pendingRedrives(consumer, limit);
-  }
-
-  cleanup(before: number, limit: number): Promise<number> {
-    return this.reap(before, limit);
   }
 
   close(): Promise<void> {

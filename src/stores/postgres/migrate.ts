@@ -6,9 +6,9 @@
  * @module
  */
 import pg from 'pg';
-import { describe } from '../../core/duration.js';
 import type { Migration } from './migration.js';
 import { MIGRATIONS } from './migrations/index.js';
+import { requirePostgresSource } from './source.js';
 import { DEFAULT_SCHEMA, schemaNames } from './schema.js';
 import { requireOptions } from '../../core/options.js';
 
@@ -59,19 +59,10 @@ const MIGRATION_LOCK_CLASS = 0x52_53_4d_47; // "RSMG"
 export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   requireOptions('migrate', options);
   const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
-  const { pool, connectionString } = options;
-  if ((pool === undefined) === (connectionString === undefined)) {
-    throw new TypeError('retrysafe: migrate needs exactly one of the options "pool" and "connectionString"');
-  }
-  if (pool !== undefined && (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function')) {
-    throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
-  }
-  if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
-    throw new TypeError(`retrysafe: option "connectionString" must be a non-empty string, got ${describe(connectionString)}`);
-  }
+  const source = requirePostgresSource('migrate', options.pool, options.connectionString);
 
-  if (pool) {
-    const client = await pool.connect();
+  if ('pool' in source) {
+    const client = await source.pool.connect();
     let failure: unknown;
     try {
       return await migrateOn(client, names.name, names.quoted);
@@ -83,7 +74,7 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
       client.release(failure instanceof Error ? failure : undefined);
     }
   }
-  const client = new pg.Client({ connectionString });
+  const client = new pg.Client({ connectionString: source.connectionString });
   await client.connect();
   try {
     return await migrateOn(client, names.name, names.quoted);

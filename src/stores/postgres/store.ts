@@ -17,6 +17,7 @@ import { encodeToken } from './codec.js';
 import { isListenOption, listenClient, type ListenOption } from './listen-session.js';
 import { CompletionListener, topicOf } from './listener.js';
 import { toKeyedRecord, toRecord, type KeyedRecordRow, type RecordRow } from './rows.js';
+import { requirePostgresSource } from './source.js';
 import { DEFAULT_SCHEMA, schemaNames, type SchemaNames } from './schema.js';
 import { run, type Queryable } from './statement.js';
 import { boundedBegin, statements, type Statements } from './statements.js';
@@ -183,16 +184,7 @@ a pooled connection past it. Isolation is READ COMMITTED, set explicitly: the fe
 export function createPostgresStore(options: PostgresStoreOptions): PostgresStore {
   requireOptions('createPostgresStore', options);
   const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
-  const { pool, connectionString } = options;
-  if ((pool === undefined) === (connectionString === undefined)) {
-    throw new TypeError('retrysafe: createPostgresStore needs exactly one of the options "pool" and "connectionString"');
-  }
-  if (pool !== undefined && (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function')) {
-    throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
-  }
-  if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
-    throw new TypeError(`retrysafe: option "connectionString" must be a non-empty string, got ${describe(connectionString)}`);
-  }
+  const source = requirePostgresSource('createPostgresStore', options.pool, options.connectionString);
   const clock = options.clock === undefined ? undefined : requireClock(options.clock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
   const prepared = options.preparedStatements ?? true;
@@ -202,14 +194,12 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   if (!isListenOption(options.listen)) {
     throw new TypeError(`retrysafe: option "listen" must be a pg.ClientConfig or false, got ${describe(options.listen)}`);
   }
-  let ownedPool: pg.Pool | undefined;
-  if (connectionString !== undefined) {
-    ownedPool = new pg.Pool({ connectionString });
-    // An idle pooled connection that dies (server restart, pg_terminate_backend) is dropped by the pool;
-    // without a listener its 'error' event would crash the process.
-    ownedPool.on('error', () => undefined);
-  }
-  return new PgStore(ownedPool ?? (pool as pg.Pool), ownedPool !== undefined, names, clock, generateId, prepared, options.listen);
+  if ('pool' in source) return new PgStore(source.pool, false, names, clock, generateId, prepared, options.listen);
+  const ownedPool = new pg.Pool({ connectionString: source.connectionString });
+  // An idle pooled connection that dies (server restart, pg_terminate_backend) is dropped by the pool;
+  // without a listener its 'error' event would crash the process.
+  ownedPool.on('error', () => undefined);
+  return new PgStore(ownedPool, true, names, clock, generateId, prepared, options.listen);
 }
 
 class PgStore implements PostgresStore {
