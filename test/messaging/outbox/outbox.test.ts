@@ -339,14 +339,24 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
 
   it('wakes on NOTIFY at commit instead of waiting for the poll interval', async () => {
     const outbox = createOutbox({ schema: db.schema });
-    const relay = relayFor({ pollIntervalMs: 60_000 });
+    // In order: each end of the relay's wait for rows, with its cause, and each publish.
+    const happened: string[] = [];
+    const relay = relayFor({
+      pollIntervalMs: 60_000,
+      onEvent: (event) => {
+        if (event.type === 'woken') happened.push(`woken by ${event.cause ?? '?'}`);
+        if (event.type === 'published') happened.push('published');
+      },
+    });
     relay.start();
     // Let the relay reach its idle wait: LISTEN active and the waiting lock held.
     await untilRelayWaits(db.pool, outbox.channel);
+    expect(happened).toEqual([]);
     await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'k', payload: 'wake' }));
-    // Fails after 20 s, far below the 60 s poll interval, with room for the chase when another test file's
-    // open transaction holds the row back for a while (the chase's doubling waits add up to about twice that).
     await waitUntil(() => hook.received.length === 1, 20_000);
+    expect(hook.received[0]?.body).toBe('wake');
+    // The enqueue's NOTIFY ended the wait and the row was published after it; no poll interval ended first.
+    expect(happened.slice(0, happened.indexOf('published') + 1)).toEqual(['woken by notification', 'published']);
   });
 
   it('cleans up only sent rows older than retention, in bounded batches', async () => {
