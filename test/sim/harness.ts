@@ -17,7 +17,6 @@ import { createPostgresStore, migrate } from '../../src/stores/postgres/index.js
 import { createRedisStore } from '../../src/stores/redis/index.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
-import { deleteUnder } from '../support/redis.js';
 import { POSTGRES_URL, REDIS_URL, uniqueName } from '../support/services.js';
 
 /** Where a run starts on the injected clock (milliseconds since the epoch). */
@@ -162,7 +161,12 @@ async function redisHarness(): Promise<SimHarness> {
     }
     async close(): Promise<void> {
       await this.store.close();
-      await deleteUnder(admin, base);
+      let cursor = '0';
+      do {
+        const [next, keys] = await admin.scan(cursor, 'MATCH', `${base}*`, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length > 0) await admin.del(...keys);
+      } while (cursor !== '0');
       client.disconnect();
       await admin.quit();
     }

@@ -6,12 +6,12 @@
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createReceiver, type Receiver } from '../../src/core/receiver.js';
-import { idempotency, idempotencyOf } from '../../src/http/express.js';
-import type { TransactionalStore } from '../../src/core/store.js';
-import { supertestClient } from '../http/express-driver.js';
-import type { TestClient, TestRequest } from '../support/http.js';
-import { createTestSchema, type TestSchema } from '../support/postgres-schema.js';
+import { createReceiver, type Receiver } from '../../../src/core/receiver.js';
+import { idempotency, idempotencyOf } from '../../../src/http/express.js';
+import type { TransactionalStore } from '../../../src/core/store.js';
+import { supertestClient } from '../../http/express-driver.js';
+import type { TestClient, TestRequest } from '../../support/http.js';
+import { createTestSchema, type TestSchema } from '../../support/postgres-schema.js';
 
 /** One ORM over one store. */
 export interface OrmHarness<Tx> {

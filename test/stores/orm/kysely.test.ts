@@ -9,9 +9,9 @@ import Database from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, type Generated } from 'kysely';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { createPostgresStore, poolOf } from '../../src/stores/postgres/index.js';
-import { createSqliteStore } from '../../src/stores/sqlite/index.js';
-import { postgresAvailable, type TestSchema } from '../support/postgres-schema.js';
+import { createPostgresStore, poolOf } from '../../../src/stores/postgres/index.js';
+import { createSqliteStore } from '../../../src/stores/sqlite/index.js';
+import { postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
 import { createOrdersSchema, ormScenarios } from './suite.js';
 
 interface Tables {

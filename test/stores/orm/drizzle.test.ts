@@ -13,9 +13,9 @@ import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3';
 import { integer as sqliteInteger, sqliteTable, text as sqliteText } from 'drizzle-orm/sqlite-core';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { createPostgresStore } from '../../src/stores/postgres/index.js';
-import { createSqliteStore } from '../../src/stores/sqlite/index.js';
-import { postgresAvailable, type TestSchema } from '../support/postgres-schema.js';
+import { createPostgresStore } from '../../../src/stores/postgres/index.js';
+import { createSqliteStore } from '../../../src/stores/sqlite/index.js';
+import { postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
 import { createOrdersSchema, ormScenarios } from './suite.js';
 
 const sqliteOrders = sqliteTable('orders', {
