@@ -24,7 +24,7 @@ import type { IdempotencyRecord } from '../core/record.js';
 import { decodeRecoveryPoint } from '../phases/recovery-point.js';
 import { durationOption, integerFlag, storeFlag } from './store-flag.js';
 import { loadPeer } from './peer.js';
-import type { OpenedStore, StoreTarget } from '../stores/url.js';
+import type { OpenedStore, StoreTarget } from '../store-url.js';
 
 interface CompleteFlags {
   readonly store: StoreTarget;

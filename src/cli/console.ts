@@ -29,7 +29,7 @@ import type { ConsoleOptions } from '../console/server.js';
 import { CliFailure } from './failure.js';
 import { loadPeer } from './peer.js';
 import { integerFlag, storeFlag } from './store-flag.js';
-import { redactUrl, type OpenedStore, type StoreTarget } from '../stores/url.js';
+import { redactUrl, type OpenedStore, type StoreTarget } from '../store-url.js';
 
 interface ConsoleFlags {
   readonly store: StoreTarget;

@@ -12,7 +12,7 @@
  * @module
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { StoreOpenError, unreachableStore, type StoreTarget } from '../stores/url.js';
+import { StoreOpenError, unreachableStore, type StoreTarget } from '../store-url.js';
 import { CliFailure, EXIT_USAGE } from './failure.js';
 import { loadPeer } from './peer.js';
 import { integerFlag, storeFlag } from './store-flag.js';

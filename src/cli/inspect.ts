@@ -12,7 +12,7 @@ import type { IdempotencyRecord } from '../core/record.js';
 import { decodeRecoveryPoint } from '../phases/recovery-point.js';
 import { storeFlag } from './store-flag.js';
 import { loadPeer } from './peer.js';
-import type { StoreTarget } from '../stores/url.js';
+import type { StoreTarget } from '../store-url.js';
 
 interface InspectFlags {
   readonly store: StoreTarget;

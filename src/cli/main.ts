@@ -22,7 +22,7 @@ import { register as registerInspect } from './inspect.js';
 import { register as registerMigrate } from './migrate.js';
 import { register as registerOutbox } from './outbox.js';
 import { register as registerReap } from './reap.js';
-import { StoreOpenError } from '../stores/url.js';
+import { StoreOpenError } from '../store-url.js';
 
 const COMMANDS: readonly ((program: Command) => void)[] = [registerDemo, registerMigrate, registerReap, registerInspect, registerComplete, registerInbox, registerOutbox, registerConsole];
 

@@ -1,6 +1,6 @@
 /**
  * `retrysafe migrate --store postgres://…[?schema=name] [--schema name]`: creates the schema and applies the numbered
- * PostgreSQL migrations (see `stores/postgres/migrate.ts`). Safe to run at every deploy, twice, or from
+ * PostgreSQL migrations of every module (see `src/migrate.ts`). Safe to run at every deploy, twice, or from
  * several hosts at once (advisory lock + ledger table).
  *
  * Exit codes: 0 migrated or already up to date; 2 usage error (a `--store` that is not a PostgreSQL URL,
@@ -13,7 +13,7 @@ import type { Command } from 'commander';
 import { DEFAULT_SCHEMA } from '../stores/postgres/schema.js';
 import { loadPeer } from './peer.js';
 import { postgresStoreFlag, schemaFlag, schemaOf } from './store-flag.js';
-import { unreachableStore, type StoreTarget } from '../stores/url.js';
+import { unreachableStore, type StoreTarget } from '../store-url.js';
 
 interface MigrateFlags {
   readonly store: StoreTarget;
@@ -29,7 +29,7 @@ export function register(program: Command): void {
     .addHelpText('after', '\nExit codes: 0 migrated (or already up to date), 2 usage error or the database cannot be reached or refused.')
     .action(async (flags: MigrateFlags, command: Command) => {
       const schema = schemaOf(flags.store, command);
-      const { migrate } = await loadPeer(() => import('../stores/postgres/migrate.js'));
+      const { migrate } = await loadPeer(() => import('../migrate.js'));
       const result = await migrate({ connectionString: flags.store.driverUrl, schema }).catch((error: unknown) => {
         throw unreachableStore(flags.store.url, error);
       });

@@ -12,7 +12,7 @@ import type { IdempotencyStore } from '../core/store.js';
 import { ReceiverMetrics } from '../observability/metrics.js';
 import { integerFlag, storeFlag } from './store-flag.js';
 import { loadPeer } from './peer.js';
-import type { StoreTarget } from '../stores/url.js';
+import type { StoreTarget } from '../store-url.js';
 
 interface ReapFlags {
   readonly store: StoreTarget;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import * as storeUrl from '../../src/stores/url.js';
+import * as storeUrl from '../../src/store-url.js';
 import * as clientOutcome from '../../src/client/outcome.js';
 import * as sessionErrors from '../../src/sessions/errors.js';
 import * as coreErrors from '../../src/core/errors.js';

@@ -13,7 +13,7 @@ import pg from 'pg';
 import { ManualClock } from '../../src/core/clock.js';
 import type { Claim, StoredResponse } from '../../src/core/record.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
-import { createPostgresStore, migrate } from '../../src/stores/postgres/index.js';
+import { createPostgresStore, migrate } from '../../src/postgres.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import type { IdempotencyStore } from '../../src/core/store.js';

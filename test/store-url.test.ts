@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseStoreUrl, StoreUrlError, type OpenedStore } from '../../src/stores/url.js';
-import { POSTGRES_URL, REDIS_URL, postgresAvailable, redisAvailable, uniqueName } from '../support/services.js';
-import { runCli } from '../support/run-cli.js';
+import { parseStoreUrl, StoreUrlError, type OpenedStore } from '../src/store-url.js';
+import { POSTGRES_URL, REDIS_URL, postgresAvailable, redisAvailable, uniqueName } from './support/services.js';
+import { runCli } from './support/run-cli.js';
 
 const postgres = await postgresAvailable();
 const redis = await redisAvailable();

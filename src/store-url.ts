@@ -21,10 +21,10 @@
  */
 import { existsSync } from 'node:fs';
 import type { Database } from 'better-sqlite3';
-import { ModuleError } from '../core/errors.js';
-import { DEFAULT_SCHEMA, schemaNames } from './postgres/schema.js';
-import type { PostgresStore } from './postgres/store.js';
-import type { IdempotencyStore, TransactionalStore } from '../core/store.js';
+import { ModuleError } from './core/errors.js';
+import { DEFAULT_SCHEMA, schemaNames } from './stores/postgres/schema.js';
+import type { PostgresStore } from './stores/postgres/store.js';
+import type { IdempotencyStore, TransactionalStore } from './core/store.js';
 
 /**
  * Thrown by {@link parseStoreUrl} for a value that names no known scheme or is malformed; the message
@@ -148,7 +148,7 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
         durable: false,
         transactional: false,
         async open(): Promise<OpenedStore> {
-          const { createMemoryStore } = await import('./memory.js');
+          const { createMemoryStore } = await import('./stores/memory.js');
           return { scheme: 'memory', transactional: false, store: createMemoryStore() };
         },
       };
@@ -170,7 +170,7 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
           const existing = mode === 'existing' && path !== ':memory:';
           if (existing && !existsSync(path)) throw new StoreOpenError(`the SQLite file ${path} does not exist (check --store ${url})`);
           // Loaded on demand so commands that never open a store do not load the native driver.
-          const { createSqliteStore } = await import('./sqlite/index.js');
+          const { createSqliteStore } = await import('./stores/sqlite/index.js');
           try {
             const store = createSqliteStore({ path, migrate: !existing });
             return { scheme: 'sqlite', transactional: true, store, database: store.database };
@@ -203,7 +203,7 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
           transactional: true,
           async open(mode: OpenMode): Promise<OpenedStore> {
             // Loaded on demand so commands that never open PostgreSQL do not load `pg`.
-            const { createPostgresStore, migrate } = await import('./postgres/index.js');
+            const { createPostgresStore, migrate } = await import('./postgres.js');
             if (mode === 'create') {
               // Migrating is idempotent and serialized by an advisory lock, so every open can afford it.
               await migrate({ connectionString: driverUrl, schema }).catch((error: unknown) => {
@@ -242,7 +242,7 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
           durable: true,
           transactional: false,
           async open(): Promise<OpenedStore> {
-            const { openRedisStore } = await import('./redis/index.js');
+            const { openRedisStore } = await import('./stores/redis/index.js');
             const store = await openRedisStore(driverUrl, prefix === undefined ? {} : { prefix }).catch((error: unknown) => {
               throw unreachableStore(url, error);
             });
