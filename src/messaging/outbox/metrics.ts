@@ -13,10 +13,11 @@ import type { Attributes, BatchObservableCallback, Counter, Histogram, Meter, Ob
 import type { OutboxStatus } from './outbox.js';
 
 /** What happened to one message (or to the relay, for `error`). */
-export type OutboxEventType = 'published' | 'retry' | 'dead_lettered' | 'released' | 'error' | 'woken';
+export type OutboxEventType = 'published' | 'retry' | 'dead_lettered' | 'released' | 'error' | 'waiting' | 'woken';
 
 /**
- * Why a relay that slept waiting for rows (it held the waiting lock, so every enqueue NOTIFYs) woke up:
+ * Why a relay that slept waiting for rows (a `waiting` event: it held the waiting lock and had claimed
+ * every row committed without a NOTIFY, so every later enqueue NOTIFYs) woke up (a `woken` event):
  * `notification`, a NOTIFY from a committed enqueue; `poll`, the poll interval ran out; `stop`, `stop()`
  * was called; `listener_lost`, its LISTEN connection went away (it polls until it reconnects).
  */
@@ -37,7 +38,7 @@ export interface OutboxEvent {
   readonly latencyMs: number | undefined;
   /** The error's message (retry, dead_lettered, error). */
   readonly error: string | undefined;
-  /** Why the relay woke up (`woken` only: one event each time a wait for rows ends). */
+  /** Why the relay woke up (`woken` only: one event each time a wait for rows that began with `waiting` ends). */
   readonly cause?: RelayWakeCause;
 }
 

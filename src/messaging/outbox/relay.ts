@@ -482,7 +482,8 @@ class OutboxRelay implements Relay {
       if (state === 'claim') continue;
       if (state === 'waiting') {
         retryMs = 0;
-        this.reportWake(await this.idle(this.o.pollIntervalMs));
+        this.emitRelayEvent('waiting', undefined, undefined);
+        this.emitRelayEvent('woken', undefined, await this.idle(this.o.pollIntervalMs));
         continue;
       }
       retryMs = retryMs === 0 ? CHASE_FIRST_MS : Math.min(retryMs * 2, this.o.pollIntervalMs);
@@ -546,16 +547,16 @@ class OutboxRelay implements Relay {
   }
 
   private reportError(error: unknown): void {
-    this.metrics.emit({
-      type: 'error',
-      id: undefined,
-      key: undefined,
-      topic: undefined,
-      attempt: undefined,
-      publishMs: undefined,
-      latencyMs: undefined,
-      error: error instanceof Error ? error.message : String(error),
-    });
+    this.emitRelayEvent('error', error instanceof Error ? error.message : String(error), undefined);
+  }
+
+  /**
+   * An event about the relay itself rather than one message, with no message fields: `error`, or
+   * `waiting` and `woken` around a wait for rows (no instrument counts those two).
+   */
+  private emitRelayEvent(type: 'error' | 'waiting' | 'woken', error: string | undefined, cause: RelayWakeCause | undefined): void {
+    const event: OutboxEvent = { type, id: undefined, key: undefined, topic: undefined, attempt: undefined, publishMs: undefined, latencyMs: undefined, error };
+    this.metrics.emit(cause === undefined ? event : { ...event, cause });
   }
 
   /**
@@ -579,21 +580,6 @@ class OutboxRelay implements Relay {
 
   private wakeAll(cause: RelayWakeCause): void {
     for (const wake of this.sleepers) wake(cause);
-  }
-
-  /** Reports why a wait for rows ended (a `woken` event; no instrument counts it). */
-  private reportWake(cause: RelayWakeCause): void {
-    this.metrics.emit({
-      type: 'woken',
-      id: undefined,
-      key: undefined,
-      topic: undefined,
-      attempt: undefined,
-      publishMs: undefined,
-      latencyMs: undefined,
-      error: undefined,
-      cause,
-    });
   }
 
   /**

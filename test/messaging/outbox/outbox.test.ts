@@ -21,7 +21,6 @@ import {
   RecordingMeter,
   runUntil,
   startWebhookReceiver,
-  untilRelayWaits,
   untilVisible,
   waitUntil,
   WEBHOOK_SECRET,
@@ -339,24 +338,26 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
 
   it('wakes on NOTIFY at commit instead of waiting for the poll interval', async () => {
     const outbox = createOutbox({ schema: db.schema });
-    // In order: each end of the relay's wait for rows, with its cause, and each publish.
+    // In order: the relay falling asleep waiting for rows, each wake with its cause, and each publish.
     const happened: string[] = [];
     const relay = relayFor({
       pollIntervalMs: 60_000,
       onEvent: (event) => {
+        if (event.type === 'waiting') happened.push('waiting');
         if (event.type === 'woken') happened.push(`woken by ${event.cause ?? '?'}`);
         if (event.type === 'published') happened.push('published');
       },
     });
     relay.start();
-    // Let the relay reach its idle wait: LISTEN active and the waiting lock held.
-    await untilRelayWaits(db.pool, outbox.channel);
-    expect(happened).toEqual([]);
+    // Let the relay fall asleep: LISTEN active, the waiting lock held, nothing left to claim.
+    await waitUntil(() => happened.includes('waiting'));
+    expect(happened).toEqual(['waiting']);
     await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'k', payload: 'wake' }));
-    await waitUntil(() => hook.received.length === 1, 20_000);
-    expect(hook.received[0]?.body).toBe('wake');
+    // The relay reports `published` once the webhook has answered, after the receiver has seen it.
+    await waitUntil(() => happened.includes('published'), 20_000);
+    expect(hook.received.map((r) => r.body)).toEqual(['wake']);
     // The enqueue's NOTIFY ended the wait and the row was published after it; no poll interval ended first.
-    expect(happened.slice(0, happened.indexOf('published') + 1)).toEqual(['woken by notification', 'published']);
+    expect(happened.slice(0, happened.indexOf('published') + 1)).toEqual(['waiting', 'woken by notification', 'published']);
   });
 
   it('cleans up only sent rows older than retention, in bounded batches', async () => {

@@ -15,7 +15,8 @@ import { createNatsPublisher, NATS_KEY_HEADER } from '../../../src/messaging/tra
 import { createOutbox, createRelay, PublishError, type Outbox, type OutboxEvent, type OutboxPublisher, type Relay } from '../../../src/messaging/outbox/index.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
 import { AMQP_URL, NATS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
-import { outboxBacklog, TcpProxy, waitUntil } from '../../support/outbox.js';
+import { outboxBacklog, waitUntil } from '../../support/outbox.js';
+import { TcpProxy } from '../../support/tcp-proxy.js';
 
 const postgres = await postgresAvailable();
 const rabbit = await serviceAvailable('RabbitMQ', async () => {
