@@ -1,6 +1,7 @@
 // @ts-check
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { roomsPlugin } from './scripts/rooms.mjs';
 
 export default tseslint.config(
   { ignores: ['dist/**', '.bench-build/**', 'node_modules/**', 'coverage/**', 'examples/*/dist/**'] },
@@ -18,4 +19,6 @@ export default tseslint.config(
     },
   },
   { files: ['eslint.config.js', '**/*.mjs'], ...tseslint.configs.disableTypeChecked },
+  // Each room of src/ imports only what docs/architecture.md allows it (the table is in scripts/rooms.mjs).
+  { files: ['src/**/*.ts', 'src/**/*.mjs'], plugins: { rooms: roomsPlugin }, rules: { 'rooms/allowed-imports': 'error' } },
 );

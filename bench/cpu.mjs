@@ -44,7 +44,7 @@ if (kind === 'redis') {
   closer = async () => client.disconnect();
 }
 if (kind === 'pg' || kind === 'pgtx') {
-  const { createPostgresStore, migrate } = await imp('stores/postgres/index.js');
+  const { createPostgresStore, migrate } = await imp('postgres.js');
   const pg = req('pg');
   const pool = new pg.Pool({ connectionString: process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test', max: 8 });
   const schema = `perf_${process.pid}`;

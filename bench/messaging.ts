@@ -13,7 +13,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { migrate } from '../src/stores/postgres/index.js';
+import { migrate } from '../src/postgres.js';
 import { envCount, type BenchContext } from './messaging/context.js';
 import { ENQUEUE_WRITERS, enqueueCost, type EnqueueResult } from './messaging/enqueue.js';
 import { inboxOnNats, inboxOnRabbit, type InboxResult } from './messaging/inbox.js';

@@ -32,7 +32,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { migrate } from '../src/stores/postgres/index.js';
+import { migrate } from '../src/postgres.js';
 import { runBursts, runFloor, runLoad } from './load.js';
 import { runMessagingBench } from './messaging.js';
 import { runSessionsBench } from './sessions.js';

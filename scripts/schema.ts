@@ -12,7 +12,7 @@ import { writeFile } from 'node:fs/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { migrate } from '../src/stores/postgres/index.js';
+import { migrate } from '../src/postgres.js';
 
 const SNAPSHOT = fileURLToPath(new URL('../docs/schema.sql', import.meta.url));
 const DEFAULT_URL = 'postgres://postgres@127.0.0.1:5432/test';

@@ -19,6 +19,7 @@ export {
   IdempotencyKeyMissingError,
   IdempotencyKeyReusedError,
   LeaseLostError,
+  ModuleError,
   RecoveryPointUnresumableError,
   RequestInProgressError,
   ResponseNotKeptError,

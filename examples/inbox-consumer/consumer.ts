@@ -12,7 +12,7 @@ import amqp from 'amqplib';
 import pg from 'pg';
 import { startAmqpConsumer } from '../../src/messaging/transports/amqp.js';
 import { createInbox, createPostgresInboxStore, inboxProcessor } from '../../src/messaging/inbox/index.js';
-import { migrate } from '../../src/stores/postgres/migrate.js';
+import { migrate } from '../../src/postgres.js';
 
 const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const AMQP_URL = process.env['AMQP_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672';

@@ -23,7 +23,8 @@ import { createPhaseRunner, storeName } from '../phases/runner.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { decodeRecoveryPoint } from '../phases/recovery-point.js';
 import { durationOption, integerFlag, storeFlag } from './store-flag.js';
-import type { OpenedStore, StoreTarget } from './store-url.js';
+import { loadPeer } from './peer.js';
+import type { OpenedStore, StoreTarget } from '../store-url.js';
 
 interface CompleteFlags {
   readonly store: StoreTarget;
@@ -79,7 +80,7 @@ export function register(program: Command): void {
     .addOption(durationOption('--retention <duration>', 'how long a completed record is kept for replay, as your service keeps it, e.g. 7d', '24h'))
     .addHelpText('after', '\nExit codes: 0 listed or all re-driven, 1 a re-drive failed or the store cannot list, 2 usage error.')
     .action(async (flags: CompleteFlags) => {
-      const opened = await flags.store.open('existing');
+      const opened = await loadPeer(() => flags.store.open('existing'));
       try {
         if (flags.plans === undefined) await list(opened, flags.limit);
         else await redrive(opened, await loadPlans(flags.plans), flags);

@@ -26,10 +26,10 @@ import type { Server } from 'node:http';
 import { InvalidArgumentError, type Command } from 'commander';
 import { allowedHostName } from '../console/host-check.js';
 import type { ConsoleOptions } from '../console/server.js';
-import { CliFailure, redactUrl } from './failure.js';
+import { CliFailure } from './failure.js';
 import { loadPeer } from './peer.js';
 import { integerFlag, storeFlag } from './store-flag.js';
-import type { OpenedStore, StoreTarget } from './store-url.js';
+import { redactUrl, type OpenedStore, type StoreTarget } from '../store-url.js';
 
 interface ConsoleFlags {
   readonly store: StoreTarget;
@@ -66,7 +66,7 @@ export function register(program: Command): void {
       if (flags.sessionsPrefix !== undefined && flags.store.scheme !== 'redis' && flags.store.scheme !== 'rediss') {
         throw new CliFailure('--sessions-prefix applies to a redis: store only');
       }
-      const opened = await flags.store.open('existing');
+      const opened = await loadPeer(() => flags.store.open('existing'));
       const extras = await openExtras(opened).catch(async (error: unknown) => {
         await opened.store.close();
         throw error;

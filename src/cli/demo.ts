@@ -12,10 +12,10 @@
  * @module
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { CliFailure, EXIT_USAGE, unreachable } from './failure.js';
+import { StoreOpenError, unreachableStore, type StoreTarget } from '../store-url.js';
+import { CliFailure, EXIT_USAGE } from './failure.js';
 import { loadPeer } from './peer.js';
-import { integerFlag } from './store-flag.js';
-import { parseStoreUrl, StoreUrlError, type StoreTarget } from './store-url.js';
+import { integerFlag, storeFlag } from './store-flag.js';
 
 /** Fewest logical payments (or orders) a run takes; the fault plan needs room for every kind of fault. */
 const MIN_OPERATIONS = 10;
@@ -62,7 +62,7 @@ export function register(program: Command): void {
     .option(
       '--store <url>',
       'idempotency store: sqlite:PATH, sqlite::memory:, memory:, postgres://… or redis://… (default: SQLite in a temp dir)',
-      storeTarget,
+      storeFlag,
     )
     .option('--json', 'print the report as JSON')
     .option('--unsafe', 'serve WITHOUT the idempotency middleware, to see what the same traffic does without retrysafe (exits 1)')
@@ -190,8 +190,8 @@ async function ordersAction(flags: DemoFlags, signal: AbortSignal): Promise<void
  * a missing driver is one line here rather than a stack trace from the child.
  */
 async function probe(target: StoreTarget): Promise<void> {
-  const opened = await target.open('create').catch((error: unknown) => {
-    throw error instanceof CliFailure ? error : unreachable(target.url, error);
+  const opened = await loadPeer(() => target.open('create')).catch((error: unknown) => {
+    throw error instanceof CliFailure || error instanceof StoreOpenError ? error : unreachableStore(target.url, error);
   });
   await opened.store.close();
 }
@@ -206,11 +206,3 @@ function broker(text: string): BrokerName {
   return text;
 }
 
-function storeTarget(text: string): StoreTarget {
-  try {
-    return parseStoreUrl(text);
-  } catch (error) {
-    if (error instanceof StoreUrlError) throw new InvalidArgumentError(error.message);
-    throw error;
-  }
-}

@@ -26,7 +26,7 @@ import { DEFAULT_SCHEMA } from '../stores/postgres/schema.js';
 import { CliFailure, EXIT_USAGE } from './failure.js';
 import { loadPeer } from './peer.js';
 import { durationFlag, durationOption, integerFlag, schemaFlag, schemaOf, storeFlag } from './store-flag.js';
-import { requirePostgresSchema, type StoreTarget } from './store-url.js';
+import { requirePostgresSchema, type StoreTarget } from '../store-url.js';
 
 interface StoreFlags {
   readonly store: StoreTarget;

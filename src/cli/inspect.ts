@@ -11,7 +11,8 @@ import type { Command } from 'commander';
 import type { IdempotencyRecord } from '../core/record.js';
 import { decodeRecoveryPoint } from '../phases/recovery-point.js';
 import { storeFlag } from './store-flag.js';
-import type { StoreTarget } from './store-url.js';
+import { loadPeer } from './peer.js';
+import type { StoreTarget } from '../store-url.js';
 
 interface InspectFlags {
   readonly store: StoreTarget;
@@ -67,7 +68,7 @@ export function register(program: Command): void {
     .option('--scope <scope>', 'the scope (tenant/principal) the key lives in', '')
     .addHelpText('after', '\nExit codes: 0 printed, 1 no such record (or the store failed), 2 usage error.')
     .action(async (key: string, flags: InspectFlags) => {
-      const opened = await flags.store.open('existing');
+      const opened = await loadPeer(() => flags.store.open('existing'));
       try {
         const record = await opened.store.get(flags.scope, key);
         if (record === undefined) {

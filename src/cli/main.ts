@@ -22,6 +22,7 @@ import { register as registerInspect } from './inspect.js';
 import { register as registerMigrate } from './migrate.js';
 import { register as registerOutbox } from './outbox.js';
 import { register as registerReap } from './reap.js';
+import { StoreOpenError } from '../store-url.js';
 
 const COMMANDS: readonly ((program: Command) => void)[] = [registerDemo, registerMigrate, registerReap, registerInspect, registerComplete, registerInbox, registerOutbox, registerConsole];
 
@@ -44,9 +45,9 @@ try {
   if (error instanceof CommanderError) {
     // Commander already printed the message (or the help, or the version); only the exit code is ours.
     process.exitCode = error.exitCode === 0 ? 0 : EXIT_USAGE;
-  } else if (error instanceof CliFailure) {
+  } else if (error instanceof CliFailure || error instanceof StoreOpenError) {
     process.stderr.write(`retrysafe: ${error.message}\n`);
-    process.exitCode = error.exitCode;
+    process.exitCode = error instanceof CliFailure ? error.exitCode : EXIT_USAGE;
   } else {
     process.stderr.write(`retrysafe: ${error instanceof Error ? error.message : String(error)}\n`);
     process.exitCode = 1;

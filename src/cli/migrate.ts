@@ -1,6 +1,6 @@
 /**
  * `retrysafe migrate --store postgres://…[?schema=name] [--schema name]`: creates the schema and applies the numbered
- * PostgreSQL migrations (see `stores/postgres/migrate.ts`). Safe to run at every deploy, twice, or from
+ * PostgreSQL migrations of every module (see `src/migrate.ts`). Safe to run at every deploy, twice, or from
  * several hosts at once (advisory lock + ledger table).
  *
  * Exit codes: 0 migrated or already up to date; 2 usage error (a `--store` that is not a PostgreSQL URL,
@@ -11,10 +11,9 @@
  */
 import type { Command } from 'commander';
 import { DEFAULT_SCHEMA } from '../stores/postgres/schema.js';
-import { unreachable } from './failure.js';
 import { loadPeer } from './peer.js';
 import { postgresStoreFlag, schemaFlag, schemaOf } from './store-flag.js';
-import type { StoreTarget } from './store-url.js';
+import { unreachableStore, type StoreTarget } from '../store-url.js';
 
 interface MigrateFlags {
   readonly store: StoreTarget;
@@ -30,9 +29,9 @@ export function register(program: Command): void {
     .addHelpText('after', '\nExit codes: 0 migrated (or already up to date), 2 usage error or the database cannot be reached or refused.')
     .action(async (flags: MigrateFlags, command: Command) => {
       const schema = schemaOf(flags.store, command);
-      const { migrate } = await loadPeer(() => import('../stores/postgres/migrate.js'));
+      const { migrate } = await loadPeer(() => import('../migrate.js'));
       const result = await migrate({ connectionString: flags.store.driverUrl, schema }).catch((error: unknown) => {
-        throw unreachable(flags.store.url, error);
+        throw unreachableStore(flags.store.url, error);
       });
       const what = result.applied.length === 0 ? 'already up to date' : `applied ${result.applied.join(', ')}`;
       process.stdout.write(`retrysafe: schema "${result.schema}" at version ${result.version} (${what})\n`);

@@ -24,7 +24,7 @@ import type { Outbox, OutboxDeadLetter, OutboxStatus } from '../messaging/outbox
 import { DEFAULT_SCHEMA } from '../stores/postgres/schema.js';
 import { loadPeer } from './peer.js';
 import { durationFlag, integerFlag, postgresStoreFlag, schemaFlag, schemaOf } from './store-flag.js';
-import { requirePostgresSchema, type StoreTarget } from './store-url.js';
+import { requirePostgresSchema, type StoreTarget } from '../store-url.js';
 
 interface StoreFlags {
   readonly store: StoreTarget;

@@ -16,7 +16,7 @@ import { CliFailure, EXIT_USAGE } from './failure.js';
  * @throws the import's error otherwise
  * @example
  * ```ts
- * const { migrate } = await loadPeer(() => import('../stores/postgres/index.js'));
+ * const { migrate } = await loadPeer(() => import('../postgres.js'));
  * ```
  */
 export async function loadPeer<T>(load: () => Promise<T>): Promise<T> {

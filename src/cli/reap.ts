@@ -11,7 +11,8 @@ import type { Command } from 'commander';
 import type { IdempotencyStore } from '../core/store.js';
 import { ReceiverMetrics } from '../observability/metrics.js';
 import { integerFlag, storeFlag } from './store-flag.js';
-import type { StoreTarget } from './store-url.js';
+import { loadPeer } from './peer.js';
+import type { StoreTarget } from '../store-url.js';
 
 interface ReapFlags {
   readonly store: StoreTarget;
@@ -60,7 +61,7 @@ export function register(program: Command): void {
     .option('--max-batches <n>', 'stop after this many batches (default: until none is left)', integerFlag('--max-batches', 1, Number.MAX_SAFE_INTEGER))
     .addHelpText('after', '\nExit codes: 0 done, 1 the store failed, 2 usage error.')
     .action(async (flags: ReapFlags) => {
-      const opened = await flags.store.open('existing');
+      const opened = await loadPeer(() => flags.store.open('existing'));
       try {
         const summary = await reapInBatches(opened.store, flags.batch, flags.maxBatches);
         for (const [index, count] of summary.batches.entries()) {

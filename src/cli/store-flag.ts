@@ -8,8 +8,8 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
 import { schemaNames } from '../stores/postgres/schema.js';
+import { parseStoreUrl, StoreUrlError, type StoreTarget } from '../store-url.js';
 import { CliFailure } from './failure.js';
-import { parseStoreUrl, StoreUrlError, type StoreTarget } from './store-url.js';
 
 /**
  * Commander argument parser for `--store`.

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { IdempotencyError } from '../core/errors.js';
+import { ModuleError } from '../core/errors.js';
 
 /** One attempt of a logical call, as `onAttempt`, `attemptsOf` and {@link RetryExhaustedError} report it. */
 export interface AttemptRecord {
@@ -37,10 +37,8 @@ export type RetryExhaustedCode =
  * (network error, timeout, 408, 409 with `Retry-After`, 429, 5xx). A non-retryable response is returned,
  * never thrown.
  */
-export class RetryExhaustedError extends IdempotencyError {
+export class RetryExhaustedError extends ModuleError<RetryExhaustedCode> {
   override readonly name = 'RetryExhaustedError';
-  /** Stable code; safe to switch on. */
-  declare readonly code: RetryExhaustedCode;
   /** Every attempt, in order; the last one is the failure that ended the call. */
   readonly attempts: readonly AttemptRecord[];
   /**

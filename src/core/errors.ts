@@ -24,7 +24,7 @@ export type HttpErrorCode =
 /**
  * Stable machine-readable codes of the errors defined here: the receiver's, the store contract's and the
  * recovery point's. Every other module owns its codes (`InboxErrorCode`, `OutboxErrorCode`,
- * `SessionErrorCode`, `RetryExhaustedCode`, the CLI's `store-url-invalid`) and passes them as `Code`.
+ * `SessionErrorCode`, `RetryExhaustedCode`, `retrysafe/store-url`'s `store-url-invalid` and `store-open-failed`) and passes them as `Code`.
  */
 export type IdempotencyErrorCode =
   // HTTP receiver (receiver.ts, key.ts): answered by the HTTP adapters.
@@ -54,6 +54,21 @@ export class IdempotencyError extends Error {
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
+  }
+}
+
+/**
+ * Root of the errors of a module that owns its codes: an {@link IdempotencyError} whose `code` is one of
+ * the module's union `Code`. `InboxError`, `OutboxError` and `SessionError` extend it, as do the errors
+ * that stand alone in their module (`RetryExhaustedError`, `StoreUrlError`, `StoreOpenError`).
+ */
+export class ModuleError<Code extends string> extends IdempotencyError {
+  override readonly name: string = 'ModuleError';
+  /** Stable code; safe to switch on. */
+  declare readonly code: Code;
+
+  constructor(code: Code, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
   }
 }
 

@@ -29,7 +29,7 @@ import {
 } from './observer.js';
 import { requireGenerateId, requireOptions } from './options.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
-import type { ClaimedTransaction, ClaimInput, ClaimResult, IdempotencyStore, TransactionalStore, TransactionView } from './store.js';
+import { claimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';
 
 /** What identifies one logical operation. */
 export interface OperationId {
@@ -458,15 +458,9 @@ class Engine<Tx> implements Receiver<Tx> {
     return value;
   }
 
+  /** The claim input of `id`, with a fresh owner token for this attempt. */
   private claimInput(id: OperationId): ClaimInput {
-    return {
-      scope: id.scope,
-      key: id.key,
-      fingerprint: id.fingerprint,
-      leaseMs: this.options.leaseMs,
-      retentionMs: this.options.retentionMs,
-      leaseToken: this.options.generateId(),
-    };
+    return claimInputOf(id, this.options, this.options.generateId());
   }
 
   /** The attempt result of a claim lost to `record`: a replay, in flight, or a reused key. */

@@ -77,3 +77,23 @@ export interface Claim {
   /** The recovery point the previous holder reached, when this claim took over a multi-phase record. */
   readonly recoveryPoint?: string;
 }
+
+/**
+ * The claim a store hands the winner of a claim on `input`'s record, or the owner claiming again with its
+ * own lease token. `recoveryPoint` (the one the record holds on a takeover; `undefined` or a column's
+ * `null` when it holds none) is set only when present. Built as a plain literal, spread only for a
+ * recovery point: a conditional spread sends V8 down its slow object-cloning path on every claim.
+ *
+ * @param leaseExpiresAt - when the lease ends (ms since epoch)
+ * @param takeover - `true` when the claim took over a record whose holder's lease had expired
+ */
+export function claimOf(
+  input: Pick<Claim, 'scope' | 'key' | 'fingerprint'>,
+  leaseToken: string,
+  leaseExpiresAt: number,
+  takeover: boolean,
+  recoveryPoint?: string | null,
+): Claim {
+  const claim: Claim = { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt, takeover };
+  return recoveryPoint === undefined || recoveryPoint === null ? claim : { ...claim, recoveryPoint };
+}

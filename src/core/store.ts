@@ -41,7 +41,20 @@ export interface ClaimInput {
    * idempotent for its owner instead of answering it "in progress". @defaultValue a token the store
    * generates (the claim cannot then be recognised on a retry)
    */
-  readonly leaseToken?: string;
+  readonly leaseToken?: string | undefined;
+}
+
+/**
+ * The claim input of the operation `id` under `lease` (its `leaseMs` and `retentionMs`), presenting
+ * `leaseToken` as the owner token; without one the store generates it. The receiver and the phase runner
+ * both claim through it.
+ */
+export function claimInputOf(
+  id: Pick<ClaimInput, 'scope' | 'key' | 'fingerprint'>,
+  lease: Pick<ClaimInput, 'leaseMs' | 'retentionMs'>,
+  leaseToken?: string,
+): ClaimInput {
+  return { scope: id.scope, key: id.key, fingerprint: id.fingerprint, leaseMs: lease.leaseMs, retentionMs: lease.retentionMs, leaseToken };
 }
 
 /**

@@ -23,7 +23,7 @@ import { checkPlan, type Phase, type PhaseContext, type PhasePlan } from './plan
 import type { Claim, IdempotencyRecord, StoredResponse } from '../core/record.js';
 import type { OperationId } from '../core/receiver.js';
 import { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './recovery-point.js';
-import type { ClaimInput, IdempotencyStore, TransactionalStore, TransactionView } from '../core/store.js';
+import { claimInputOf, type IdempotencyStore, type TransactionalStore, type TransactionView } from '../core/store.js';
 import { requireOptions } from '../core/options.js';
 
 /** Options shared by every phase runner. Durations are in milliseconds. */
@@ -197,13 +197,13 @@ class Runner<Tx> implements PhaseRunner<Tx> {
     const held = lease.claim;
     if (!this.options.transactional) {
       if (held !== undefined) return this.runPhase(this.store, undefined as Tx, held, plan, id, input, lease);
-      const result = await this.store.claim(this.claimInput(id));
+      const result = await this.store.claim(claimInputOf(id, this.options));
       if (!result.acquired) return this.lost(id, result.record);
       return this.runPhase(this.store, undefined as Tx, this.hold(result.claim, plan, id, lease), plan, id, input, lease);
     }
     const store = this.store as TransactionalStore<Tx> & CheckpointingStore;
     if (held !== undefined) return store.transaction((tx, view) => this.runPhase(view, tx, held, plan, id, input, lease));
-    const outcome = await store.claimTransaction(this.claimInput(id), (tx, view, claim) =>
+    const outcome = await store.claimTransaction(claimInputOf(id, this.options), (tx, view, claim) =>
       this.runPhase(view, tx, this.hold(claim, plan, id, lease), plan, id, input, lease),
     );
     return outcome.acquired ? outcome.value : this.lost(id, outcome.record);
@@ -289,16 +289,6 @@ class Runner<Tx> implements PhaseRunner<Tx> {
       );
     }
     return { point, index };
-  }
-
-  private claimInput(id: OperationId): ClaimInput {
-    return {
-      scope: id.scope,
-      key: id.key,
-      fingerprint: id.fingerprint,
-      leaseMs: this.options.leaseMs,
-      retentionMs: this.options.retentionMs,
-    };
   }
 
   /** A claim lost to `record`: the replay, or a typed error. */

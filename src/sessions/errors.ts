@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { IdempotencyError } from '../core/errors.js';
+import { ModuleError } from '../core/errors.js';
 
 /** Stable machine-readable codes of {@link SessionError}. */
 export type SessionErrorCode =
@@ -17,10 +17,8 @@ export type SessionErrorCode =
   | 'session-lease-lost';
 
 /** Root of the errors a session receiver or client throws on purpose. */
-export class SessionError extends IdempotencyError {
+export class SessionError extends ModuleError<SessionErrorCode> {
   override readonly name: string = 'SessionError';
-  /** Stable code; safe to switch on. */
-  declare readonly code: SessionErrorCode;
   /** The client id the refusal is about. */
   readonly clientId: string;
 

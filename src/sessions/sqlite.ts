@@ -12,6 +12,7 @@ import { openSqlite } from '../stores/sqlite/open.js';
 import { sessionsSqliteSchema } from './migrations/sqlite.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
 import { requireClock, requireOptions } from '../core/options.js';
+import { requireSqliteSource } from '../stores/sqlite/source.js';
 
 /** Options of {@link createSqliteSessionStore}. */
 export interface SqliteSessionStoreOptions {
@@ -55,23 +56,13 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
  */
 export function createSqliteSessionStore(options: SqliteSessionStoreOptions = {}): SessionStore & Pick<Required<SessionStore>, 'listSessions'> {
   requireOptions('createSqliteSessionStore', options);
-  const { path, database } = options;
-  if (database !== undefined && path !== undefined) {
-    throw new TypeError(`retrysafe: option "path" (${describe(path)}) must be absent when "database" is given`);
-  }
-  if (path !== undefined && (typeof path !== 'string' || path.length === 0)) {
-    throw new TypeError(`retrysafe: option "path" must be a file path or ':memory:', got ${describe(path)}`);
-  }
-  if (database !== undefined && (typeof database !== 'object' || database === null || typeof database.prepare !== 'function')) {
-    throw new TypeError(`retrysafe: option "database" must be a better-sqlite3 Database, got ${describe(database)}`);
-  }
+  const source = requireSqliteSource(options.path, options.database);
   const table = options.table === undefined ? 'retrysafe_sessions' : options.table;
   if (typeof table !== 'string' || !IDENTIFIER.test(table)) {
     throw new TypeError(`retrysafe: option "table" must be an identifier of letters, digits and underscores (at most 40), got ${describe(table)}`);
   }
   const busyTimeoutMs = requireDurationMs('busyTimeoutMs', options.busyTimeoutMs === undefined ? 5_000 : options.busyTimeoutMs);
   const clock = requireClock(options.clock ?? systemClock);
-  const source = database === undefined ? { path: path ?? ':memory:' } : { database };
   const opening = { source, busyTimeoutMs, migrate: true, schema: sessionsSqliteSchema(table), clock };
   return openSqlite(opening, (db, owned) => new SqliteSessionStore(db, owned, table));
 }

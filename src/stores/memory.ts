@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
-import type { Claim, IdempotencyRecord, StoredResponse } from '../core/record.js';
+import { claimOf, type Claim, type IdempotencyRecord, type StoredResponse } from '../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../core/store.js';
 
 /** Options of {@link createMemoryStore}. */
@@ -102,15 +102,7 @@ class MemoryStore implements IdempotencyStore {
     if (existing && existing.expiresAt > now && !takeover) {
       if (existing.state === 'in_progress' && existing.leaseToken === input.leaseToken && existing.fingerprint === input.fingerprint) {
         // The owner's own claim again: it holds the lease, unchanged.
-        const own: Claim = {
-          scope: input.scope,
-          key: input.key,
-          fingerprint: input.fingerprint,
-          leaseToken: existing.leaseToken,
-          leaseExpiresAt: existing.leaseExpiresAt,
-          takeover: false,
-        };
-        return Promise.resolve({ acquired: true, claim: existing.recoveryPoint === undefined ? own : { ...own, recoveryPoint: existing.recoveryPoint } });
+        return Promise.resolve({ acquired: true, claim: claimOf(input, existing.leaseToken, existing.leaseExpiresAt, false, existing.recoveryPoint) });
       }
       return Promise.resolve({ acquired: false, record: existing });
     }
@@ -129,15 +121,7 @@ class MemoryStore implements IdempotencyStore {
       expiresAt: now + input.retentionMs,
     };
     scoped.set(input.key, Object.freeze(recoveryPoint === undefined ? record : { ...record, recoveryPoint }));
-    const claim: Claim = {
-      scope: input.scope,
-      key: input.key,
-      fingerprint: input.fingerprint,
-      leaseToken,
-      leaseExpiresAt,
-      takeover,
-    };
-    return Promise.resolve({ acquired: true, claim: recoveryPoint === undefined ? claim : { ...claim, recoveryPoint } });
+    return Promise.resolve({ acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, takeover, recoveryPoint) });
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {

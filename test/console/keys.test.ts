@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresStore, migrate, type PostgresStore } from '../../src/stores/postgres/index.js';
+import { createPostgresStore, migrate, type PostgresStore } from '../../src/postgres.js';
 import type { ClaimInput } from '../../src/core/store.js';
 import { POSTGRES_URL, postgresAvailable, uniqueName } from '../support/services.js';
 import { IMAGES, launchChromium, startConsole, type RunningConsole } from './harness.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { IdempotencyStore, RecordQuery } from '../../src/core/store.js';
-import { createPostgresStore, migrate } from '../../src/stores/postgres/index.js';
+import { createPostgresStore, migrate } from '../../src/postgres.js';
 import { openRedisStore } from '../../src/stores/redis/index.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import { POSTGRES_URL, postgresAvailable, REDIS_URL, redisAvailable, uniqueName } from '../support/services.js';

@@ -9,7 +9,7 @@ import { createPostgresInboxStore } from '../../src/messaging/inbox/postgres.js'
 import { createOutbox } from '../../src/messaging/outbox/outbox.js';
 import { createRelay } from '../../src/messaging/outbox/relay.js';
 import { createWebhookPublisher } from '../../src/messaging/transports/webhook.js';
-import { migrate } from '../../src/stores/postgres/index.js';
+import { migrate } from '../../src/postgres.js';
 import { POSTGRES_URL, postgresAvailable, uniqueName } from '../support/services.js';
 import { IMAGES, launchChromium, startConsole, type RunningConsole } from './harness.js';
 

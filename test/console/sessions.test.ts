@@ -18,7 +18,7 @@ import {
   SessionClient,
   type SessionStore,
 } from '../../src/sessions/index.js';
-import { migrate } from '../../src/stores/postgres/index.js';
+import { migrate } from '../../src/postgres.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import { deleteUnder } from '../support/redis.js';
 import { POSTGRES_URL, postgresAvailable, REDIS_URL, redisAvailable, uniqueName } from '../support/services.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import * as cliStoreUrl from '../../src/cli/store-url.js';
+import * as storeUrl from '../../src/store-url.js';
 import * as clientOutcome from '../../src/client/outcome.js';
 import * as sessionErrors from '../../src/sessions/errors.js';
 import * as coreErrors from '../../src/core/errors.js';
@@ -14,6 +14,7 @@ const cause = new Error('boom');
 /** One instance of every error class the modules below export; the test fails when a class is missing here. */
 const instances: readonly Error[] = [
   new coreErrors.IdempotencyError('idempotency-key-missing', 'root'),
+  new coreErrors.ModuleError('module-code', 'root'),
   new coreErrors.IdempotencyKeyMissingError(),
   new coreErrors.IdempotencyKeyInvalidError('it is empty'),
   new coreErrors.IdempotencyKeyReusedError(record),
@@ -39,10 +40,11 @@ const instances: readonly Error[] = [
   new sessionErrors.SessionRequestInProgressError('c', 1),
   new sessionErrors.SessionLeaseLostError('c', 1),
   new clientOutcome.RetryExhaustedError('retry-attempts-exhausted', [{ attempt: 1, key: 'k', error: cause, replayed: false, delayMs: 0 }], undefined),
-  new cliStoreUrl.StoreUrlError('nope:', 'unknown scheme'),
+  new storeUrl.StoreUrlError('nope:', 'unknown scheme'),
+  new storeUrl.StoreOpenError('cannot reach the store at redis://127.0.0.1:1: ECONNREFUSED', { cause }),
 ];
 
-const exportedErrorClasses = [coreErrors, inboxErrors, outboxErrors, sessionErrors, clientOutcome, cliStoreUrl].flatMap((module) =>
+const exportedErrorClasses = [coreErrors, inboxErrors, outboxErrors, sessionErrors, clientOutcome, storeUrl].flatMap((module) =>
   Object.entries(module).filter(
     (entry): entry is [string, new (...args: never[]) => Error] => {
       const value: unknown = entry[1];
@@ -75,7 +77,9 @@ describe('error classes', () => {
     expect(new sessionErrors.SessionExpiredError('c').clientId).toBe('c');
     expect(new inboxErrors.HandlerTimeoutError(5).code).toBe('inbox-handler-timeout');
     expect(new outboxErrors.PublishTimeoutError(5).code).toBe('outbox-publish-timeout');
-    expect(new cliStoreUrl.StoreUrlError('x', 'y').code).toBe('store-url-invalid');
+    expect(new storeUrl.StoreUrlError('x', 'y').code).toBe('store-url-invalid');
+    expect(new storeUrl.StoreOpenError('refused', { cause }).code).toBe('store-open-failed');
+    expect(new storeUrl.StoreOpenError('refused', { cause }).cause).toBe(cause);
     expect(new outboxErrors.PublishError('refused', false, { cause }).cause).toBe(cause);
     const exhausted = new clientOutcome.RetryExhaustedError('retry-deadline-exceeded', [{ attempt: 1, key: undefined, error: cause, replayed: false, delayMs: 0 }], undefined);
     expect(exhausted.code).toBe('retry-deadline-exceeded');

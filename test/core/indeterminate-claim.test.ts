@@ -13,7 +13,7 @@ import type { IdempotencyStore } from '../../src/core/store.js';
 import { createPostgresStore } from '../../src/stores/postgres/index.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../support/postgres-schema.js';
-import { ReplyDropProxy } from '../support/reply-drop-proxy.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 import { POSTGRES_URL, REDIS_URL, serviceAvailable, uniqueName } from '../support/services.js';
 
 const FP = 'e'.repeat(64);
@@ -29,7 +29,7 @@ const redisAvailable = await serviceAvailable('Redis', async () => {
 });
 
 /** Runs the request whose claim reply is lost, then its client's retry; counts executions. */
-async function lostClaimReply(receiver: Receiver<unknown>, store: IdempotencyStore, proxy: ReplyDropProxy, claimBytes: string): Promise<void> {
+async function lostClaimReply(receiver: Receiver<unknown>, store: IdempotencyStore, proxy: TcpProxy, claimBytes: string): Promise<void> {
   let executions = 0;
   const id = { scope: 'owner', key: `k-${uniqueName('x')}`, fingerprint: FP };
   const droppedBefore = proxy.dropped;
@@ -45,13 +45,13 @@ async function lostClaimReply(receiver: Receiver<unknown>, store: IdempotencySto
 
 describe.runIf(pgAvailable)('an indeterminate claim on PostgreSQL', () => {
   let db: TestSchema;
-  let proxy: ReplyDropProxy;
+  let proxy: TcpProxy;
   let pool: pg.Pool;
 
   beforeAll(async () => {
     db = await createTestSchema('rs_owner');
     const url = new URL(POSTGRES_URL);
-    proxy = new ReplyDropProxy(url.hostname, Number(url.port || 5432));
+    proxy = new TcpProxy(url.hostname, Number(url.port || 5432));
     await proxy.start();
     url.host = `127.0.0.1:${proxy.port}`;
     pool = new pg.Pool({ connectionString: url.toString(), max: 4 });
@@ -79,12 +79,12 @@ describe.runIf(pgAvailable)('an indeterminate claim on PostgreSQL', () => {
 });
 
 describe.runIf(redisAvailable)('an indeterminate claim on Redis', () => {
-  let proxy: ReplyDropProxy;
+  let proxy: TcpProxy;
   let client: Redis;
 
   beforeAll(async () => {
     const url = new URL(REDIS_URL);
-    proxy = new ReplyDropProxy(url.hostname, Number(url.port || 6379));
+    proxy = new TcpProxy(url.hostname, Number(url.port || 6379));
     await proxy.start();
     // The documented fail-fast client: a command in flight when the connection drops fails at once.
     client = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 0 });

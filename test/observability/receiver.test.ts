@@ -3,10 +3,8 @@
  * allow-list, and the logger hook writing through a real pino instance with keys hashed.
  */
 import { readFileSync } from 'node:fs';
-import { Writable } from 'node:stream';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { IdempotencyKeyReusedError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
@@ -15,7 +13,7 @@ import { INSTRUMENTATION_SCOPE, keyHash, RECEIVER_INSTRUMENTS as I, RECEIVER_SPA
 import { INSTRUMENTATION_VERSION } from '../../src/observability/metrics.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { gate, instrument } from '../support/http.js';
-import { telemetry, type Telemetry } from '../support/telemetry.js';
+import { capturingLogger, telemetry, type Telemetry } from '../support/telemetry.js';
 
 beforeAll(() => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -25,21 +23,6 @@ afterAll(() => {
 });
 
 const id = (key: string, fingerprint = 'f1', scope = 'tenant-a') => ({ scope, key, fingerprint });
-
-/** A pino logger writing JSON lines into an array. */
-function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown>[]; raw: string[] } {
-  const lines: Record<string, unknown>[] = [];
-  const raw: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      const text = chunk.toString('utf8');
-      raw.push(text);
-      for (const line of text.split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { logger: pino({ level: 'info' }, stream), lines, raw };
-}
 
 describe('receiver observability (function API)', () => {
   let t: Telemetry;

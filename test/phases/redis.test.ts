@@ -11,6 +11,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import { RequestInProgressError } from '../../src/core/errors.js';
 import { createPhaseRunner } from '../../src/phases/runner.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
+import { deleteUnder } from '../support/redis.js';
 import { REDIS_URL, serviceAvailable, uniqueName } from '../support/services.js';
 import { phasesContract, type PhaseSubject, type RideRow } from './contract.js';
 import { FakeCards, faults, FP, INPUT, LEASE_MS } from './fixtures/ride-fakes.js';
@@ -21,15 +22,6 @@ function rows(database: Database): RideRow[] {
 }
 
 const FILE_PREFIX = uniqueName('rs_phases');
-
-async function deleteUnder(client: Redis, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-    cursor = next;
-    if (keys.length > 0) await client.del(...keys);
-  } while (cursor !== '0');
-}
 
 const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
 

@@ -10,7 +10,7 @@ import {
   createSessionReceiver,
   SessionRequestInProgressError,
 } from '../../src/sessions/index.js';
-import { migrate } from '../../src/stores/postgres/index.js';
+import { migrate } from '../../src/postgres.js';
 import { POSTGRES_URL, uniqueName } from '../support/services.js';
 import { postgresAvailable } from '../support/postgres-schema.js';
 import { inCallOrder } from './in-call-order.js';

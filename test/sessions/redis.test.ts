@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { createRedisSessionStore, createSessionReceiver, type SessionStore } from '../../src/sessions/index.js';
+import { deleteUnder, keysUnder } from '../support/redis.js';
 import { REDIS_URL, serviceAvailable, uniqueName } from '../support/services.js';
 import { sessionSuite } from './contract.js';
 
@@ -9,27 +10,9 @@ const FILE_PREFIX = uniqueName('rs_sessions');
 
 const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
 
-/** Every key under `prefix`, found with SCAN followed to the end (never KEYS: the server is shared). */
-async function keysUnder(prefix: string): Promise<string[]> {
-  const found: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-    cursor = next;
-    found.push(...keys);
-  } while (cursor !== '0');
-  return found;
-}
-
-/** Deletes every key under `prefix`. */
-async function deleteUnder(prefix: string): Promise<number> {
-  const keys = await keysUnder(prefix);
-  return keys.length > 0 ? client.del(...keys) : 0;
-}
-
 if (await serviceAvailable('Redis', () => client.connect())) {
   afterAll(async () => {
-    await deleteUnder(FILE_PREFIX);
+    await deleteUnder(client, FILE_PREFIX);
     await client.quit();
   });
 
@@ -83,7 +66,7 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       const receiver = createSessionReceiver({ store, clock: new ManualClock(0), leaseMs: 60_000 });
       const clientId = await receiver.register();
       await receiver.apply({ clientId, requestNumber: 1, lowWaterMark: 0 }, () => Promise.resolve('x'));
-      const keys = await keysUnder(`${prefix}:`);
+      const keys = await keysUnder(client, `${prefix}:`);
       const tags = new Set(keys.map((key) => /\{[^}]*\}/.exec(key)?.[0]));
       expect(keys.length).toBeGreaterThanOrEqual(2);
       expect(tags.size).toBe(1);

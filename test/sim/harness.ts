@@ -16,7 +16,7 @@ import { ManualClock, type Clock } from '../../src/core/clock.js';
 import type { Claim, StoredResponse } from '../../src/core/record.js';
 import type { ClaimResult } from '../../src/core/store.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
-import { createPostgresStore, migrate } from '../../src/stores/postgres/index.js';
+import { createPostgresStore, migrate } from '../../src/postgres.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import type { IdempotencyStore } from '../../src/core/store.js';

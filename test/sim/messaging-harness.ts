@@ -14,7 +14,7 @@ import { createPostgresInboxStore } from '../../src/messaging/inbox/postgres.js'
 import { createSqliteInboxStore } from '../../src/messaging/inbox/sqlite.js';
 import type { InboxStore } from '../../src/messaging/inbox/store.js';
 import { createOutbox, type Outbox } from '../../src/messaging/outbox/outbox.js';
-import { migrate } from '../../src/stores/postgres/index.js';
+import { migrate } from '../../src/postgres.js';
 import { POSTGRES_URL, uniqueName } from '../support/services.js';
 import { persistently, SIM_EPOCH, SimulatedCrash } from './harness.js';
 

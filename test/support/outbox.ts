@@ -5,7 +5,6 @@
  */
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import * as net from 'node:net';
 import type pg from 'pg';
 import { createNoopMeter, type Attributes, type BatchObservableCallback, type Counter, type Histogram, type Meter, type ObservableGauge } from '@opentelemetry/api';
 import { verifyWebhook } from '../../src/messaging/transports/webhook-signature.js';
@@ -229,58 +228,5 @@ export class RecordingMeter {
       });
     }
     return observed;
-  }
-}
-
-/**
- * A TCP proxy in front of a broker: `cut()` closes the listener and destroys every open connection (the
- * client sees the broker vanish), `restore()` listens again on the same port.
- */
-export class TcpProxy {
-  private server: net.Server | undefined;
-  private readonly sockets = new Set<net.Socket>();
-  port = 0;
-
-  constructor(
-    private readonly targetHost: string,
-    private readonly targetPort: number,
-  ) {}
-
-  async start(): Promise<void> {
-    const server = net.createServer((client) => {
-      const upstream = net.connect(this.targetPort, this.targetHost);
-      this.sockets.add(client);
-      this.sockets.add(upstream);
-      const drop = (): void => {
-        client.destroy();
-        upstream.destroy();
-        this.sockets.delete(client);
-        this.sockets.delete(upstream);
-      };
-      client.on('error', drop);
-      upstream.on('error', drop);
-      client.on('close', drop);
-      upstream.on('close', drop);
-      client.pipe(upstream);
-      upstream.pipe(client);
-    });
-    server.listen(this.port, '127.0.0.1');
-    await once(server, 'listening');
-    const address = server.address();
-    if (address === null || typeof address === 'string') throw new Error('no address');
-    this.port = address.port;
-    this.server = server;
-  }
-
-  async cut(): Promise<void> {
-    const server = this.server;
-    this.server = undefined;
-    for (const socket of this.sockets) socket.destroy();
-    this.sockets.clear();
-    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
-  }
-
-  restore(): Promise<void> {
-    return this.start();
   }
 }

@@ -5,12 +5,11 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { POSTGRES_URL, serviceAvailable } from './services.js';
+import { freePort, POSTGRES_URL, serviceAvailable } from './services.js';
 
 const run = promisify(execFile);
 
@@ -23,17 +22,6 @@ export interface LocalPgBouncer {
   /** Whether it keeps prepared statements across transactions (1.21+ with `max_prepared_statements`). */
   readonly preparedStatements: boolean;
   stop(): Promise<void>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 /** Starts PgBouncer, or resolves `undefined` when the binary is missing outside CI. */

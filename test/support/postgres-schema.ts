@@ -3,7 +3,7 @@
  * migrates a uniquely named schema, and drops it afterwards.
  */
 import pg from 'pg';
-import { migrate } from '../../src/stores/postgres/index.js';
+import { migrate } from '../../src/postgres.js';
 import { POSTGRES_URL, uniqueName } from './services.js';
 
 export { postgresAvailable } from './services.js';

@@ -6,6 +6,13 @@ import { scanKeys, type RedisConnection } from '../../src/stores/redis/connectio
 import { createRedisStore } from '../../src/stores/redis/index.js';
 import type { ContractFixture } from '../stores/contract.js';
 
+/** Every key under `prefix` on every master, found with SCAN (never KEYS: the server is shared). */
+export async function keysUnder(client: RedisConnection, prefix: string): Promise<string[]> {
+  const found: string[] = [];
+  for await (const keys of scanKeys(client, `${prefix}*`, 500)) found.push(...keys);
+  return found;
+}
+
 /** Deletes every key under `prefix` on every master (one DEL per key: a multi-key DEL must stay in one slot). */
 export async function deleteUnder(client: RedisConnection, prefix: string): Promise<void> {
   for await (const keys of scanKeys(client, `${prefix}*`, 500)) await Promise.all(keys.map((key) => client.del(key)));

@@ -4,6 +4,7 @@
  * service is a failure, never a silent skip.
  */
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import pg from 'pg';
 
 export const POSTGRES_URL = process.env['RETRYSAFE_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -54,5 +55,17 @@ export function redisAvailable(): Promise<boolean> {
     } finally {
       client.disconnect();
     }
+  });
+}
+
+/** A TCP port free on 127.0.0.1 right now (the kernel picks it; a server started next may take it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
   });
 }

@@ -1,8 +1,9 @@
 /**
  * The OpenTelemetry SDK's in-memory side for tests: a meter provider whose reader collects on demand, and
  * a tracer provider exporting finished spans to memory. Readers sum a counter's points (optionally those
- * matching some attributes) and count a histogram's recordings.
+ * matching some attributes) and count a histogram's recordings. And a pino logger whose lines a test reads.
  */
+import { Writable } from 'node:stream';
 import type { Attributes } from '@opentelemetry/api';
 import {
   DataPointType,
@@ -11,6 +12,7 @@ import {
   type MetricData,
 } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { pino } from 'pino';
 
 /** A reader that exports nothing on its own: the test calls `collect()`. */
 class OnDemandReader extends MetricReader {
@@ -73,4 +75,19 @@ export function telemetry(): Telemetry {
       await tracerProvider.shutdown();
     },
   };
+}
+
+/** A pino logger writing JSON lines into an array. */
+export function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown>[]; raw: string[] } {
+  const lines: Record<string, unknown>[] = [];
+  const raw: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      const text = chunk.toString('utf8');
+      raw.push(text);
+      for (const line of text.split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { logger: pino({ level: 'info' }, stream), lines, raw };
 }

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { redactUrl } from '../../cli/failure.js';
+import { redactUrl } from '../../store-url.js';
 
 /** PostgreSQL or RabbitMQ did not answer; the CLI prints the message and exits with code 2. */
 export class ServiceUnavailableError extends Error {

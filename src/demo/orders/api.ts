@@ -15,7 +15,7 @@ import type pg from 'pg';
 import { idempotency } from '../../http/express.js';
 import { createReceiver } from '../../index.js';
 import type { Outbox } from '../../messaging/outbox/index.js';
-import type { PostgresStore } from '../../stores/postgres/index.js';
+import type { PostgresStore } from '../../postgres.js';
 import { chaos, faultOf, type InjectedFault } from '../harness/chaos.js';
 import { ORDER_PLACED } from './broker.js';
 

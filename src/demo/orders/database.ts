@@ -6,7 +6,7 @@
  * @module
  */
 import type pg from 'pg';
-import { migrate } from '../../stores/postgres/index.js';
+import { migrate } from '../../postgres.js';
 
 /** What the tables say at the end of a run. */
 export interface LedgerCounts {

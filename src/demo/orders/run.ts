@@ -12,7 +12,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { createOutbox } from '../../messaging/outbox/index.js';
-import { createPostgresStore } from '../../stores/postgres/index.js';
+import { createPostgresStore } from '../../postgres.js';
 import { SLOW_HANDLER_MS } from '../harness/chaos.js';
 import { ATTEMPT_TIMEOUT_MS, createDemoClient } from '../harness/client.js';
 import { planFaults, MIN_PAYMENTS } from '../harness/plan.js';

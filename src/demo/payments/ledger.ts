@@ -21,6 +21,26 @@ export interface Charge {
   readonly createdAt: number;
 }
 
+/** A row of the charges table as a driver returns it (`created_at` is a `bigint`, a string from `pg`). */
+export interface ChargeRow {
+  readonly id: string;
+  readonly idempotency_key: string | null;
+  readonly amount_cents: number;
+  readonly currency: string;
+  readonly created_at: number | string;
+}
+
+/** The charge a row holds. */
+export function chargeOf(row: ChargeRow): Charge {
+  return {
+    id: row.id,
+    idempotencyKey: row.idempotency_key,
+    amountCents: row.amount_cents,
+    currency: row.currency,
+    createdAt: Number(row.created_at),
+  };
+}
+
 /** The read side of the charges table, which the demo's parent asks for at the end of a run. */
 export interface ChargeReader {
   /** The charge with this payment id, or `undefined`. Rejects with the driver's error. */

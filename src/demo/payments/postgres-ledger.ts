@@ -7,16 +7,7 @@
  * @module
  */
 import type pg from 'pg';
-import type { Charge, ChargeLedger } from './ledger.js';
-
-interface ChargeRow {
-  id: string;
-  idempotency_key: string | null;
-  amount_cents: number;
-  currency: string;
-  /** `bigint` arrives as a string from `pg`. */
-  created_at: string;
-}
+import { chargeOf, type Charge, type ChargeLedger, type ChargeRow } from './ledger.js';
 
 /** Run ids are what `run.ts` makes: lower-case hex, so the schema name needs no escaping beyond quotes. */
 const RUN_ID = /^[0-9a-f]{1,32}$/;
@@ -79,27 +70,17 @@ export class PostgresChargeLedger implements ChargeLedger<pg.PoolClient> {
     // $1 payment id
     const { rows } = await this.pool.query<ChargeRow>(`SELECT * FROM ${this.table} WHERE id = $1`, [id]);
     const row = rows[0];
-    return row && toCharge(row);
+    return row && chargeOf(row);
   }
 
   async list(keyPrefix: string): Promise<Charge[]> {
     // $1 key prefix; starts_with, not LIKE, so `_` and `%` in a key are plain characters.
     const { rows } = await this.pool.query<ChargeRow>(`SELECT * FROM ${this.table} WHERE starts_with(idempotency_key, $1) ORDER BY created_at, id`, [keyPrefix]);
-    return rows.map(toCharge);
+    return rows.map(chargeOf);
   }
 
   /** Drops the run's schema; the report already holds what the rows said. */
   async dispose(): Promise<void> {
     await this.pool.query(`DROP SCHEMA IF EXISTS ${this.schema} CASCADE`);
   }
-}
-
-function toCharge(row: ChargeRow): Charge {
-  return {
-    id: row.id,
-    idempotencyKey: row.idempotency_key,
-    amountCents: row.amount_cents,
-    currency: row.currency,
-    createdAt: Number(row.created_at),
-  };
 }

@@ -6,7 +6,7 @@
  * @module
  */
 import type { CallResult } from '../harness/traffic.js';
-import { redactUrl } from '../../cli/failure.js';
+import { redactUrl } from '../../store-url.js';
 import { formatRows, type ReportRow } from '../harness/table.js';
 import type { Charge } from './ledger.js';
 import type { TrafficCounters } from '../harness/client.js';

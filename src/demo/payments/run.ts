@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseStoreUrl } from '../../cli/store-url.js';
+import { parseStoreUrl } from '../../store-url.js';
 import { SLOW_HANDLER_MS } from '../harness/chaos.js';
 import { ATTEMPT_TIMEOUT_MS, createDemoClient } from '../harness/client.js';
 import { planFaults, type CrashFault, type ServerFault } from '../harness/plan.js';

@@ -5,7 +5,7 @@
  * @module
  */
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
-import { RECEIVER_INSTRUMENTS } from '../../observability/metrics.js';
+import { RECEIVER_INSTRUMENTS } from '../../index.js';
 import type { ReceiverCounts } from './metrics.js';
 
 /** A reader that collects only when asked. */

@@ -12,7 +12,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import type { Express } from 'express';
 import { createReceiver } from '../../index.js';
 import { idempotency } from '../../http/express.js';
-import { parseStoreUrl, type OpenedStore } from '../../cli/store-url.js';
+import { parseStoreUrl, type OpenedStore } from '../../store-url.js';
 import { createPaymentsApp, type PaymentsAppOptions } from './app.js';
 import type { ChargeReader } from './ledger.js';
 import { PostgresChargeLedger } from './postgres-ledger.js';

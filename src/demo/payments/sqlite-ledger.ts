@@ -5,15 +5,7 @@
  * @module
  */
 import type { Database, Statement } from 'better-sqlite3';
-import type { Charge, ChargeLedger } from './ledger.js';
-
-interface ChargeRow {
-  id: string;
-  idempotency_key: string | null;
-  amount_cents: number;
-  currency: string;
-  created_at: number;
-}
+import { chargeOf, type Charge, type ChargeLedger, type ChargeRow } from './ledger.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS demo_charges (
@@ -70,25 +62,15 @@ export class SqliteChargeLedger implements ChargeLedger<Database> {
 
   find(id: string): Promise<Charge | undefined> {
     const row = this.findRow.get(id);
-    return Promise.resolve(row && toCharge(row));
+    return Promise.resolve(row && chargeOf(row));
   }
 
   list(keyPrefix: string): Promise<Charge[]> {
-    return Promise.resolve(this.listRows.all({ length: keyPrefix.length, prefix: keyPrefix }).map(toCharge));
+    return Promise.resolve(this.listRows.all({ length: keyPrefix.length, prefix: keyPrefix }).map(chargeOf));
   }
 
   dispose(): Promise<void> {
     if (this.owned) this.database.close();
     return Promise.resolve();
   }
-}
-
-function toCharge(row: ChargeRow): Charge {
-  return {
-    id: row.id,
-    idempotencyKey: row.idempotency_key,
-    amountCents: row.amount_cents,
-    currency: row.currency,
-    createdAt: row.created_at,
-  };
 }

@@ -3,20 +3,14 @@
  *
  * @module
  */
-import { IdempotencyError } from '../../core/errors.js';
+import { ModuleError } from '../../core/errors.js';
 
 /** Stable machine-readable codes of {@link InboxError}. */
 export type InboxErrorCode = 'inbox-message-id-missing' | 'inbox-handler-timeout';
 
-/** Root of every error the inbox throws on purpose. */
-export class InboxError extends IdempotencyError {
+/** Root of every error the inbox throws on purpose; its `code` is an {@link InboxErrorCode}. */
+export class InboxError extends ModuleError<InboxErrorCode> {
   override readonly name: string = 'InboxError';
-  /** Stable code; safe to switch on. */
-  declare readonly code: InboxErrorCode;
-
-  constructor(code: InboxErrorCode, message: string, options?: { cause?: unknown }) {
-    super(code, message, options);
-  }
 }
 
 /**

@@ -6,8 +6,9 @@
  */
 import type pg from 'pg';
 import { describe } from '../../core/duration.js';
-import { TransactionAbortedError } from '../../core/errors.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
+import { commit, onPoolClient } from '../../stores/postgres/transaction.js';
+import { AliasedInboxStore } from './aliases.js';
 import { HandlerTimeoutError } from './errors.js';
 import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAliases, StoredMessage, TransactionHandler } from './store.js';
 import { runWithTimeout } from './timeout.js';
@@ -134,11 +135,13 @@ interface DeadRow {
   body: Buffer | null;
 }
 
-class PgInboxStore implements InboxStore<pg.PoolClient>, InboxStoreAliases {
+class PgInboxStore extends AliasedInboxStore implements InboxStore<pg.PoolClient> {
   constructor(
     private readonly pool: pg.Pool,
     private readonly sql: Statements,
-  ) {}
+  ) {
+    super();
+  }
 
   async begin(consumer: string, messageId: string, now: number): Promise<BeginResult> {
     const result = await this.pool.query<{ processed: boolean; attempts: number | null }>(this.sql.begin, [consumer, messageId, now]);
@@ -155,14 +158,7 @@ class PgInboxStore implements InboxStore<pg.PoolClient>, InboxStoreAliases {
     timeoutMs: number,
     fn: TransactionHandler<pg.PoolClient>,
   ): Promise<'committed' | 'duplicate'> {
-    const client = await this.pool.connect();
-    // A connection that dies while checked out emits 'error' on the client; it must not crash the process.
-    let broken: Error | undefined;
-    const onError = (error: Error): void => {
-      broken = error;
-    };
-    client.on('error', onError);
-    try {
+    return onPoolClient(this.pool, async (client, discard) => {
       await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
       const mark = await client.query<{ marked: number; pid: number }>(this.sql.mark, [consumer, messageId, now]);
       if (mark.rows[0]?.marked !== 1) {
@@ -172,33 +168,16 @@ class PgInboxStore implements InboxStore<pg.PoolClient>, InboxStoreAliases {
       }
       const pid = mark.rows[0].pid;
       try {
-        await runWithTimeout(fn, client, timeoutMs, (error: HandlerTimeoutError) => {
-          broken = error;
-        });
+        await runWithTimeout(fn, client, timeoutMs, discard);
       } catch (error) {
         // The timed-out transaction may sit in a long query holding row locks (its attempt row among
         // them, which recording the failure must update); ending the backend rolls it back now.
         if (error instanceof HandlerTimeoutError) await this.pool.query(this.sql.terminate, [pid]).catch(() => undefined);
         throw error;
       }
-      const commit = await client.query('COMMIT');
-      // COMMIT of a transaction an earlier statement aborted reports ROLLBACK instead of failing.
-      if (commit.command !== 'COMMIT') {
-        throw new TransactionAbortedError('retrysafe: the inbox transaction was aborted by an earlier error and rolled back at COMMIT');
-      }
+      await commit(client, 'the inbox transaction');
       return 'committed';
-    } catch (error) {
-      if (broken === undefined) {
-        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-        });
-      }
-      throw error;
-    } finally {
-      client.removeListener('error', onError);
-      // Releasing with an error destroys the connection: the server then rolls back whatever is open.
-      client.release(broken);
-    }
+    });
   }
 
   async fail(
@@ -241,18 +220,6 @@ class PgInboxStore implements InboxStore<pg.PoolClient>, InboxStoreAliases {
     const marks = await this.pool.query(this.sql.reapMarks, [before, limit]);
     const attempts = await this.pool.query(this.sql.reapAttempts, [before, limit]);
     return (marks.rowCount ?? 0) + (attempts.rowCount ?? 0);
-  }
-
-  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean> {
-    return this.requestRedrive(consumer, messageId, now);
-  }
-
-  pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]> {
-    return this.pendingRedrives(consumer, limit);
-  }
-
-  cleanup(before: number, limit: number): Promise<number> {
-    return this.reap(before, limit);
   }
 
   close(): Promise<void> {

@@ -9,7 +9,9 @@ import { systemClock } from '../../core/clock.js';
 import { describe } from '../../core/duration.js';
 import { Mutex } from '../../stores/sqlite/mutex.js';
 import { openSqlite, quoteIdentifier } from '../../stores/sqlite/open.js';
+import { requireSqliteSource } from '../../stores/sqlite/source.js';
 import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAliases, StoredMessage, TransactionHandler } from './store.js';
+import { AliasedInboxStore } from './aliases.js';
 import { inboxSqliteSchema } from './migrations/sqlite.js';
 import { runWithTimeout } from './timeout.js';
 import { requireOptions } from '../../core/options.js';
@@ -61,21 +63,11 @@ const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
  */
 export function createSqliteInboxStore(options: SqliteInboxStoreOptions = {}): SqliteInboxStore {
   requireOptions('createSqliteInboxStore', options);
-  const { path, database } = options;
-  if (path !== undefined && database !== undefined) {
-    throw new TypeError(`retrysafe: option "path" (${describe(path)}) must be absent when "database" is given`);
-  }
-  if (path !== undefined && (typeof path !== 'string' || path.length === 0)) {
-    throw new TypeError(`retrysafe: option "path" must be a file path or ':memory:', got ${describe(path)}`);
-  }
-  if (database !== undefined && (typeof database !== 'object' || database === null || typeof database.prepare !== 'function')) {
-    throw new TypeError(`retrysafe: option "database" must be a better-sqlite3 Database, got ${describe(database)}`);
-  }
+  const source = requireSqliteSource(options.path, options.database);
   const prefix = options.prefix ?? 'retrysafe_inbox';
   if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
     throw new TypeError(`retrysafe: option "prefix" must be letters, digits and "_" (at most 40), got ${describe(prefix)}`);
   }
-  const source = database === undefined ? { path: path ?? ':memory:' } : { database };
   const name = (suffix: string): string => quoteIdentifier(`${prefix}_${suffix}`);
   // The ledger records no time, so the clock is never read; busy_timeout stays the driver's (5 s on a file it opens).
   const opening = { source, busyTimeoutMs: undefined, migrate: true, schema: inboxSqliteSchema(prefix), clock: systemClock };
@@ -94,7 +86,7 @@ interface DeadRow {
   body: Buffer | null;
 }
 
-class SqliteInboxStoreImpl implements SqliteInboxStore {
+class SqliteInboxStoreImpl extends AliasedInboxStore implements SqliteInboxStore {
   private readonly mutex = new Mutex();
   private readonly sql;
 
@@ -103,6 +95,7 @@ class SqliteInboxStoreImpl implements SqliteInboxStore {
     private readonly owned: boolean,
     name: (suffix: string) => string,
   ) {
+    super();
     const processed = name('processed');
     const attempts = name('attempts');
     // A dead letter's columns under the names of `DeadLetter`'s fields (`DeadRow`).
@@ -208,18 +201,6 @@ class SqliteInboxStoreImpl implements SqliteInboxStore {
   reap(before: number, limit: number): Promise<number> {
     // Each DELETE is its own short transaction, so a batch holds the write lock only briefly.
     return this.mutex.run(() => this.sql.reapMarks.run(before, limit).changes + this.sql.reapAttempts.run(before, limit).changes);
-  }
-
-  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean> {
-    return this.requestRedrive(consumer, messageId, now);
-  }
-
-  pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]> {
-    return this.pendingRedrives(consumer, limit);
-  }
-
-  cleanup(before: number, limit: number): Promise<number> {
-    return this.reap(before, limit);
   }
 
   close(): Promise<void> {

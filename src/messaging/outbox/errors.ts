@@ -4,20 +4,14 @@
  *
  * @module
  */
-import { IdempotencyError } from '../../core/errors.js';
+import { ModuleError } from '../../core/errors.js';
 
 /** Stable machine-readable codes of {@link OutboxError}. */
 export type OutboxErrorCode = 'outbox-publish-failed' | 'outbox-publish-timeout';
 
-/** Root of every error the outbox throws on purpose. */
-export class OutboxError extends IdempotencyError {
+/** Root of every error the outbox throws on purpose; its `code` is an {@link OutboxErrorCode}. */
+export class OutboxError extends ModuleError<OutboxErrorCode> {
   override readonly name: string = 'OutboxError';
-  /** Stable code; safe to switch on. */
-  declare readonly code: OutboxErrorCode;
-
-  constructor(code: OutboxErrorCode, message: string, options?: { cause?: unknown }) {
-    super(code, message, options);
-  }
 }
 
 /**

@@ -18,5 +18,5 @@ export {
 export { createRelay, RELAY_DEFAULTS, type Relay, type RelayOptions } from './relay.js';
 export { OutboxError, PublishError, PublishTimeoutError, type OutboxErrorCode } from './errors.js';
 export { derivedMessageId, OUTBOX_ID_NAMESPACE } from './ids.js';
-export { OUTBOX_INSTRUMENTS, type OutboxEvent, type OutboxEventType, type OutboxMessageOutcome } from './metrics.js';
+export { OUTBOX_INSTRUMENTS, type OutboxEvent, type OutboxEventType, type OutboxMessageOutcome, type RelayWakeCause } from './metrics.js';
 export type { OutboxMessage, OutboxPublisher } from './publisher.js';

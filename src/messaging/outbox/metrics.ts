@@ -13,7 +13,15 @@ import type { Attributes, BatchObservableCallback, Counter, Histogram, Meter, Ob
 import type { OutboxStatus } from './outbox.js';
 
 /** What happened to one message (or to the relay, for `error`). */
-export type OutboxEventType = 'published' | 'retry' | 'dead_lettered' | 'released' | 'error';
+export type OutboxEventType = 'published' | 'retry' | 'dead_lettered' | 'released' | 'error' | 'waiting' | 'woken';
+
+/**
+ * Why a relay that slept waiting for rows (a `waiting` event: it held the waiting lock and had claimed
+ * every row committed without a NOTIFY, so every later enqueue NOTIFYs) woke up (a `woken` event):
+ * `notification`, a NOTIFY from a committed enqueue; `poll`, the poll interval ran out; `stop`, `stop()`
+ * was called; `listener_lost`, its LISTEN connection went away (it polls until it reconnects).
+ */
+export type RelayWakeCause = 'notification' | 'poll' | 'stop' | 'listener_lost';
 
 /** One outcome, as given to `onEvent`. Durations in milliseconds. */
 export interface OutboxEvent {
@@ -30,6 +38,8 @@ export interface OutboxEvent {
   readonly latencyMs: number | undefined;
   /** The error's message (retry, dead_lettered, error). */
   readonly error: string | undefined;
+  /** Why the relay woke up (`woken` only: one event each time a wait for rows that began with `waiting` ends). */
+  readonly cause?: RelayWakeCause;
 }
 
 /** How a publish attempt ended (the `outcome` attribute of `retrysafe.outbox.messages`). */

@@ -13,7 +13,7 @@ import { describe, requireDurationMs } from '../../core/duration.js';
 import { traceHeaders } from '../../observability/propagation.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { derivedMessageId } from './ids.js';
-import { bindStatements, outboxStatements } from './statements.js';
+import { bindStatements, outboxStatements, type ClaimedRow } from './statements.js';
 
 /**
  * Anything that runs a parameterised query: a `pg.PoolClient` inside the caller's transaction for
@@ -283,16 +283,9 @@ interface StatusRow {
   readonly latencyP99Ms: number | null;
 }
 
-/** A row of the `deadLetters` statement; times arrive as decimal strings. */
-interface DeadRow {
-  readonly id: string;
-  readonly topic: string;
-  readonly key: string;
-  readonly headers: Record<string, string>;
-  readonly payload: Buffer;
-  readonly attempts: number;
+/** A row of the `deadLetters` statement: the message's fields as a claim reads them, with its last error and when it died. */
+interface DeadRow extends Omit<ClaimedRow, 'seq' | 'xid'> {
   readonly error: string | null;
-  readonly createdAt: string;
   readonly deadLetteredAt: string;
 }
 

@@ -13,7 +13,7 @@ import { isListenOption, listenClient, type ListenOption, poolerProblem } from '
 import { describe, requireDurationMs } from '../../core/duration.js';
 import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/metrics.js';
 import { PublishError, PublishTimeoutError } from './errors.js';
-import { OutboxMetrics, type OutboxEvent } from './metrics.js';
+import { OutboxMetrics, type OutboxEvent, type RelayWakeCause } from './metrics.js';
 import { requireCount, type Outbox } from './outbox.js';
 import type { OutboxMessage, OutboxPublisher } from './publisher.js';
 import { statementsOf, type ClaimedRow, type OutboxStatements } from './statements.js';
@@ -269,7 +269,7 @@ class OutboxRelay implements Relay {
   private woken = false;
   /** NOTIFYs received so far; a loop compares it with the count it last saw. */
   private notifications = 0;
-  private readonly sleepers = new Set<() => void>();
+  private readonly sleepers = new Set<(cause: RelayWakeCause) => void>();
   private listener: pg.Client | undefined;
   /** Set once the LISTEN connection turned out to go through a pooler: the relay polls from then on. */
   private listenRefused = false;
@@ -295,7 +295,7 @@ class OutboxRelay implements Relay {
 
   async stop(): Promise<void> {
     this.stopping = true;
-    this.wakeAll();
+    this.wakeAll('stop');
     const loop = this.loop;
     this.loop = undefined;
     if (loop !== undefined) {
@@ -482,7 +482,8 @@ class OutboxRelay implements Relay {
       if (state === 'claim') continue;
       if (state === 'waiting') {
         retryMs = 0;
-        await this.idle(this.o.pollIntervalMs);
+        this.emitRelayEvent('waiting', undefined, undefined);
+        this.emitRelayEvent('woken', undefined, await this.idle(this.o.pollIntervalMs));
         continue;
       }
       retryMs = retryMs === 0 ? CHASE_FIRST_MS : Math.min(retryMs * 2, this.o.pollIntervalMs);
@@ -546,34 +547,39 @@ class OutboxRelay implements Relay {
   }
 
   private reportError(error: unknown): void {
-    this.metrics.emit({
-      type: 'error',
-      id: undefined,
-      key: undefined,
-      topic: undefined,
-      attempt: undefined,
-      publishMs: undefined,
-      latencyMs: undefined,
-      error: error instanceof Error ? error.message : String(error),
-    });
+    this.emitRelayEvent('error', error instanceof Error ? error.message : String(error), undefined);
   }
 
-  /** Waits for a NOTIFY, `ms` milliseconds or `stop()`, whichever comes first. */
-  private async idle(ms: number): Promise<void> {
-    if (this.woken || this.stopping) return;
+  /**
+   * An event about the relay itself rather than one message, with no message fields: `error`, or
+   * `waiting` and `woken` around a wait for rows (no instrument counts those two).
+   */
+  private emitRelayEvent(type: 'error' | 'waiting' | 'woken', error: string | undefined, cause: RelayWakeCause | undefined): void {
+    const event: OutboxEvent = { type, id: undefined, key: undefined, topic: undefined, attempt: undefined, publishMs: undefined, latencyMs: undefined, error };
+    this.metrics.emit(cause === undefined ? event : { ...event, cause });
+  }
+
+  /**
+   * Waits for a NOTIFY, `ms` milliseconds, a lost LISTEN connection or `stop()`, whichever comes first,
+   * and answers which it was (`poll` when the time ran out).
+   */
+  private async idle(ms: number): Promise<RelayWakeCause> {
+    if (this.stopping) return 'stop';
+    if (this.woken) return 'notification';
     let timer: NodeJS.Timeout | undefined;
-    let wake!: () => void;
-    await new Promise<void>((resolve) => {
+    let wake!: (cause: RelayWakeCause) => void;
+    const cause = await new Promise<RelayWakeCause>((resolve) => {
       wake = resolve;
       this.sleepers.add(wake);
-      timer = setTimeout(resolve, ms);
+      timer = setTimeout(() => resolve('poll'), ms);
     });
     clearTimeout(timer);
     this.sleepers.delete(wake);
+    return cause;
   }
 
-  private wakeAll(): void {
-    for (const wake of this.sleepers) wake();
+  private wakeAll(cause: RelayWakeCause): void {
+    for (const wake of this.sleepers) wake(cause);
   }
 
   /**
@@ -588,7 +594,7 @@ class OutboxRelay implements Relay {
       this.listener = undefined;
       // The waiting lock went with the session: enqueues no longer NOTIFY, so the loops must not sleep on.
       this.waitLock = undefined;
-      this.wakeAll();
+      this.wakeAll('listener_lost');
       void client.end().catch(() => undefined);
     };
     client.on('error', lost);
@@ -596,7 +602,7 @@ class OutboxRelay implements Relay {
     client.on('notification', () => {
       this.notifications++;
       this.woken = true;
-      this.wakeAll();
+      this.wakeAll('notification');
     });
     this.listener = client;
     try {

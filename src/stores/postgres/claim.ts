@@ -19,7 +19,7 @@
  *
  * @module
  */
-import type { Claim } from '../../core/record.js';
+import { claimOf, type Claim } from '../../core/record.js';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
 import { encodeToken, decodeToken } from './codec.js';
 import { RECORD_COLUMNS, toRecord, type RecordRow } from './rows.js';
@@ -101,13 +101,5 @@ export async function claimOn(db: Queryable, sql: ClaimStatements, input: ClaimI
 
 /** The winner's claim; a takeover carries the recovery point the previous holder reached. */
 function toClaim(scope: string, key: string, row: ClaimRow): Claim {
-  return {
-    scope,
-    key,
-    fingerprint: decodeToken(row.fingerprint),
-    leaseToken: decodeToken(row.leaseToken),
-    leaseExpiresAt: Number(row.leaseExpiresAt),
-    takeover: row.takeover,
-    ...(row.recoveryPoint !== null && { recoveryPoint: row.recoveryPoint }),
-  };
+  return claimOf({ scope, key, fingerprint: decodeToken(row.fingerprint) }, decodeToken(row.leaseToken), Number(row.leaseExpiresAt), row.takeover, row.recoveryPoint);
 }

@@ -1,9 +1,10 @@
 /**
- * `retrysafe/postgres`: the PostgreSQL idempotency store (driver `pg`) and its migrations.
+ * The PostgreSQL kit: the idempotency store (driver `pg`), its pool adapter and the migration runner.
+ * `retrysafe/postgres` (`src/postgres.ts`) adds `migrate`, which runs every module's migrations.
  *
  * @module
  */
 export { createPostgresStore, type PostgresStore, type PostgresStoreOptions, WAIT_POLL_MS } from './store.js';
-export { migrate, type MigrateOptions, type MigrateResult } from './migrate.js';
+export { applyMigrations, type MigrateOptions, type MigrateResult } from './migrate.js';
 export { DEFAULT_SCHEMA } from './schema.js';
 export { poolOf, type TransactionPool, type TransactionPoolClient } from './pool-of.js';

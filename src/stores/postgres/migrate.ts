@@ -1,18 +1,17 @@
 /**
- * Applies the numbered PostgreSQL migrations of every module (the idempotency records, the inbox, the
- * outbox, atomic phases and client sessions; one sequence, gathered in `migrations/index.ts`) to a schema.
- * Safe to run at every deploy, twice, or from several processes at once.
+ * Applies a sequence of numbered PostgreSQL migrations to a schema, recording each in the schema's ledger.
+ * Safe to run at every deploy, twice, or from several processes at once. `migrate()` (`src/migrate.ts`)
+ * runs it with every module's migrations.
  *
  * @module
  */
 import pg from 'pg';
-import { describe } from '../../core/duration.js';
 import type { Migration } from './migration.js';
-import { MIGRATIONS } from './migrations/index.js';
+import { requirePostgresSource } from './source.js';
 import { DEFAULT_SCHEMA, schemaNames } from './schema.js';
 import { requireOptions } from '../../core/options.js';
 
-/** Options of {@link migrate}: exactly one of `pool` and `connectionString`. */
+/** Options of `migrate` and {@link applyMigrations}: exactly one of `pool` and `connectionString`. */
 export interface MigrateOptions {
   /** A pool to borrow one connection from (not ended by `migrate`). */
   readonly pool?: pg.Pool;
@@ -22,7 +21,7 @@ export interface MigrateOptions {
   readonly schema?: string;
 }
 
-/** What {@link migrate} did. */
+/** What `migrate` (or {@link applyMigrations}) did. */
 export interface MigrateResult {
   /** The schema migrated. */
   readonly schema: string;
@@ -39,8 +38,8 @@ export interface MigrateResult {
 const MIGRATION_LOCK_CLASS = 0x52_53_4d_47; // "RSMG"
 
 /**
- * Creates the schema (if missing) and applies every migration not yet in its ledger table
- * `<schema>.schema_migrations (version, name, applied_at)`.
+ * Creates the schema (if missing) and applies every one of `migrations` (in order; see `sequence`) not yet
+ * in its ledger table `<schema>.schema_migrations (version, name, applied_at)`.
  *
  * Concurrency: the whole run holds a session advisory lock per schema (`pg_advisory_lock`), so concurrent
  * runs queue up and each later one finds the ledger complete. Each migration runs in its own transaction
@@ -50,31 +49,17 @@ const MIGRATION_LOCK_CLASS = 0x52_53_4d_47; // "RSMG"
  *   `connectionString`, a bad `schema`)
  * @throws the driver's error when the database refuses (connection, permissions, SQL); the failing
  *   migration is rolled back
- * @example
- * ```ts
- * import { migrate } from 'retrysafe/postgres';
- * const { applied } = await migrate({ connectionString: process.env.DATABASE_URL, schema: 'retrysafe' });
- * ```
  */
-export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
+export async function applyMigrations(migrations: readonly Migration[], options: MigrateOptions): Promise<MigrateResult> {
   requireOptions('migrate', options);
   const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
-  const { pool, connectionString } = options;
-  if ((pool === undefined) === (connectionString === undefined)) {
-    throw new TypeError('retrysafe: migrate needs exactly one of the options "pool" and "connectionString"');
-  }
-  if (pool !== undefined && (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function')) {
-    throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
-  }
-  if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
-    throw new TypeError(`retrysafe: option "connectionString" must be a non-empty string, got ${describe(connectionString)}`);
-  }
+  const source = requirePostgresSource('migrate', options.pool, options.connectionString);
 
-  if (pool) {
-    const client = await pool.connect();
+  if ('pool' in source) {
+    const client = await source.pool.connect();
     let failure: unknown;
     try {
-      return await migrateOn(client, names.name, names.quoted);
+      return await migrateOn(client, migrations, names.name, names.quoted);
     } catch (error) {
       failure = error;
       throw error;
@@ -83,16 +68,16 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
       client.release(failure instanceof Error ? failure : undefined);
     }
   }
-  const client = new pg.Client({ connectionString });
+  const client = new pg.Client({ connectionString: source.connectionString });
   await client.connect();
   try {
-    return await migrateOn(client, names.name, names.quoted);
+    return await migrateOn(client, migrations, names.name, names.quoted);
   } finally {
     await client.end();
   }
 }
 
-async function migrateOn(client: pg.ClientBase, schema: string, quoted: string): Promise<MigrateResult> {
+async function migrateOn(client: pg.ClientBase, migrations: readonly Migration[], schema: string, quoted: string): Promise<MigrateResult> {
   // $1 lock class, $2 schema name
   await client.query('SELECT pg_advisory_lock($1, hashtext($2))', [MIGRATION_LOCK_CLASS, schema]);
   try {
@@ -107,7 +92,7 @@ async function migrateOn(client: pg.ClientBase, schema: string, quoted: string):
     const done = await client.query<{ version: number }>(`SELECT version FROM ${quoted}.schema_migrations`);
     const appliedBefore = new Set(done.rows.map((row) => row.version));
     const applied: Migration[] = [];
-    for (const migration of MIGRATIONS) {
+    for (const migration of migrations) {
       if (appliedBefore.has(migration.version)) continue;
       await apply(client, quoted, migration);
       applied.push(migration);

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
-import { LeaseLostError, StoreClosedError, TransactionAbortedError } from '../../core/errors.js';
+import { LeaseLostError, StoreClosedError } from '../../core/errors.js';
 import { describe } from '../../core/duration.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
@@ -17,9 +17,11 @@ import { encodeToken } from './codec.js';
 import { isListenOption, listenClient, type ListenOption } from './listen-session.js';
 import { CompletionListener, topicOf } from './listener.js';
 import { toKeyedRecord, toRecord, type KeyedRecordRow, type RecordRow } from './rows.js';
+import { requirePostgresSource } from './source.js';
 import { DEFAULT_SCHEMA, schemaNames, type SchemaNames } from './schema.js';
 import { run, type Queryable } from './statement.js';
 import { boundedBegin, statements, type Statements } from './statements.js';
+import { commit, onPoolClient } from './transaction.js';
 
 /** Options of {@link createPostgresStore}: exactly one of `pool` and `connectionString`. */
 export interface PostgresStoreOptions {
@@ -183,16 +185,7 @@ a pooled connection past it. Isolation is READ COMMITTED, set explicitly: the fe
 export function createPostgresStore(options: PostgresStoreOptions): PostgresStore {
   requireOptions('createPostgresStore', options);
   const names = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
-  const { pool, connectionString } = options;
-  if ((pool === undefined) === (connectionString === undefined)) {
-    throw new TypeError('retrysafe: createPostgresStore needs exactly one of the options "pool" and "connectionString"');
-  }
-  if (pool !== undefined && (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function')) {
-    throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
-  }
-  if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
-    throw new TypeError(`retrysafe: option "connectionString" must be a non-empty string, got ${describe(connectionString)}`);
-  }
+  const source = requirePostgresSource('createPostgresStore', options.pool, options.connectionString);
   const clock = options.clock === undefined ? undefined : requireClock(options.clock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
   const prepared = options.preparedStatements ?? true;
@@ -202,14 +195,12 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   if (!isListenOption(options.listen)) {
     throw new TypeError(`retrysafe: option "listen" must be a pg.ClientConfig or false, got ${describe(options.listen)}`);
   }
-  let ownedPool: pg.Pool | undefined;
-  if (connectionString !== undefined) {
-    ownedPool = new pg.Pool({ connectionString });
-    // An idle pooled connection that dies (server restart, pg_terminate_backend) is dropped by the pool;
-    // without a listener its 'error' event would crash the process.
-    ownedPool.on('error', () => undefined);
-  }
-  return new PgStore(ownedPool ?? (pool as pg.Pool), ownedPool !== undefined, names, clock, generateId, prepared, options.listen);
+  if ('pool' in source) return new PgStore(source.pool, false, names, clock, generateId, prepared, options.listen);
+  const ownedPool = new pg.Pool({ connectionString: source.connectionString });
+  // An idle pooled connection that dies (server restart, pg_terminate_backend) is dropped by the pool;
+  // without a listener its 'error' event would crash the process.
+  ownedPool.on('error', () => undefined);
+  return new PgStore(ownedPool, true, names, clock, generateId, prepared, options.listen);
 }
 
 class PgStore implements PostgresStore {
@@ -368,53 +359,39 @@ class PgStore implements PostgresStore {
   ): Promise<R> {
     // The lease is counted from the won claim, so a wait for a pooled connection uses it up too.
     const deadline = lease === undefined ? undefined : performance.now() + lease.leaseMs;
-    const client = await this.pool.connect();
-    // A connection killed while idle in the transaction emits 'error' on the checked-out client; it must
-    // not crash the process, and the client must not go back to the pool.
-    let broken: Error | undefined;
-    const onError = (error: Error): void => {
-      broken = error;
-    };
-    client.on('error', onError);
-    let timer: NodeJS.Timeout | undefined;
     let expired: LeaseLostError | undefined;
+    let pid: number | undefined;
     try {
-      await client.query(deadline === undefined ? this.sql.begin : boundedBegin(this.sql.begin, Math.max(1, Math.ceil(deadline - performance.now()))));
-      let result: R;
-      if (lease === undefined || deadline === undefined) {
-        result = await fn(client, new ClientView(this, client));
-      } else {
-        const timeUp = new Promise<never>((_resolve, reject) => {
-          timer = setTimeout(() => {
-            expired = new LeaseLostError(lease.claim.scope, lease.claim.key);
-            reject(expired);
-          }, Math.max(0, deadline - performance.now()));
-        });
-        result = await Promise.race([fn(client, new ClientView(this, client)), timeUp]);
-        clearTimeout(timer);
-      }
-      const commit = await client.query('COMMIT');
-      // COMMIT of a transaction an earlier statement aborted rolls back and reports ROLLBACK, not an error.
-      if (commit.command !== 'COMMIT') {
-        throw new TransactionAbortedError('retrysafe: the transaction was aborted by an earlier error and rolled back at COMMIT');
-      }
-      return result;
-    } catch (error) {
-      clearTimeout(timer);
-      // Past the lease the handler may still hold the client and sit in a query: a ROLLBACK would queue
-      // behind it, and a client handed back to the pool could carry the late handler's statements into
-      // another request. The connection is destroyed instead and its backend ended, which rolls back at once.
-      if (expired !== undefined) broken ??= expired;
-      if (broken === undefined) {
-        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-        });
-      }
-      throw error;
+      return await onPoolClient(this.pool, async (client, discard) => {
+        pid = (client as pg.PoolClient & { readonly processID?: number }).processID;
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          await client.query(deadline === undefined ? this.sql.begin : boundedBegin(this.sql.begin, Math.max(1, Math.ceil(deadline - performance.now()))));
+          let result: R;
+          if (lease === undefined || deadline === undefined) {
+            result = await fn(client, new ClientView(this, client));
+          } else {
+            const timeUp = new Promise<never>((_resolve, reject) => {
+              timer = setTimeout(() => {
+                expired = new LeaseLostError(lease.claim.scope, lease.claim.key);
+                reject(expired);
+              }, Math.max(0, deadline - performance.now()));
+            });
+            result = await Promise.race([fn(client, new ClientView(this, client)), timeUp]);
+            clearTimeout(timer);
+          }
+          await commit(client, 'the transaction');
+          return result;
+        } catch (error) {
+          clearTimeout(timer);
+          // Past the lease the handler may still hold the client and sit in a query: a ROLLBACK would queue
+          // behind it, and a client handed back to the pool could carry the late handler's statements into
+          // another request. The connection is destroyed instead and its backend ended, which rolls back at once.
+          if (expired !== undefined) discard(expired);
+          throw error;
+        }
+      });
     } finally {
-      client.removeListener('error', onError);
-      const pid = (client as pg.PoolClient & { readonly processID?: number }).processID;
-      client.release(broken);
       if (expired !== undefined && pid !== undefined) {
         await this.pool.query(this.sql.terminate, [pid]).catch(() => undefined);
       }

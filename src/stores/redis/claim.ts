@@ -6,6 +6,7 @@
  * @module
  */
 import type { RedisConnection } from './connection.js';
+import { claimOf } from '../../core/record.js';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
 import { decodeRecord, unpackValues } from './fields.js';
 import { LuaScript } from './script.js';
@@ -29,17 +30,6 @@ export async function claimOn(client: RedisConnection, key: string, input: Claim
     if (!record) throw new Error('retrysafe: the Redis claim script refused without returning the record');
     return { acquired: false, record };
   }
-  const recoveryPoint = reply[3]?.toString('utf8');
-  return {
-    acquired: true,
-    claim: {
-      scope: input.scope,
-      key: input.key,
-      fingerprint: input.fingerprint,
-      leaseToken,
-      leaseExpiresAt: Number(reply[2]?.toString('latin1')) + input.leaseMs,
-      takeover: reply[1] === 1,
-      ...(recoveryPoint !== undefined && { recoveryPoint }),
-    },
-  };
+  const leaseExpiresAt = Number(reply[2]?.toString('latin1')) + input.leaseMs;
+  return { acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, reply[1] === 1, reply[3]?.toString('utf8')) };
 }

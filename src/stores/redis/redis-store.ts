@@ -158,8 +158,8 @@ export class RedisStore implements IdempotencyStore {
   }
 
   /**
-   * Walks the prefix with SCAN as `listAbandoned` does, and stops as soon as `limit` expired leases are
-   * counted; on Redis Cluster it sees only the node the client talks to.
+   * Walks the prefix with SCAN as `listAbandoned` does (on Redis Cluster every master in turn), and stops
+   * as soon as `limit` expired leases are counted.
    */
   async countExpiredLeases(limit: number): Promise<number> {
     if (!Number.isSafeInteger(limit) || limit <= 0) {
@@ -168,17 +168,53 @@ export class RedisStore implements IdempotencyStore {
     const { client } = this.config;
     const now = this.config.clock?.now() ?? (await serverTime(client));
     const expired = new Set<string>();
-    let cursor = '0';
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', recordPattern(this.config.prefix), 'COUNT', SCAN_COUNT);
-      cursor = next;
+    for await (const keys of scanKeys(client, recordPattern(this.config.prefix), SCAN_COUNT)) {
       const heads = await Promise.all(keys.map((key) => client.hmget(key, 'state', 'lease', 'expires')));
       keys.forEach((key, i) => {
         const [state, lease, expires] = heads[i] ?? [];
         if (state === 'in_progress' && Number(lease) <= now && Number(expires) > now) expired.add(key);
       });
-    } while (cursor !== '0' && expired.size < limit);
+      if (expired.size >= limit) break;
+    }
     return Math.min(expired.size, limit);
+  }
+
+  /**
+   * One page of records in (scope, key) order (JavaScript string order). Redis keeps no ordered index of
+   * records, so this walks the prefix with SCAN (bounded work per step; on Redis Cluster every master in
+   * turn) and keeps only the first `query.limit` matches in memory; the cost grows with the number of
+   * records, not with the page.
+   */
+  async listRecords(query: RecordQuery): Promise<IdempotencyRecord[]> {
+    const { limit } = query;
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new TypeError(`retrysafe: listRecords limit must be a positive integer, got ${String(limit)}`);
+    }
+    await this.ready();
+    const { client } = this.config;
+    const before = (a: readonly [string, string], b: readonly [string, string]): boolean => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
+    const after = query.after === undefined ? undefined : ([query.after.scope, query.after.key] as const);
+    // Redis key → (scope, key); SCAN may return a key twice, the map keeps it once.
+    let page = new Map<string, readonly [string, string]>();
+    for await (const keys of scanKeys(client, recordPattern(this.config.prefix), SCAN_COUNT)) {
+      const heads = await Promise.all(keys.map((key) => client.hmget(key, 'scope', 'key', 'state')));
+      keys.forEach((redisKey, i) => {
+        const [scope, key, state] = heads[i] ?? [];
+        if (scope == null || key == null) return;
+        if (query.state !== undefined && state !== query.state) return;
+        if (query.scope !== undefined && scope !== query.scope) return;
+        if (query.keyPrefix !== undefined && !key.startsWith(query.keyPrefix)) return;
+        if (after !== undefined && !before(after, [scope, key])) return;
+        page.set(redisKey, [scope, key]);
+      });
+      if (page.size > limit) page = new Map([...page].sort((a, b) => (before(a[1], b[1]) ? -1 : 1)).slice(0, limit));
+    }
+    const records = await Promise.all(
+      [...page.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...HASH_FIELDS])) as RecordValues)),
+    );
+    return records
+      .filter((record): record is IdempotencyRecord => record !== undefined && (query.state === undefined || record.state === query.state))
+      .sort((a, b) => (before([a.scope, a.key], [b.scope, b.key]) ? -1 : 1));
   }
 
   /**
@@ -195,46 +231,6 @@ export class RedisStore implements IdempotencyStore {
    * the better trade; give it a prefix of its own to keep the walk short. On Redis Cluster the walk visits
    * every master in turn.
    */
-  /**
-   * One page of records in (scope, key) order (JavaScript string order). Redis keeps no ordered index of
-   * records, so this walks the prefix with SCAN (bounded work per step) and keeps only the first
-   * `query.limit` matches in memory; the cost grows with the number of records, not with the page.
-   */
-  async listRecords(query: RecordQuery): Promise<IdempotencyRecord[]> {
-    const { limit } = query;
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: listRecords limit must be a positive integer, got ${String(limit)}`);
-    }
-    await this.ready();
-    const { client } = this.config;
-    const before = (a: readonly [string, string], b: readonly [string, string]): boolean => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
-    const after = query.after === undefined ? undefined : ([query.after.scope, query.after.key] as const);
-    // Redis key → (scope, key); SCAN may return a key twice, the map keeps it once.
-    let page = new Map<string, readonly [string, string]>();
-    let cursor = '0';
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', recordPattern(this.config.prefix), 'COUNT', SCAN_COUNT);
-      cursor = next;
-      const heads = await Promise.all(keys.map((key) => client.hmget(key, 'scope', 'key', 'state')));
-      keys.forEach((redisKey, i) => {
-        const [scope, key, state] = heads[i] ?? [];
-        if (scope == null || key == null) return;
-        if (query.state !== undefined && state !== query.state) return;
-        if (query.scope !== undefined && scope !== query.scope) return;
-        if (query.keyPrefix !== undefined && !key.startsWith(query.keyPrefix)) return;
-        if (after !== undefined && !before(after, [scope, key])) return;
-        page.set(redisKey, [scope, key]);
-      });
-      if (page.size > limit) page = new Map([...page].sort((a, b) => (before(a[1], b[1]) ? -1 : 1)).slice(0, limit));
-    } while (cursor !== '0');
-    const records = await Promise.all(
-      [...page.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...HASH_FIELDS])) as RecordValues)),
-    );
-    return records
-      .filter((record): record is IdempotencyRecord => record !== undefined && (query.state === undefined || record.state === query.state))
-      .sort((a, b) => (before([a.scope, a.key], [b.scope, b.key]) ? -1 : 1));
-  }
-
   async listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
     if (!Number.isSafeInteger(limit) || limit <= 0) {
       throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`);

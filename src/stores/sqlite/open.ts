@@ -9,6 +9,7 @@
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import type { SqliteSynchronous } from './options.js';
+import type { SqliteSource } from './source.js';
 
 /** One schema step, its SQL already naming the module's tables. Never edit a released step; append one. */
 interface SqliteStep {
@@ -45,7 +46,7 @@ export interface SqliteSchema {
 /** What {@link openSqlite} opens and how. */
 interface SqliteOpening {
   /** A file to open (`':memory:'` for none), or a `better-sqlite3` connection of the caller's, left open. */
-  readonly source: { readonly path: string } | { readonly database: Database };
+  readonly source: SqliteSource;
   /** Sets `busy_timeout` (ms) on the connection; `undefined` leaves the connection's own (the driver's default is 5 000). */
   readonly busyTimeoutMs: number | undefined;
   /**

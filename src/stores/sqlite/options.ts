@@ -8,6 +8,7 @@ import type { Database } from 'better-sqlite3';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
+import { requireSqliteSource, type SqliteSource } from './source.js';
 
 /** Options of `createSqliteStore`. Durations are in milliseconds. */
 export interface SqliteStoreOptions {
@@ -71,7 +72,7 @@ export const SQLITE_SYNCHRONOUS: readonly SqliteSynchronous[] = Object.freeze(['
 
 /** Validated, frozen options. */
 interface ResolvedSqliteStoreOptions {
-  readonly source: { readonly path: string } | { readonly database: Database };
+  readonly source: SqliteSource;
   readonly table: string;
   readonly clock: Clock;
   readonly generateId: () => string;
@@ -93,19 +94,7 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
 export function resolveSqliteStoreOptions(options: SqliteStoreOptions | undefined): ResolvedSqliteStoreOptions {
   if (options === undefined) options = {};
   requireOptions('createSqliteStore', options);
-  const { path, database } = options;
-  if (database !== undefined && path !== undefined) {
-    throw new TypeError(`retrysafe: option "path" (${describe(path)}) must be absent when "database" is given`);
-  }
-  if (path !== undefined && (typeof path !== 'string' || path.length === 0)) {
-    throw new TypeError(`retrysafe: option "path" must be a file path or ':memory:', got ${describe(path)}`);
-  }
-  if (
-    database !== undefined &&
-    (typeof database !== 'object' || database === null || typeof (database as Partial<Database>).prepare !== 'function')
-  ) {
-    throw new TypeError(`retrysafe: option "database" must be a better-sqlite3 Database, got ${describe(database)}`);
-  }
+  const source = requireSqliteSource(options.path, options.database);
   const table = options.table ?? 'retrysafe_records';
   if (typeof table !== 'string' || !IDENTIFIER.test(table)) {
     throw new TypeError(
@@ -117,18 +106,18 @@ export function resolveSqliteStoreOptions(options: SqliteStoreOptions | undefine
   const busyTimeoutMs =
     options.busyTimeoutMs !== undefined
       ? requireDurationMs('busyTimeoutMs', options.busyTimeoutMs)
-      : database === undefined
+      : 'path' in source
         ? DEFAULT_BUSY_TIMEOUT_MS
         : undefined;
   const migrate = options.migrate ?? true;
   if (typeof migrate !== 'boolean') throw new TypeError(`retrysafe: option "migrate" must be a boolean, got ${describe(migrate)}`);
-  const synchronous = options.synchronous ?? (database === undefined ? DEFAULT_SYNCHRONOUS : undefined);
+  const synchronous = options.synchronous ?? ('path' in source ? DEFAULT_SYNCHRONOUS : undefined);
   if (synchronous !== undefined && !SQLITE_SYNCHRONOUS.includes(synchronous)) {
     throw new TypeError(`retrysafe: option "synchronous" must be 'normal' or 'full', got ${describe(synchronous)}`);
   }
   return Object.freeze({
     migrate,
-    source: Object.freeze(database !== undefined ? { database } : { path: path ?? ':memory:' }),
+    source: Object.freeze(source),
     table,
     clock,
     generateId,

@@ -21,7 +21,6 @@ import {
   RecordingMeter,
   runUntil,
   startWebhookReceiver,
-  untilRelayWaits,
   untilVisible,
   waitUntil,
   WEBHOOK_SECRET,
@@ -339,14 +338,26 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
 
   it('wakes on NOTIFY at commit instead of waiting for the poll interval', async () => {
     const outbox = createOutbox({ schema: db.schema });
-    const relay = relayFor({ pollIntervalMs: 60_000 });
+    // In order: the relay falling asleep waiting for rows, each wake with its cause, and each publish.
+    const happened: string[] = [];
+    const relay = relayFor({
+      pollIntervalMs: 60_000,
+      onEvent: (event) => {
+        if (event.type === 'waiting') happened.push('waiting');
+        if (event.type === 'woken') happened.push(`woken by ${event.cause ?? '?'}`);
+        if (event.type === 'published') happened.push('published');
+      },
+    });
     relay.start();
-    // Let the relay reach its idle wait: LISTEN active and the waiting lock held.
-    await untilRelayWaits(db.pool, outbox.channel);
+    // Let the relay fall asleep: LISTEN active, the waiting lock held, nothing left to claim.
+    await waitUntil(() => happened.includes('waiting'));
+    expect(happened).toEqual(['waiting']);
     await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'k', payload: 'wake' }));
-    // Fails after 20 s, far below the 60 s poll interval, with room for the chase when another test file's
-    // open transaction holds the row back for a while (the chase's doubling waits add up to about twice that).
-    await waitUntil(() => hook.received.length === 1, 20_000);
+    // The relay reports `published` once the webhook has answered, after the receiver has seen it.
+    await waitUntil(() => happened.includes('published'), 20_000);
+    expect(hook.received.map((r) => r.body)).toEqual(['wake']);
+    // The enqueue's NOTIFY ended the wait and the row was published after it; no poll interval ended first.
+    expect(happened.slice(0, happened.indexOf('published') + 1)).toEqual(['waiting', 'woken by notification', 'published']);
   });
 
   it('cleans up only sent rows older than retention, in bounded batches', async () => {

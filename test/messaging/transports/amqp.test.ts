@@ -20,7 +20,7 @@ import { postgresAvailable } from '../../support/postgres-schema.js';
 import { AMQP_URL, serviceAvailable, uniqueName } from '../../support/services.js';
 import { runChild } from './child.js';
 import { count, record } from './recorder.js';
-import { createEffectsSchema, type EffectsSchema } from '../../support/messaging.js';
+import { createEffectsSchema, writeEffect, type EffectsSchema } from '../../support/messaging.js';
 
 const available =
   (await postgresAvailable()) &&
@@ -55,13 +55,6 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     return recorder;
   }
 
-  const writeEffect =
-    (runs: Map<string, number>, consumerName = 'billing'): MessageHandler<pg.PoolClient> =>
-    async (message, tx) => {
-      runs.set(message.id ?? '', (runs.get(message.id ?? '') ?? 0) + 1);
-      await db.write(tx, consumerName, message.id ?? '');
-    };
-
   function newInbox(maxAttempts = 5): Inbox<pg.PoolClient> {
     return createInbox({ store: createPostgresInboxStore({ pool: db.pool, schema: db.schema }), maxAttempts });
   }
@@ -84,7 +77,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     const id = randomUUID();
     for (let i = 0; i < 5; i += 1) publish(q, id);
     const runs = new Map<string, number>();
-    const recorder = await consume(q, newInbox(), writeEffect(runs));
+    const recorder = await consume(q, newInbox(), writeEffect(db, runs));
     await recorder.until((seen) => count(seen, id) === 5);
     expect(count(recorder.seen, id, 'ack')).toBe(5);
     expect(runs.get(id)).toBe(1);
@@ -98,7 +91,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     expect(await runChild({ BROKER: 'amqp', SCHEMA: db.schema, CONSUMER: 'billing', CRASH: 'after-commit', QUEUE: q })).toBe('SIGKILL');
     expect(await db.count('billing', id)).toBe(1);
     const runs = new Map<string, number>();
-    const recorder = await consume(q, newInbox(), writeEffect(runs));
+    const recorder = await consume(q, newInbox(), writeEffect(db, runs));
     await recorder.until((seen) => count(seen, id) === 1);
     expect(count(recorder.seen, id, 'ack')).toBe(1);
     expect(runs.get(id)).toBeUndefined();
@@ -131,7 +124,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     expect(await runChild(child)).toBe('SIGKILL');
     const inbox = newInbox(2);
     const runs = new Map<string, number>();
-    const recorder = await consume(q, inbox, writeEffect(runs));
+    const recorder = await consume(q, inbox, writeEffect(db, runs));
     await recorder.until((seen) => count(seen, id) === 1);
     expect(recorder.seen).toEqual([{ id, disposition: 'dead_letter' }]);
     expect(runs.size).toBe(0);
@@ -192,7 +185,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     queues.push(q, dlq);
     await channel.assertQueue(q, { durable: true, arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 2 } });
     const own = await connection.createChannel();
-    const recorder = record(inboxProcessor(newInbox(), 'billing', writeEffect(new Map())));
+    const recorder = record(inboxProcessor(newInbox(), 'billing', writeEffect(db, new Map())));
     await expect(startAmqpConsumer({ channel: own, queue: q, quorum: { deadLetterQueue: dlq }, process: recorder.process, redriveIntervalMs: false })).rejects.toThrow(
       /could not declare queue .* with dead-lettering .*inequivalent arg 'x-dead-letter-exchange'/,
     );
@@ -215,7 +208,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     const recorder = record(
       inboxProcessor(inbox, name, async (message, tx) => {
         if (!healthy) throw new Error('downstream unavailable');
-        await writeEffect(runs, name)(message, tx, { attempt: 1, signal: new AbortController().signal });
+        await writeEffect(db, runs, name)(message, tx, { attempt: 1, signal: new AbortController().signal });
       }),
     );
     const { redrivePending } = recorder.process;
@@ -238,8 +231,8 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     const ids = Array.from({ length: 20 }, () => randomUUID());
     for (let copy = 0; copy < 3; copy += 1) for (const id of ids) publish(q, id);
     const runs = new Map<string, number>();
-    const first = await consume(q, newInbox(), writeEffect(runs, 'competing'), 'competing');
-    const second = await consume(q, newInbox(), writeEffect(runs, 'competing'), 'competing');
+    const first = await consume(q, newInbox(), writeEffect(db, runs, 'competing'), 'competing');
+    const second = await consume(q, newInbox(), writeEffect(db, runs, 'competing'), 'competing');
     await Promise.all([
       first.until(() => first.seen.length + second.seen.length === 60),
       second.until(() => first.seen.length + second.seen.length === 60),
@@ -257,7 +250,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     const q = await queue();
     publish(q, undefined, 'no id');
     const runs = new Map<string, number>();
-    const recorder = await consume(q, newInbox(), writeEffect(runs));
+    const recorder = await consume(q, newInbox(), writeEffect(db, runs));
     await recorder.until((seen) => seen.length === 1);
     expect(recorder.seen).toEqual([{ id: undefined, disposition: 'reject' }]);
     expect(runs.size).toBe(0);
@@ -269,7 +262,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     channel.sendToQueue(q, Buffer.from('x'), { headers: { 'x-event-id': id } });
     channel.sendToQueue(q, Buffer.from('x'), { headers: { 'x-event-id': id } });
     const runs = new Map<string, number>();
-    const recorder = record(inboxProcessor(newInbox(), 'billing', writeEffect(runs)));
+    const recorder = record(inboxProcessor(newInbox(), 'billing', writeEffect(db, runs)));
     consumers.push(
       await startAmqpConsumer({
         channel: await connection.createChannel(),

@@ -13,7 +13,7 @@ import { postgresAvailable } from '../../support/postgres-schema.js';
 import { NATS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
 import { runChild } from './child.js';
 import { count, record, type Recorder } from './recorder.js';
-import { createEffectsSchema, type EffectsSchema } from '../../support/messaging.js';
+import { createEffectsSchema, writeEffect, type EffectsSchema } from '../../support/messaging.js';
 
 const available =
   (await postgresAvailable()) &&
@@ -70,13 +70,6 @@ describe.runIf(available)('NATS JetStream consumer with the inbox', () => {
     return recorder;
   }
 
-  const writeEffect =
-    (runs: Map<string, number>, consumerName = 'billing'): MessageHandler<pg.PoolClient> =>
-    async (message, tx) => {
-      runs.set(message.id ?? '', (runs.get(message.id ?? '') ?? 0) + 1);
-      await db.write(tx, consumerName, message.id ?? '');
-    };
-
   function newInbox(maxAttempts = 5): Inbox<pg.PoolClient> {
     return createInbox({ store: createPostgresInboxStore({ pool: db.pool, schema: db.schema }), maxAttempts, handlerTimeoutMs: 1_000 });
   }
@@ -106,7 +99,7 @@ describe.runIf(available)('NATS JetStream consumer with the inbox', () => {
       await js.publish(subject, new TextEncoder().encode('x'), { headers: h, msgID: randomUUID() });
     }
     const runs = new Map<string, number>();
-    const recorder = await consume(name, newInbox(), writeEffect(runs), { messageId: (m) => m.headers?.get('X-Event-Id') });
+    const recorder = await consume(name, newInbox(), writeEffect(db, runs), { messageId: (m) => m.headers?.get('X-Event-Id') });
     await recorder.until((seen) => count(seen, id, 'ack') === 5);
     expect(runs.get(id)).toBe(1);
     expect(await db.count('billing', id)).toBe(1);
@@ -119,7 +112,7 @@ describe.runIf(available)('NATS JetStream consumer with the inbox', () => {
     expect(await runChild({ BROKER: 'nats', SCHEMA: db.schema, CONSUMER: 'billing', CRASH: 'after-commit', STREAM: stream, DURABLE: name })).toBe('SIGKILL');
     expect(await db.count('billing', id)).toBe(1);
     const runs = new Map<string, number>();
-    const recorder = await consume(name, newInbox(), writeEffect(runs));
+    const recorder = await consume(name, newInbox(), writeEffect(db, runs));
     await recorder.until((seen) => count(seen, id) === 1);
     expect(count(recorder.seen, id, 'ack')).toBe(1);
     expect(runs.get(id)).toBeUndefined();
@@ -179,7 +172,7 @@ describe.runIf(available)('NATS JetStream consumer with the inbox', () => {
         failedOnce.add(message.id ?? '');
         throw new Error('first attempt fails');
       }
-      await writeEffect(runs, 'competing')(message, tx, { attempt: 2, signal: new AbortController().signal });
+      await writeEffect(db, runs, 'competing')(message, tx, { attempt: 2, signal: new AbortController().signal });
     };
     const first = await consume(name, newInbox(), handler, { consumerName: 'competing' });
     const second = await consume(name, newInbox(), handler, { consumerName: 'competing' });
@@ -197,7 +190,7 @@ describe.runIf(available)('NATS JetStream consumer with the inbox', () => {
     const { name, subject } = await durable();
     await publish(subject, undefined, 'no id');
     const runs = new Map<string, number>();
-    const recorder = await consume(name, newInbox(), writeEffect(runs));
+    const recorder = await consume(name, newInbox(), writeEffect(db, runs));
     await recorder.until((seen) => seen.length === 1);
     expect(recorder.seen).toEqual([{ id: undefined, disposition: 'reject' }]);
     expect(runs.size).toBe(0);

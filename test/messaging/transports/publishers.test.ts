@@ -12,10 +12,11 @@ import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createAmqpPublisher } from '../../../src/messaging/transports/amqp.js';
 import { createNatsPublisher, NATS_KEY_HEADER } from '../../../src/messaging/transports/nats.js';
-import { createOutbox, createRelay, PublishError, type Outbox, type OutboxEvent, type Relay } from '../../../src/messaging/outbox/index.js';
+import { createOutbox, createRelay, PublishError, type Outbox, type OutboxEvent, type OutboxPublisher, type Relay } from '../../../src/messaging/outbox/index.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
 import { AMQP_URL, NATS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
-import { outboxBacklog, TcpProxy, waitUntil } from '../../support/outbox.js';
+import { outboxBacklog, waitUntil } from '../../support/outbox.js';
+import { TcpProxy } from '../../support/tcp-proxy.js';
 
 const postgres = await postgresAvailable();
 const rabbit = await serviceAvailable('RabbitMQ', async () => {
@@ -71,6 +72,40 @@ async function enqueueMany(topic: string, keys: number, perKey: number, tag = ''
 }
 
 const pending = async (): Promise<number> => (await outbox.status(db.pool)).pending;
+
+/**
+ * Runs a relay on `publisher` through a broker outage: `keys` × 10 messages enqueued before `proxy` cuts
+ * the connection and as many during the cut; once the relay has retried, the proxy is restored and the
+ * run waits until nothing is pending, then stops the relay and the publisher and cuts the proxy again (so
+ * what is read next comes from the broker, not the publisher). Returns the ids enqueued before and during.
+ */
+async function runThroughOutage(publisher: OutboxPublisher, proxy: TcpProxy, topic: string, keys: number): Promise<{ before: string[]; during: string[] }> {
+  const retries: OutboxEvent[] = [];
+  const relay = createRelay({
+    pool: db.pool,
+    outbox,
+    publisher,
+    pollIntervalMs: 50,
+    publishTimeoutMs: 2_000,
+    leaseMs: 5_000,
+    backoffBaseMs: 20,
+    backoffMaxMs: 200,
+    maxAttempts: 1_000,
+    onEvent: (e) => void (e.type === 'retry' && retries.push(e)),
+  });
+  relays.push(relay);
+  relay.start();
+  const before = await enqueueMany(topic, keys, 10, 'before');
+  await proxy.cut();
+  const during = await enqueueMany(topic, keys, 10, 'during');
+  await waitUntil(() => retries.length > 0);
+  await proxy.restore();
+  await waitUntil(async () => (await pending()) === 0, 20_000, () => outboxBacklog(db.pool, db.schema));
+  await relay.stop();
+  await publisher.close();
+  await proxy.cut();
+  return { before, during };
+}
 
 describe.runIf(postgres && rabbit)('outbox relay to RabbitMQ', () => {
   let connection: ChannelModel;
@@ -219,30 +254,7 @@ describe.runIf(postgres && rabbit)('outbox relay to RabbitMQ', () => {
     proxied.port = String(proxy.port);
     // A connect that hangs (the handshake never answered) must not outlast the test's wait.
     const publisher = createAmqpPublisher({ url: proxied.toString(), connectTimeoutMs: 2_000 });
-    const retries: OutboxEvent[] = [];
-    const relay = createRelay({
-      pool: db.pool,
-      outbox,
-      publisher,
-      pollIntervalMs: 50,
-      publishTimeoutMs: 2_000,
-      leaseMs: 5_000,
-      backoffBaseMs: 20,
-      backoffMaxMs: 200,
-      maxAttempts: 1_000,
-      onEvent: (e) => void (e.type === 'retry' && retries.push(e)),
-    });
-    relays.push(relay);
-    relay.start();
-    const before = await enqueueMany(q, 5, 10, 'before');
-    await proxy.cut();
-    const during = await enqueueMany(q, 5, 10, 'during');
-    await waitUntil(() => retries.length > 0);
-    await proxy.restore();
-    await waitUntil(async () => (await pending()) === 0, 20_000, () => outboxBacklog(db.pool, db.schema));
-    await relay.stop();
-    await publisher.close();
-    await proxy.cut();
+    const { before, during } = await runThroughOutage(publisher, proxy, q, 5);
     const delivered = new Set((await drainQueue(q)).map((m) => m.properties.messageId as string));
     for (const id of [...before, ...during]) expect(delivered.has(id)).toBe(true);
     expect((await outbox.status(db.pool)).deadLetters).toBe(0);
@@ -312,30 +324,7 @@ describe.runIf(postgres && nats)('outbox relay to NATS JetStream', () => {
       connectionOptions: { reconnectTimeWait: 50, ignoreClusterUpdates: true },
       ackTimeoutMs: 500,
     });
-    const retries: OutboxEvent[] = [];
-    const relay = createRelay({
-      pool: db.pool,
-      outbox,
-      publisher,
-      pollIntervalMs: 50,
-      publishTimeoutMs: 2_000,
-      leaseMs: 5_000,
-      backoffBaseMs: 20,
-      backoffMaxMs: 200,
-      maxAttempts: 1_000,
-      onEvent: (e) => void (e.type === 'retry' && retries.push(e)),
-    });
-    relays.push(relay);
-    relay.start();
-    const before = await enqueueMany(subject, 4, 10, 'before');
-    await proxy.cut();
-    const during = await enqueueMany(subject, 4, 10, 'during');
-    await waitUntil(() => retries.length > 0);
-    await proxy.restore();
-    await waitUntil(async () => (await pending()) === 0, 20_000, () => outboxBacklog(db.pool, db.schema));
-    await relay.stop();
-    await publisher.close();
-    await proxy.cut();
+    const { before, during } = await runThroughOutage(publisher, proxy, subject, 4);
     const ids = (await stored(subject)).map((m) => m.id);
     expect(ids.length).toBe(before.length + during.length);
     expect(new Set(ids)).toEqual(new Set([...before, ...during]));

@@ -12,10 +12,11 @@ import { INBOX_MIGRATIONS } from '../../../src/messaging/inbox/migrations/postgr
 import { OUTBOX_MIGRATIONS } from '../../../src/messaging/outbox/migrations/postgres/index.js';
 import { PHASES_MIGRATIONS } from '../../../src/phases/migrations/postgres/index.js';
 import { SESSIONS_MIGRATIONS } from '../../../src/sessions/migrations/postgres/index.js';
-import { migrate } from '../../../src/stores/postgres/index.js';
+import { migrate } from '../../../src/postgres.js';
 import type { Migration } from '../../../src/stores/postgres/migration.js';
 import { IDEMPOTENCY_MIGRATIONS } from '../../../src/stores/postgres/migrations/idempotency.js';
-import { MIGRATIONS, sequence } from '../../../src/stores/postgres/migrations/index.js';
+import { MIGRATIONS } from '../../../src/migrate.js';
+import { sequence } from '../../../src/stores/postgres/migration.js';
 import { postgresAvailable } from '../../support/postgres-schema.js';
 import { POSTGRES_URL, uniqueName } from '../../support/services.js';
 

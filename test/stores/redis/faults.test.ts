@@ -4,7 +4,6 @@
  */
 import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +15,8 @@ import { createReceiver } from '../../../src/receiver.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
 import { CLAIM_LUA } from '../../../src/stores/redis/scripts/claim.lua.js';
 import { LuaScript } from '../../../src/stores/redis/script.js';
-import { REDIS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
+import { deleteUnder } from '../../support/redis.js';
+import { freePort, REDIS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/child.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
@@ -63,17 +63,6 @@ function exited(proc: ChildProcess): Promise<void> {
   return new Promise((resolve) => proc.once('exit', () => resolve()));
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
 /** Starts a private redis-server (append-only file, fsync per write) and resolves once it accepts connections. */
 async function startRedis(port: number, dir: string): Promise<ChildProcessWithoutNullStreams> {
   const server = spawn('redis-server', [
@@ -95,12 +84,7 @@ const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: fal
 
 if (await serviceAvailable('Redis', () => client.connect())) {
   afterAll(async () => {
-    let cursor = '0';
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${FILE_PREFIX}*`, 'COUNT', 500);
-      cursor = next;
-      if (keys.length > 0) await client.del(...keys);
-    } while (cursor !== '0');
+    await deleteUnder(client, FILE_PREFIX);
     await client.quit();
   });
 

@@ -10,6 +10,7 @@ import { type ReceiverOptions } from '../../../src/core/receiver.js';
 import { createReceiver } from '../../../src/receiver.js';
 import { idempotency } from '../../../src/http/hono.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
+import { deleteUnder } from '../../support/redis.js';
 import { REDIS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
 import { honoDriver } from '../../http/hono-driver.js';
 import { redisScenarioStore } from '../../http/scenario-stores.js';
@@ -47,12 +48,7 @@ async function app(prefix: string, options: Omit<ReceiverOptions, 'clock'> = {})
 if (await serviceAvailable('Redis', () => client.connect())) {
   afterAll(async () => {
     await Promise.all(connections.map((connection) => connection.quit().catch(() => undefined)));
-    let cursor = '0';
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${FILE_PREFIX}*`, 'COUNT', 500);
-      cursor = next;
-      if (keys.length > 0) await client.del(...keys);
-    } while (cursor !== '0');
+    await deleteUnder(client, FILE_PREFIX);
     await client.quit();
   });
 

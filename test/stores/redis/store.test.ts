@@ -11,7 +11,7 @@ import { CLAIM_LUA } from '../../../src/stores/redis/scripts/claim.lua.js';
 import { LuaScript } from '../../../src/stores/redis/script.js';
 import type { ClaimInput } from '../../../src/core/store.js';
 import { REDIS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
-import { deleteUnder, redisContractFixtures } from '../../support/redis.js';
+import { deleteUnder, keysUnder, redisContractFixtures } from '../../support/redis.js';
 import { storeContract } from '../contract.js';
 
 const FILE_PREFIX = uniqueName('rs_redis');
@@ -25,18 +25,6 @@ function input(key: string, overrides: Partial<ClaimInput> = {}): ClaimInput {
 
 function text(body: string, status = 200): StoredResponse {
   return { status, headers: { 'content-type': 'text/plain' }, body: encoder.encode(body) };
-}
-
-/** Every key under `prefix`, found with SCAN (never KEYS: the server is shared). */
-async function keysUnder(client: Redis, prefix: string): Promise<string[]> {
-  const found: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-    cursor = next;
-    found.push(...keys);
-  } while (cursor !== '0');
-  return found;
 }
 
 /** A second connection to the same server. */

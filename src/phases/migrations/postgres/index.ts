@@ -1,7 +1,7 @@
 /**
  * Atomic phases' PostgreSQL migrations: recovery points on the idempotency records. Their numbers belong
  * to the one sequence `migrate()` from `retrysafe/postgres` applies to every module
- * (`stores/postgres/migrations/index.ts`).
+ * (`src/migrate.ts`).
  *
  * @module
  */

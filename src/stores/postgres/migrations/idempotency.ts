@@ -1,6 +1,6 @@
 /**
  * The idempotency store's PostgreSQL migrations: the records table and its `claim()` function. Their
- * numbers belong to the one sequence of every module (`index.ts`).
+ * numbers belong to the one sequence of every module (`src/migrate.ts`).
  *
  * @module
  */

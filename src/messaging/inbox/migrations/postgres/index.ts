@@ -1,6 +1,6 @@
 /**
  * The inbox's PostgreSQL migrations. Their numbers belong to the one sequence `migrate()` from
- * `retrysafe/postgres` applies to every module (`stores/postgres/migrations/index.ts`).
+ * `retrysafe/postgres` applies to every module (`src/migrate.ts`).
  *
  * @module
  */

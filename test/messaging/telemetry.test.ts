@@ -4,17 +4,15 @@
  * on spans and instruments, and the dead-letter log line through a real pino instance with the message id
  * hashed. The inbox runs on SQLite in memory; the outbox's insert goes to a recording connection.
  */
-import { Writable } from 'node:stream';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createInbox, createSqliteInboxStore, INBOX_INSTRUMENTS, INBOX_SPANS, type InboxStore } from '../../src/messaging/inbox/index.js';
 import { createOutbox, type Queryable } from '../../src/messaging/outbox/index.js';
 import { INSTRUMENTATION_SCOPE, keyHash } from '../../src/index.js';
-import { telemetry, type Telemetry } from '../support/telemetry.js';
+import { capturingLogger, telemetry, type Telemetry } from '../support/telemetry.js';
 import type { Database } from 'better-sqlite3';
 
 beforeAll(() => {
@@ -36,21 +34,6 @@ function recordingConnection(): { tx: Queryable; headers: () => Record<string, s
     },
   } as unknown as Queryable;
   return { tx, headers: () => JSON.parse(String(inserts.at(-1)?.[3])) as Record<string, string> };
-}
-
-/** A pino logger writing JSON lines into an array. */
-function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown>[]; raw: string[] } {
-  const lines: Record<string, unknown>[] = [];
-  const raw: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      const text = chunk.toString('utf8');
-      raw.push(text);
-      for (const line of text.split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { logger: pino({ level: 'info' }, stream), lines, raw };
 }
 
 describe('trace context through the outbox and the inbox', () => {

@@ -1,13 +1,16 @@
 /**
- * A TCP proxy that loses one reply: once armed, the first client→server chunk matching a predicate is
- * forwarded, and when the server's answer comes back the connection is dropped instead of delivering it.
- * The request did reach the server (and, for an autocommit statement or a script, took effect): the
- * client sees an indeterminate failure.
+ * A TCP proxy on 127.0.0.1 in front of a real server, for the faults a test injects on the wire:
+ * - `cut()` closes the listener and destroys every open connection (the client sees the server vanish),
+ *   `restore()` listens again on the same port;
+ * - `arm(matches)` loses one reply: the first client→server chunk matching it is forwarded, and when the
+ *   server's answer comes back the connection is dropped instead of delivering it. The request did reach
+ *   the server (and, for an autocommit statement or a script, took effect): the client sees an
+ *   indeterminate failure.
  */
 import { once } from 'node:events';
 import * as net from 'node:net';
 
-export class ReplyDropProxy {
+export class TcpProxy {
   private server: net.Server | undefined;
   private readonly sockets = new Set<net.Socket>();
   private armed: ((chunk: Buffer) => boolean) | undefined;
@@ -51,7 +54,7 @@ export class ReplyDropProxy {
         client.write(chunk);
       });
     });
-    server.listen(0, '127.0.0.1');
+    server.listen(this.port, '127.0.0.1');
     await once(server, 'listening');
     const address = server.address();
     if (address === null || typeof address === 'string') throw new Error('no address');
@@ -64,10 +67,20 @@ export class ReplyDropProxy {
     this.armed = matches;
   }
 
-  async close(): Promise<void> {
+  async cut(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
     for (const socket of this.sockets) socket.destroy();
     this.sockets.clear();
-    const server = this.server;
     if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  restore(): Promise<void> {
+    return this.start();
+  }
+
+  /** Stops the proxy for good (what `cut` does). */
+  close(): Promise<void> {
+    return this.cut();
   }
 }

@@ -6,12 +6,13 @@
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type Receiver } from '../../src/core/receiver.js';
-import { createReceiver } from '../../src/receiver.js';
-import { idempotency, idempotencyOf } from '../../src/http/express.js';
-import type { TransactionalStore } from '../../src/core/store.js';
-import { supertestClient } from '../http/express-driver.js';
-import type { TestClient, TestRequest } from '../support/http.js';
+import { type Receiver } from '../../../src/core/receiver.js';
+import { createReceiver } from '../../../src/receiver.js';
+import { idempotency, idempotencyOf } from '../../../src/http/express.js';
+import type { TransactionalStore } from '../../../src/core/store.js';
+import { supertestClient } from '../../http/express-driver.js';
+import type { TestClient, TestRequest } from '../../support/http.js';
+import { createTestSchema, type TestSchema } from '../../support/postgres-schema.js';
 
 /** One ORM over one store. */
 export interface OrmHarness<Tx> {
@@ -22,6 +23,13 @@ export interface OrmHarness<Tx> {
   committedOrders(key: string): Promise<number>;
   /** Closes what the harness opened (the store included). */
   close(): Promise<void>;
+}
+
+/** A migrated PostgreSQL test schema with the scenarios' `orders (id, key, amount)` table. */
+export async function createOrdersSchema(prefix: string): Promise<TestSchema> {
+  const db = await createTestSchema(prefix);
+  await db.pool.query(`CREATE TABLE "${db.schema}".orders (id serial PRIMARY KEY, key text NOT NULL, amount int NOT NULL)`);
+  return db;
 }
 
 /** What the handler does after its insert: answer 201, throw, or answer 503. */

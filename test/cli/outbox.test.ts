@@ -3,11 +3,11 @@
  * runs the CLI (a child process).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOutbox, createRelay, PublishError } from '../../../src/messaging/outbox/index.js';
-import { runCli } from '../../support/run-cli.js';
-import { createTestSchema, postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
-import { POSTGRES_URL } from '../../support/services.js';
-import { untilVisible } from '../../support/outbox.js';
+import { createOutbox, createRelay, PublishError } from '../../src/messaging/outbox/index.js';
+import { runCli } from '../support/run-cli.js';
+import { createTestSchema, postgresAvailable, type TestSchema } from '../support/postgres-schema.js';
+import { POSTGRES_URL } from '../support/services.js';
+import { untilVisible } from '../support/outbox.js';
 
 const available = await postgresAvailable();
 

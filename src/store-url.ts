@@ -1,38 +1,39 @@
 /**
- * The `--store` flag: one URL names an idempotency store for every CLI command. Each scheme is one row of
- * {@link STORE_SCHEMES}. A new store plugs in with a row there, a member of {@link OpenedStore}, and a case
- * in the demo server's wiring (`src/demo/payments/server.ts`), which the compiler then asks for. Open the driver with a
- * dynamic `import()` in `open`, so a command that never opens that store never loads its (optional) driver.
+ * `retrysafe/store-url`: one URL names an idempotency store, as the CLI's `--store` flag, the demo and an
+ * application's configuration write it. Each scheme is one row of {@link STORE_SCHEMES}. A new store plugs
+ * in with a row there and a member of {@link OpenedStore}; the compiler then asks every `switch` over
+ * `scheme` (the CLI's commands, the demo server's wiring) for its case. `open` loads the driver with a
+ * dynamic `import()`, so a program that never opens that store never loads its (optional) driver.
  *
  * | value | store |
  * |---|---|
  * | `memory:` | in-process memory store; lives and dies with the process |
- * | `sqlite:PATH` | SQLite file at PATH (created if missing by `demo`; the other commands require it), transactional, shared safely across processes; `?synchronous=normal` (the default) or `?synchronous=full` sets the store's `synchronous` option |
+ * | `sqlite:PATH` | SQLite file at PATH (created if missing when opened with `'create'`; required by `'existing'`), transactional, shared safely across processes; `?synchronous=normal` (the default) or `?synchronous=full` sets the store's `synchronous` option |
  * | `sqlite::memory:` | private in-memory SQLite database; transactional, dies with the process |
- * | `postgres://…`, `postgresql://…` | PostgreSQL (schema `retrysafe`, or `?schema=NAME`; migrated when `demo` opens it, required by the other commands), transactional |
+ * | `postgres://…`, `postgresql://…` | PostgreSQL (schema `retrysafe`, or `?schema=NAME`; migrated when opened with `'create'`, required by `'existing'`), transactional |
  * | `redis://…`, `rediss://…` | Redis (key prefix `retrysafe`, or `?prefix=NAME`); plain: it cannot commit with a business database (docs/redis.md) |
  *
  * `schema` and `prefix` are retrysafe's own query parameters: they are taken out of the URL before it
  * reaches the driver. A SQLite value's query string (from its first `?`, so a PATH cannot hold one) takes
  * only `synchronous`.
+ * Every message that names a URL names it with its password replaced by `***` ({@link redactUrl}).
  *
  * @module
  */
 import { existsSync } from 'node:fs';
 import type { Database } from 'better-sqlite3';
-import { IdempotencyError } from '../core/errors.js';
-import { DEFAULT_SCHEMA, schemaNames } from '../stores/postgres/schema.js';
-import type { PostgresStore } from '../stores/postgres/store.js';
-import { SQLITE_SYNCHRONOUS, type SqliteSynchronous } from '../stores/sqlite/options.js';
-import type { IdempotencyStore, TransactionalStore } from '../core/store.js';
-import { CliFailure, redactUrl, unreachable } from './failure.js';
-import { loadPeer } from './peer.js';
+import { ModuleError } from './core/errors.js';
+import { DEFAULT_SCHEMA, schemaNames } from './stores/postgres/schema.js';
+import type { PostgresStore } from './stores/postgres/store.js';
+import type { IdempotencyStore, TransactionalStore } from './core/store.js';
+import { SQLITE_SYNCHRONOUS, type SqliteSynchronous } from './stores/sqlite/options.js';
 
-/** Thrown for a `--store` value that names no known scheme or is malformed. The CLI exits 2 on it. */
-export class StoreUrlError extends IdempotencyError {
+/**
+ * Thrown by {@link parseStoreUrl} for a value that names no known scheme or is malformed; the message
+ * names the value and the supported schemes. The CLI exits 2 on it.
+ */
+export class StoreUrlError extends ModuleError<'store-url-invalid'> {
   override readonly name = 'StoreUrlError';
-  /** Stable code; safe to switch on. */
-  declare readonly code: 'store-url-invalid';
 
   constructor(
     /** The value as the user wrote it. */
@@ -43,7 +44,21 @@ export class StoreUrlError extends IdempotencyError {
   }
 }
 
-/** A store as the CLI opened it, told apart by `scheme` so a command can wire scheme-specific extras. */
+/**
+ * Thrown by {@link StoreTarget.open} when the store named by `url` cannot be opened: the server did not
+ * answer or refused, the SQLite file or PostgreSQL schema an `'existing'` open requires is missing, or the
+ * SQLite file cannot be opened. The message is one line naming the URL with its password redacted. The CLI
+ * prints it and exits 2.
+ */
+export class StoreOpenError extends ModuleError<'store-open-failed'> {
+  override readonly name = 'StoreOpenError';
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('store-open-failed', message, options);
+  }
+}
+
+/** A store as {@link StoreTarget.open} opened it, told apart by `scheme` so a caller can wire scheme-specific extras. */
 export type OpenedStore =
   | {
       readonly scheme: 'memory';
@@ -71,7 +86,7 @@ export type OpenedStore =
       readonly store: IdempotencyStore;
     };
 
-/** A parsed, not yet opened, `--store` value. */
+/** A parsed, not yet opened, store URL. */
 export interface StoreTarget {
   /** Scheme without the colon, e.g. `"sqlite"`. */
   readonly scheme: OpenedStore['scheme'];
@@ -97,8 +112,9 @@ export interface StoreTarget {
    * store factories do; `'existing'` (every command that only reads or tidies) creates nothing and fails
    * when the file or schema is not there.
    *
-   * @throws {@link CliFailure} (exit 2), one line naming the URL with its password redacted, when the
-   *   store cannot be reached, when an `'existing'` file or schema is missing, or when the driver package
+   * @throws {@link StoreOpenError}, one line naming the URL with its password redacted, when the store
+   *   cannot be reached or refuses, or when an `'existing'` file or schema is missing
+   * @throws Node's `ERR_MODULE_NOT_FOUND` error when the driver package (`better-sqlite3`, `pg`, `ioredis`)
    *   is not installed
    */
   open(mode: OpenMode): Promise<OpenedStore>;
@@ -134,7 +150,7 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
         durable: false,
         transactional: false,
         async open(): Promise<OpenedStore> {
-          const { createMemoryStore } = await import('../stores/memory.js');
+          const { createMemoryStore } = await import('./stores/memory.js');
           return { scheme: 'memory', transactional: false, store: createMemoryStore() };
         },
       };
@@ -156,14 +172,14 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
         transactional: true,
         async open(mode: OpenMode): Promise<OpenedStore> {
           const existing = mode === 'existing' && path !== ':memory:';
-          if (existing && !existsSync(path)) throw new CliFailure(`the SQLite file ${path} does not exist (check --store ${url})`);
+          if (existing && !existsSync(path)) throw new StoreOpenError(`the SQLite file ${path} does not exist (check --store ${url})`);
           // Loaded on demand so commands that never open a store do not load the native driver.
-          const { createSqliteStore } = await loadPeer(() => import('../stores/sqlite/index.js'));
+          const { createSqliteStore } = await import('./stores/sqlite/index.js');
           try {
             const store = createSqliteStore({ path, migrate: !existing, ...(synchronous !== undefined && { synchronous }) });
             return { scheme: 'sqlite', transactional: true, store, database: store.database };
           } catch (error) {
-            throw new CliFailure(`cannot open the SQLite store ${url}: ${(error as Error).message.replace(/^retrysafe: /, '')}`, 2, { cause: error });
+            throw new StoreOpenError(`cannot open the SQLite store ${url}: ${(error as Error).message.replace(/^retrysafe: /, '')}`, { cause: error });
           }
         },
       };
@@ -191,11 +207,11 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
           transactional: true,
           async open(mode: OpenMode): Promise<OpenedStore> {
             // Loaded on demand so commands that never open PostgreSQL do not load `pg`.
-            const { createPostgresStore, migrate } = await loadPeer(() => import('../stores/postgres/index.js'));
+            const { createPostgresStore, migrate } = await import('./postgres.js');
             if (mode === 'create') {
               // Migrating is idempotent and serialized by an advisory lock, so every open can afford it.
               await migrate({ connectionString: driverUrl, schema }).catch((error: unknown) => {
-                throw unreachable(url, error);
+                throw unreachableStore(url, error);
               });
             }
             const store = createPostgresStore({ connectionString: driverUrl, schema });
@@ -230,9 +246,9 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
           durable: true,
           transactional: false,
           async open(): Promise<OpenedStore> {
-            const { openRedisStore } = await loadPeer(() => import('../stores/redis/index.js'));
+            const { openRedisStore } = await import('./stores/redis/index.js');
             const store = await openRedisStore(driverUrl, prefix === undefined ? {} : { prefix }).catch((error: unknown) => {
-              throw unreachable(url, error);
+              throw unreachableStore(url, error);
             });
             return { scheme, transactional: false, store };
           },
@@ -243,7 +259,7 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
 ]);
 
 /**
- * Parses a `--store` value such as `sqlite:./data.db`, `sqlite::memory:`, `memory:`,
+ * Parses a store URL such as `sqlite:./data.db`, `sqlite::memory:`, `memory:`,
  * `postgres://user@host:5432/db` or `redis://host:6379`. Parsing checks the shape only; a server that is
  * down or refuses shows when the target is opened.
  *
@@ -271,9 +287,9 @@ export interface Queryable {
 /**
  * Checks that `schema` exists in the PostgreSQL database behind `pool`, creating nothing.
  *
- * @param url - the `--store` value, named (password redacted) in the failures
- * @throws {@link CliFailure} (exit 2) when the database cannot be reached, or when the schema does not
- *   exist (the message says to run `retrysafe migrate`)
+ * @param url - the store URL, named (password redacted) in the failures
+ * @throws {@link StoreOpenError} when the database cannot be reached, or when the schema does not exist
+ *   (the message says to run `retrysafe migrate`)
  */
 export async function requirePostgresSchema(pool: Queryable, schema: string, url: string): Promise<void> {
   let found: boolean;
@@ -281,10 +297,10 @@ export async function requirePostgresSchema(pool: Queryable, schema: string, url
     const { rows } = await pool.query('SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1', [schema]);
     found = rows.length > 0;
   } catch (error) {
-    throw unreachable(url, error);
+    throw unreachableStore(url, error);
   }
   if (!found) {
-    throw new CliFailure(`schema "${schema}" does not exist at ${redactUrl(url)}; create it with: retrysafe migrate --store URL --schema ${schema}`);
+    throw new StoreOpenError(`schema "${schema}" does not exist at ${redactUrl(url)}; create it with: retrysafe migrate --store URL --schema ${schema}`);
   }
 }
 
@@ -341,4 +357,52 @@ function sqliteSynchronous(url: string, query: string): SqliteSynchronous {
 
 function supportedExamples(): string {
   return STORE_SCHEMES.map((row) => row.example).join(', ');
+}
+
+/**
+ * `url` with its password replaced by `***`, for messages; a value that is not a URL is returned as is.
+ *
+ * @example
+ * ```ts
+ * redactUrl('postgres://app:secret@db:5432/app'); // 'postgres://app:***@db:5432/app'
+ * ```
+ */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password === '') return url;
+    parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}
+
+/** Error codes of a server that could not be reached at all. */
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+/**
+ * The store at `url` failed while being opened: `cannot reach the store at URL: …` when it did not answer
+ * (connection refused, unknown host, timed out), `the store at URL refused: …` otherwise (bad
+ * credentials, no such database, permission denied).
+ *
+ * @param url - the store URL; its password is redacted in the message
+ */
+export function unreachableStore(url: string, cause: unknown): StoreOpenError {
+  const reason = cause instanceof Error ? firstLine(cause.message) || connectionCode(cause) || cause.name : String(cause);
+  const what = connectionCode(cause) === undefined ? `the store at ${redactUrl(url)} refused` : `cannot reach the store at ${redactUrl(url)}`;
+  return new StoreOpenError(`${what}: ${reason}`, { cause });
+}
+
+/** The connection error code of `error`, or of the first of an `AggregateError`'s errors (Node tries every address). */
+function connectionCode(error: unknown): string | undefined {
+  if (error instanceof AggregateError) return connectionCode(error.errors[0]);
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code === 'string' && CONNECTION_CODES.has(code)) return code;
+  const cause = (error as { cause?: unknown } | undefined)?.cause;
+  return cause === undefined ? undefined : connectionCode(cause);
+}
+
+function firstLine(text: string): string {
+  return text.split('\n', 1)[0]?.trim() ?? '';
 }

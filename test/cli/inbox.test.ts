@@ -4,12 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { register } from '../../../src/cli/inbox.js';
-import { ManualClock } from '../../../src/core/clock.js';
-import { createInbox, createPostgresInboxStore, createSqliteInboxStore } from '../../../src/messaging/inbox/index.js';
-import { postgresAvailable } from '../../support/postgres-schema.js';
-import { POSTGRES_URL } from '../../support/services.js';
-import { createEffectsSchema, type EffectsSchema } from '../../support/messaging.js';
+import { register } from '../../src/cli/inbox.js';
+import { ManualClock } from '../../src/core/clock.js';
+import { createInbox, createPostgresInboxStore, createSqliteInboxStore } from '../../src/messaging/inbox/index.js';
+import { postgresAvailable } from '../support/postgres-schema.js';
+import { POSTGRES_URL } from '../support/services.js';
+import { createEffectsSchema, type EffectsSchema } from '../support/messaging.js';
 
 const available = await postgresAvailable();
 

@@ -9,10 +9,10 @@ import Database from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, type Generated } from 'kysely';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { createPostgresStore, poolOf } from '../../src/stores/postgres/index.js';
-import { createSqliteStore } from '../../src/stores/sqlite/index.js';
-import { createTestSchema, postgresAvailable, type TestSchema } from '../support/postgres-schema.js';
-import { ormScenarios } from './suite.js';
+import { createPostgresStore, poolOf } from '../../../src/stores/postgres/index.js';
+import { createSqliteStore } from '../../../src/stores/sqlite/index.js';
+import { postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
+import { createOrdersSchema, ormScenarios } from './suite.js';
 
 interface Tables {
   orders: { id: Generated<number>; key: string; amount: number };
@@ -50,8 +50,7 @@ const available = await postgresAvailable();
 describe.runIf(available)('PostgreSQL', () => {
   let db: TestSchema;
   beforeAll(async () => {
-    db = await createTestSchema('rs_kysely');
-    await db.pool.query(`CREATE TABLE "${db.schema}".orders (id serial PRIMARY KEY, key text NOT NULL, amount int NOT NULL)`);
+    db = await createOrdersSchema('rs_kysely');
   });
   afterAll(async () => {
     await db.drop();

@@ -13,10 +13,10 @@ import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3';
 import { integer as sqliteInteger, sqliteTable, text as sqliteText } from 'drizzle-orm/sqlite-core';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { createPostgresStore } from '../../src/stores/postgres/index.js';
-import { createSqliteStore } from '../../src/stores/sqlite/index.js';
-import { createTestSchema, postgresAvailable, type TestSchema } from '../support/postgres-schema.js';
-import { ormScenarios } from './suite.js';
+import { createPostgresStore } from '../../../src/stores/postgres/index.js';
+import { createSqliteStore } from '../../../src/stores/sqlite/index.js';
+import { postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
+import { createOrdersSchema, ormScenarios } from './suite.js';
 
 const sqliteOrders = sqliteTable('orders', {
   id: sqliteInteger('id').primaryKey({ autoIncrement: true }),
@@ -54,8 +54,7 @@ const available = await postgresAvailable();
 describe.runIf(available)('PostgreSQL', () => {
   let db: TestSchema;
   beforeAll(async () => {
-    db = await createTestSchema('rs_drizzle');
-    await db.pool.query(`CREATE TABLE "${db.schema}".orders (id serial PRIMARY KEY, key text NOT NULL, amount int NOT NULL)`);
+    db = await createOrdersSchema('rs_drizzle');
   });
   afterAll(async () => {
     await db.drop();

@@ -1,0 +1,9 @@
+/**
+ * `retrysafe/postgres`: the PostgreSQL idempotency store (driver `pg`), its pool adapter, and `migrate`,
+ * which creates the schema of every module (records, inbox, outbox, recovery points, sessions).
+ *
+ * @module
+ */
+export { createPostgresStore, DEFAULT_SCHEMA, poolOf, WAIT_POLL_MS } from './stores/postgres/index.js';
+export type { MigrateOptions, MigrateResult, PostgresStore, PostgresStoreOptions, TransactionPool, TransactionPoolClient } from './stores/postgres/index.js';
+export { migrate } from './migrate.js';
