@@ -17,6 +17,7 @@
  * @module
  */
 import type { Database } from 'better-sqlite3';
+import { claimOf } from '../../core/record.js';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
 import { quoteIdentifier } from './open.js';
 import { toRecord, type RecordRow, type Statements } from './statements.js';
@@ -100,34 +101,12 @@ function acquired(input: ClaimInput, now: number, leaseToken: string, won: Claim
   // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
   // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.
   const takeover = won.createdAt !== now || won.recoveryPoint !== null;
-  return {
-    acquired: true,
-    claim: {
-      scope: input.scope,
-      key: input.key,
-      fingerprint: input.fingerprint,
-      leaseToken,
-      leaseExpiresAt: now + input.leaseMs,
-      takeover,
-      ...(won.recoveryPoint !== null && { recoveryPoint: won.recoveryPoint }),
-    },
-  };
+  return { acquired: true, claim: claimOf(input, leaseToken, now + input.leaseMs, takeover, won.recoveryPoint) };
 }
 
 /** The owner's own claim again (its lease token, `row` being its in-progress record): it holds the lease, unchanged. */
 function ownClaim(input: ClaimInput, leaseToken: string, row: RecordRow): ClaimResult {
-  return {
-    acquired: true,
-    claim: {
-      scope: input.scope,
-      key: input.key,
-      fingerprint: input.fingerprint,
-      leaseToken,
-      leaseExpiresAt: row.leaseExpiresAt,
-      takeover: false,
-      ...(row.recoveryPoint !== null && { recoveryPoint: row.recoveryPoint }),
-    },
-  };
+  return { acquired: true, claim: claimOf(input, leaseToken, row.leaseExpiresAt, false, row.recoveryPoint) };
 }
 
 /** The negation of the upsert's WHERE: a record no claim at `now` may take over. */
