@@ -163,7 +163,7 @@ export interface Receiver<Tx = undefined> {
  * Creates the engine over a store, reporting to the observer `observe` returns (called once, with the
  * store, after the options are checked). `createReceiver` is this with the OpenTelemetry observer.
  *
- * @param observe - @defaultValue an observer that reports nothing
+ * @param observe - builds the observer from the store; by default one that reports nothing
  * @throws TypeError naming the option when an option is invalid (e.g. `leaseMs` not a positive integer,
  *   `leaseMs` > `retentionMs`, `transactional: true` on a store without `claimTransaction`)
  */
