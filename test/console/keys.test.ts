@@ -59,7 +59,8 @@ describe.runIf(available)('console keys view on PostgreSQL (browser)', () => {
     await page.fill('input[name=key]', 'charge');
     const row = page.locator('#keys tbody tr', { hasText: 'charge-42' });
     await row.waitFor();
-    expect(await page.locator('#keys tbody tr').count()).toBe(1);
+    // The unfiltered list holds the row too: wait for the list the three filters ask for, then check it.
+    await expect.poll(() => page.locator('#keys tbody tr').count(), { timeout: 10_000 }).toBe(1);
     await row.click();
     const detail = page.locator('#detail');
     await detail.getByText(stuck.claim.leaseToken).waitFor();

@@ -3,7 +3,7 @@
 // Every view polls the JSON API every 1.5 seconds; the token, when the console needs one, comes from the
 // page's fragment (#token=…), which the browser never sends to the server in the URL.
 import { h, render } from 'preact';
-import { useCallback, useEffect, useState } from 'preact/hooks';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 
 const html = htm.bind(h);
@@ -19,10 +19,21 @@ async function api(path, body) {
   return json;
 }
 
-/** Polls `load` every REFRESH_MS; returns [data, error, reload]. */
+/**
+ * Polls `load` every REFRESH_MS; returns [data, error, reload]. Only the answer to the latest request is
+ * shown: fetches can answer out of order, and an older one (say, the list before a filter was typed) must
+ * not overwrite a newer one.
+ */
 function usePoll(load, deps) {
   const [state, setState] = useState({ data: undefined, error: undefined });
-  const reload = useCallback(() => load().then((data) => setState({ data, error: undefined }), (error) => setState((s) => ({ ...s, error: error.message }))), deps);
+  const latest = useRef(0);
+  const reload = useCallback(() => {
+    const request = ++latest.current;
+    return load().then(
+      (data) => request === latest.current && setState({ data, error: undefined }),
+      (error) => request === latest.current && setState((s) => ({ ...s, error: error.message })),
+    );
+  }, deps);
   useEffect(() => {
     void reload();
     const timer = setInterval(reload, REFRESH_MS);
