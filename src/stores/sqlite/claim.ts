@@ -25,69 +25,51 @@ import { toRecord, type RecordRow, type Statements } from './statements.js';
 /** Claims `input` at `now` (ms) under `leaseToken`. Throws the driver's error (e.g. `SQLITE_BUSY`). */
 export type SqliteClaim = (input: ClaimInput, now: number, leaseToken: string) => ClaimResult;
 
-/** What the upsert returns when the caller won. */
-interface ClaimedRow {
-  readonly createdAt: number;
-  readonly recoveryPoint: string | null;
-}
-
-interface ClaimParams {
-  scope: string;
-  key: string;
-  fingerprint: string;
-  token: string;
-  now: number;
-  leaseExpiresAt: number;
-  expiresAt: number;
-}
+/** What the upsert returns when the caller won: its created_at and recovery point, in raw mode. */
+type ClaimedRow = readonly [createdAt: number, recoveryPoint: string | null];
 
 /** Prepares the claim against `table` (already validated and migrated); `sql.get` reads a refusing record. */
 export function prepareClaim(database: Database, table: string, sql: Pick<Statements, 'get'>): SqliteClaim {
   const t = quoteIdentifier(table);
+  // Parameters by position (scope, key, fingerprint, token, lease expiry, now, retention end), cheaper to
+  // bind than by name; in the update, excluded.created_at is now.
   const upsert = database
-    .prepare<[ClaimParams], ClaimedRow>(
+    .prepare<[string, string, string, string, number, number, number], ClaimedRow>(
       `
       INSERT INTO ${t} AS r (scope, idempotency_key, fingerprint, state, lease_token, lease_expires_at,
                              created_at, expires_at)
-      VALUES (@scope, @key, @fingerprint, 'in_progress', @token, @leaseExpiresAt, @now, @expiresAt)
+      VALUES (?, ?, ?, 'in_progress', ?, ?, ?, ?)
       ON CONFLICT (scope, idempotency_key) DO UPDATE SET
         fingerprint = excluded.fingerprint,
         state = 'in_progress',
         lease_token = excluded.lease_token,
         lease_expires_at = excluded.lease_expires_at,
-        recovery_point = CASE WHEN r.expires_at <= @now THEN NULL ELSE r.recovery_point END,
+        recovery_point = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.recovery_point END,
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL,
-        created_at = CASE WHEN r.expires_at <= @now THEN excluded.created_at ELSE r.created_at END,
+        created_at = CASE WHEN r.expires_at <= excluded.created_at THEN excluded.created_at ELSE r.created_at END,
         completed_at = NULL,
         expires_at = excluded.expires_at
-      WHERE r.expires_at <= @now
-         OR (r.state = 'in_progress' AND r.lease_expires_at <= @now AND r.fingerprint = excluded.fingerprint)
-      RETURNING created_at AS "createdAt", recovery_point AS "recoveryPoint"`,
+      WHERE r.expires_at <= excluded.created_at
+         OR (r.state = 'in_progress' AND r.lease_expires_at <= excluded.created_at AND r.fingerprint = excluded.fingerprint)
+      RETURNING created_at, recovery_point`,
     )
-    // Integers stay numbers even on a connection that defaults to BigInt.
-    .safeIntegers(false);
+    // Integers stay numbers even on a connection that defaults to BigInt; a row is an array.
+    .safeIntegers(false)
+    .raw(true);
   const upsertRow = (input: ClaimInput, now: number, leaseToken: string): ClaimedRow | undefined =>
-    upsert.get({
-      scope: input.scope,
-      key: input.key,
-      fingerprint: input.fingerprint,
-      token: leaseToken,
-      now,
-      leaseExpiresAt: now + input.leaseMs,
-      expiresAt: now + input.retentionMs,
-    });
+    upsert.get(input.scope, input.key, input.fingerprint, leaseToken, now + input.leaseMs, now, now + input.retentionMs);
   const attempt = database.transaction((input: ClaimInput, now: number, leaseToken: string): ClaimResult => {
     const won = upsertRow(input, now, leaseToken);
     if (won) return acquired(input, now, leaseToken, won);
-    const row = sql.get.get(input.scope, input.key);
+    const row = sql.get(input.scope, input.key);
     if (!row) throw new Error('retrysafe: the claim conflicted with a record that is gone');
     if (ownedBy(row, input.fingerprint, leaseToken)) return ownClaim(input, leaseToken, row);
     return { acquired: false, record: toRecord(row) };
   });
   return (input, now, leaseToken) => {
-    const standing = sql.get.get(input.scope, input.key);
+    const standing = sql.get(input.scope, input.key);
     if (standing && stands(standing, input.fingerprint, now)) {
       return ownedBy(standing, input.fingerprint, leaseToken) ? ownClaim(input, leaseToken, standing) : { acquired: false, record: toRecord(standing) };
     }
@@ -100,8 +82,9 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
 function acquired(input: ClaimInput, now: number, leaseToken: string, won: ClaimedRow): ClaimResult {
   // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
   // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.
-  const takeover = won.createdAt !== now || won.recoveryPoint !== null;
-  return { acquired: true, claim: claimOf(input, leaseToken, now + input.leaseMs, takeover, won.recoveryPoint) };
+  const [createdAt, recoveryPoint] = won;
+  const takeover = createdAt !== now || recoveryPoint !== null;
+  return { acquired: true, claim: claimOf(input, leaseToken, now + input.leaseMs, takeover, recoveryPoint) };
 }
 
 /** The owner's own claim again (its lease token, `row` being its in-progress record): it holds the lease, unchanged. */

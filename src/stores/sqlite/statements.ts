@@ -9,14 +9,31 @@ import type { IdempotencyRecord } from '../../core/record.js';
 import { quoteIdentifier } from './open.js';
 
 /**
- * The select list of a record: each column of the record table as the field of {@link RecordRow} it fills.
- * The one place the table's column names meet the record's field names; every statement reads a record
- * through it.
+ * The select list of a record: the columns of the record table in the order of {@link RecordValues}. The
+ * one place the table's column names meet the record's fields; every statement reads a record through it,
+ * in raw mode (an array per row: building an object with named properties for each row cost the driver
+ * more than the read itself).
  */
 const RECORD_COLUMNS =
-  'scope, idempotency_key AS "key", fingerprint, state, lease_token AS "leaseToken", lease_expires_at AS "leaseExpiresAt", ' +
-  'recovery_point AS "recoveryPoint", response_status AS "status", response_headers AS "headers", response_body AS "body", ' +
-  'created_at AS "createdAt", completed_at AS "completedAt", expires_at AS "expiresAt"';
+  'scope, idempotency_key, fingerprint, state, lease_token, lease_expires_at, recovery_point, response_status, ' +
+  'response_headers, response_body, created_at, completed_at, expires_at';
+
+/** A row of {@link RECORD_COLUMNS} as the driver returns it in raw mode. */
+type RecordValues = readonly [
+  scope: string,
+  key: string,
+  fingerprint: string,
+  state: 'in_progress' | 'completed',
+  leaseToken: string,
+  leaseExpiresAt: number,
+  recoveryPoint: string | null,
+  status: number | null,
+  headers: string | null,
+  body: Buffer | null,
+  createdAt: number,
+  completedAt: number | null,
+  expiresAt: number,
+];
 
 /** A record as {@link RECORD_COLUMNS} reads it; `headers` is JSON text. */
 export interface RecordRow {
@@ -37,13 +54,13 @@ export interface RecordRow {
 
 /** The prepared statements of one store. */
 export interface Statements {
-  /** Parameters: scope, key. */
-  readonly get: Statement<[string, string], RecordRow>;
+  /** Reads the record of (scope, key), if any. */
+  readonly get: (scope: string, key: string) => RecordRow | undefined;
   /**
-   * Completes the caller's in_progress record, fenced on its lease token; one change when it did.
-   * Parameters: @scope, @key, @token, @status, @headers (JSON), @body (BLOB), @now, @expiresAt.
+   * Completes the caller's in_progress record, fenced on its lease token. Returns whether it did (one row
+   * changed). Parameters bound by position (cheaper than by name): see {@link CompleteParams}.
    */
-  readonly complete: Statement<[CompleteParams]>;
+  readonly complete: (params: CompleteParams) => boolean;
   /** Deletes the caller's in_progress record, fenced on its lease token. Parameters: scope, key, token. */
   readonly release: Statement<[string, string, string]>;
   /**
@@ -61,7 +78,7 @@ export interface Statements {
    * At most @limit in_progress records with a recovery point whose lease ended by @now and whose retention
    * has not, oldest lease expiry first. Parameters: @now, @limit.
    */
-  readonly listAbandoned: Statement<[{ now: number; limit: number }], RecordRow>;
+  readonly listAbandoned: (params: { now: number; limit: number }) => RecordRow[];
   /**
    * How many in_progress records (at most @limit) have a lease that ended by @now and a retention that
    * has not. Parameters: @now, @limit. Returns one row `{ n }`.
@@ -71,7 +88,7 @@ export interface Statements {
    * One page of records in primary-key (scope, key) order, each filter skipped when its parameter is null.
    * Parameters: @state, @scope, @prefix (key prefix), @afterScope and @afterKey (start after), @limit.
    */
-  readonly listRecords: Statement<[ListRecordsParams], RecordRow>;
+  readonly listRecords: (params: ListRecordsParams) => RecordRow[];
 }
 
 interface ListRecordsParams {
@@ -91,6 +108,7 @@ interface CheckpointParams {
   leaseExpiresAt: number;
 }
 
+/** What {@link Statements.complete} writes: `headers` is JSON text, `body` the BLOB, times in ms. */
 interface CompleteParams {
   scope: string;
   key: string;
@@ -108,17 +126,38 @@ export function prepareStatements(database: Database, table: string): Statements
   // Integers stay numbers even on a connection that defaults to BigInt.
   const prepare = <P extends unknown[], R>(sql: string): Statement<P, R> =>
     (database.prepare<P, R>(sql) as Statement<P, R>).safeIntegers(false);
-  return {
-    get: prepare<[string, string], RecordRow>(`SELECT ${RECORD_COLUMNS} FROM ${t} WHERE scope = ? AND idempotency_key = ?`),
-    complete: prepare<[CompleteParams], unknown>(`
+  const records = <P extends unknown[]>(sql: string): Statement<P, RecordValues> => prepare<P, RecordValues>(sql).raw(true);
+  const get = records<[string, string]>(`SELECT ${RECORD_COLUMNS} FROM ${t} WHERE scope = ? AND idempotency_key = ?`);
+  const complete = prepare<[number, string, Buffer, number, number, string, string, string], unknown>(`
       UPDATE ${t} SET
         state = 'completed',
-        response_status = @status,
-        response_headers = @headers,
-        response_body = @body,
-        completed_at = @now,
-        expires_at = @expiresAt
-      WHERE scope = @scope AND idempotency_key = @key AND state = 'in_progress' AND lease_token = @token`),
+        response_status = ?,
+        response_headers = ?,
+        response_body = ?,
+        completed_at = ?,
+        expires_at = ?
+      WHERE scope = ? AND idempotency_key = ? AND state = 'in_progress' AND lease_token = ?`);
+  const listAbandoned = records<[{ now: number; limit: number }]>(`
+      SELECT ${RECORD_COLUMNS} FROM ${t}
+      WHERE state = 'in_progress' AND recovery_point IS NOT NULL AND lease_expires_at <= @now AND expires_at > @now
+      ORDER BY lease_expires_at
+      LIMIT @limit`);
+  const listRecords = records<[ListRecordsParams]>(`
+      SELECT ${RECORD_COLUMNS} FROM ${t}
+      WHERE (@state IS NULL OR state = @state)
+        AND (@scope IS NULL OR scope = @scope)
+        AND (@prefix IS NULL OR substr(idempotency_key, 1, length(@prefix)) = @prefix)
+        AND (@afterScope IS NULL OR (scope, idempotency_key) > (@afterScope, @afterKey))
+      ORDER BY scope, idempotency_key
+      LIMIT @limit`);
+  return {
+    get: (scope, key) => {
+      const values = get.get(scope, key);
+      return values && rowOf(values);
+    },
+    complete: (p) => complete.run(p.status, p.headers, p.body, p.now, p.expiresAt, p.scope, p.key, p.token).changes > 0,
+    listAbandoned: (params) => listAbandoned.all(params).map(rowOf),
+    listRecords: (params) => listRecords.all(params).map(rowOf),
     release: prepare<[string, string, string], unknown>(
       `DELETE FROM ${t} WHERE scope = ? AND idempotency_key = ? AND state = 'in_progress' AND lease_token = ?`,
     ),
@@ -133,24 +172,30 @@ export function prepareStatements(database: Database, table: string): Statements
         lease_expires_at = @leaseExpiresAt,
         expires_at = MAX(expires_at, @leaseExpiresAt)
       WHERE scope = @scope AND idempotency_key = @key AND state = 'in_progress' AND lease_token = @token`),
-    listAbandoned: prepare<[{ now: number; limit: number }], RecordRow>(`
-      SELECT ${RECORD_COLUMNS} FROM ${t}
-      WHERE state = 'in_progress' AND recovery_point IS NOT NULL AND lease_expires_at <= @now AND expires_at > @now
-      ORDER BY lease_expires_at
-      LIMIT @limit`),
     countExpiredLeases: prepare<[{ now: number; limit: number }], { n: number }>(`
       SELECT count(*) AS n FROM (
         SELECT 1 FROM ${t}
         WHERE state = 'in_progress' AND lease_expires_at <= @now AND expires_at > @now
         LIMIT @limit)`),
-    listRecords: prepare<[ListRecordsParams], RecordRow>(`
-      SELECT ${RECORD_COLUMNS} FROM ${t}
-      WHERE (@state IS NULL OR state = @state)
-        AND (@scope IS NULL OR scope = @scope)
-        AND (@prefix IS NULL OR substr(idempotency_key, 1, length(@prefix)) = @prefix)
-        AND (@afterScope IS NULL OR (scope, idempotency_key) > (@afterScope, @afterKey))
-      ORDER BY scope, idempotency_key
-      LIMIT @limit`),
+  };
+}
+
+/** Names the values of a raw record row. */
+function rowOf(v: RecordValues): RecordRow {
+  return {
+    scope: v[0],
+    key: v[1],
+    fingerprint: v[2],
+    state: v[3],
+    leaseToken: v[4],
+    leaseExpiresAt: v[5],
+    recoveryPoint: v[6],
+    status: v[7],
+    headers: v[8],
+    body: v[9],
+    createdAt: v[10],
+    completedAt: v[11],
+    expiresAt: v[12],
   };
 }
 

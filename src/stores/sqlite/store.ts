@@ -197,7 +197,7 @@ class SqliteStoreImpl implements SqliteStore {
         afterKey: query.after?.key ?? null,
         limit: query.limit,
       };
-      return this.sql.listRecords.all(params).map(toRecord);
+      return this.sql.listRecords(params).map(toRecord);
     });
   }
 
@@ -355,7 +355,7 @@ class SqliteStoreImpl implements SqliteStore {
 
   private completeNow(claim: Claim, response: StoredResponse, retentionMs: number): Change | undefined {
     const now = this.clock.now();
-    const { changes } = this.sql.complete.run({
+    const completed = this.sql.complete({
       scope: claim.scope,
       key: claim.key,
       token: claim.leaseToken,
@@ -365,7 +365,7 @@ class SqliteStoreImpl implements SqliteStore {
       now,
       expiresAt: now + retentionMs,
     });
-    return changes > 0 ? { scope: claim.scope, key: claim.key } : undefined;
+    return completed ? { scope: claim.scope, key: claim.key } : undefined;
   }
 
   private releaseNow(claim: Claim): Change | undefined {
@@ -374,7 +374,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   private getNow(scope: string, key: string): IdempotencyRecord | undefined {
-    const row = this.sql.get.get(scope, key);
+    const row = this.sql.get(scope, key);
     return row ? toRecord(row) : undefined;
   }
 
@@ -404,7 +404,7 @@ class SqliteStoreImpl implements SqliteStore {
     if (!Number.isSafeInteger(limit) || limit <= 0) {
       throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`);
     }
-    return this.sql.listAbandoned.all({ now: this.clock.now(), limit }).map(toRecord);
+    return this.sql.listAbandoned({ now: this.clock.now(), limit }).map(toRecord);
   }
 
   /** Tells in-process waiters about a change made outside any transaction; reports whether there was one. */

@@ -28,12 +28,10 @@ describe('sqlite claim: a record written between the read and the upsert', () =>
     migrateSqlite(database, recordsSchema('records'), systemClock);
     const sql = prepareStatements(database, 'records');
     const reads: number[] = [];
-    const racedGet = {
-      get: (scope: string, key: string): RecordRow | undefined => {
-        reads.push(reads.length);
-        return reads.length === 1 ? undefined : sql.get.get(scope, key);
-      },
-    } as unknown as typeof sql.get;
+    const racedGet = (scope: string, key: string): RecordRow | undefined => {
+      reads.push(reads.length);
+      return reads.length === 1 ? undefined : sql.get(scope, key);
+    };
     const claim = prepareClaim(database, 'records', { get: racedGet });
     return { claim, reads };
   }
