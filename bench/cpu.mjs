@@ -5,9 +5,11 @@
 //   node bench/cpu.mjs <checkout with a built dist/> <scenario> [requests] [concurrency]
 //
 // scenario: bare | memory-new | memory-replay | run-new | run-replay | sqlite-new | sqlite-replay |
-//           redis-new | redis-replay | pg-new | pg-replay | pgtx-new | pgtx-replay
+//           redis-new | redis-replay | runredis-new | runredis-replay (receiver.run on the Redis store, no HTTP) |
+//           pg-new | pg-replay | pgtx-new | pgtx-replay
 // env: BENCH_REDIS_URL (redis://127.0.0.1:6379/0), BENCH_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test),
-//      BENCH_SQLITE_SYNCHRONOUS (the SQLite store's `synchronous` option: normal or full; unset: its default)
+//      BENCH_SQLITE_SYNCHRONOUS (the SQLite store's `synchronous` option: normal or full; unset: its default),
+//      BENCH_REDIS_AUTOPIPELINING=1 (the Redis client with ioredis's `enableAutoPipelining`)
 // Replays cycle through 64 keys completed before the warm-up.
 import { join, resolve } from 'node:path';
 import process from 'node:process';
@@ -25,7 +27,9 @@ const req = createRequire(join(root, 'package.json'));
 const imp = (p) => import(pathToFileURL(join(root, 'dist', p)).href);
 const Fastify = req('fastify');
 
-const [kind, phase] = scenario.split('-');
+const [scenarioKind, phase] = scenario.split('-');
+const viaRun = scenarioKind === 'runredis';
+const kind = viaRun ? 'redis' : scenarioKind;
 const { createReceiver, createMemoryStore } = await imp('index.js');
 let store;
 let closer = async () => {};
@@ -38,7 +42,12 @@ if (kind === 'sqlite') {
 if (kind === 'redis') {
   const { createRedisStore } = await imp('stores/redis/index.js');
   const { Redis } = req('ioredis');
-  const client = new Redis(process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379/0', { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
+  const client = new Redis(process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379/0', {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    lazyConnect: true,
+    enableAutoPipelining: process.env.BENCH_REDIS_AUTOPIPELINING === '1',
+  });
   await client.connect();
   store = createRedisStore({ client, prefix: `perf:${process.pid}` });
   closer = async () => client.disconnect();
@@ -57,7 +66,7 @@ const receiver = store ? createReceiver(kind === 'pgtx' ? { store, transactional
 let seq = 0;
 const body = '{"amount":1000,"currency":"EUR"}';
 let send;
-if (kind === 'run') {
+if (kind === 'run' || viaRun) {
   send = (key) => receiver.run({ scope: '', key, fingerprint: 'f'.repeat(64) }, async () => ({ id: ++seq, amount: 1000 }));
 } else {
   const app = Fastify({ logger: false });

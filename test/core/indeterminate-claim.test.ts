@@ -102,9 +102,10 @@ describe.runIf(redisAvailable)('an indeterminate claim on Redis', () => {
     const store = createRedisStore({ client, prefix: uniqueName('rs_owner') });
     try {
       const receiver = createReceiver({ store });
-      // Loads the scripts, so the claim under test is one EVALSHA.
+      // Loads the scripts, so the claim under test is one EVALSHA (ioredis writes the name as the store's
+      // named command spells it: `evalsha`).
       await receiver.run({ scope: 'owner', key: 'warm-up', fingerprint: FP }, () => Promise.resolve(0));
-      await lostClaimReply(receiver, store, proxy, 'EVALSHA');
+      await lostClaimReply(receiver, store, proxy, 'evalsha');
     } finally {
       await store.close();
     }

@@ -24,12 +24,12 @@ export async function claimOn(client: RedisConnection, key: string, input: Claim
     client,
     [key],
     [now, input.fingerprint, leaseToken, input.leaseMs, input.retentionMs, input.scope, input.key, REDIS_TTL_GRACE_MS],
-  )) as [number, number | Buffer, Buffer?, Buffer?];
+  )) as [number, number | Buffer, number?, Buffer?];
   if (reply[0] === 0) {
     const record = decodeRecord(unpackValues(reply[1] as Buffer));
     if (!record) throw new Error('retrysafe: the Redis claim script refused without returning the record');
     return { acquired: false, record };
   }
-  const leaseExpiresAt = Number(reply[2]?.toString('latin1')) + input.leaseMs;
+  const leaseExpiresAt = (reply[2] ?? Number.NaN) + input.leaseMs;
   return { acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, reply[1] === 1, reply[3]?.toString('utf8')) };
 }

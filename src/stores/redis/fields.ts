@@ -40,7 +40,7 @@ export type HashField = (typeof HASH_FIELD)[RecordField];
 export const HASH_FIELDS: readonly HashField[] = Object.freeze(Object.values(HASH_FIELD));
 
 /** The values of {@link HASH_FIELDS}, position for position; `null` (or `undefined`) for a field the hash lacks. */
-export type RecordValues = readonly (Buffer | null | undefined)[];
+type RecordValues = readonly (Buffer | null | undefined)[];
 
 /** Position of each field in {@link HASH_FIELDS}. */
 const AT = Object.freeze(Object.fromEntries(Object.keys(HASH_FIELD).map((field, i) => [field, i])) as Record<RecordField, number>);

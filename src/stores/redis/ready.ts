@@ -11,12 +11,13 @@ import type { RedisConnection } from './connection.js';
 const SETTING_UP: ReadonlySet<string> = new Set(['connecting', 'connect']);
 
 /**
- * Resolves once `client` is ready, at once when it is not setting up a connection (ready, down, closed),
- * or after `timeoutMs` milliseconds, or when the attempt fails; the command that follows then fails (or
- * succeeds) as it would have.
+ * `undefined` when `client` is not setting up a connection (ready, down, closed) or `timeoutMs` is 0: there
+ * is nothing to wait for, and the caller goes on without a promise hop (every operation asks). Otherwise a
+ * promise that resolves once `client` is ready, or after `timeoutMs` milliseconds, or when the attempt
+ * fails; the command that follows then fails (or succeeds) as it would have.
  */
-export function untilReady(client: RedisConnection, timeoutMs: number): Promise<void> {
-  if (timeoutMs <= 0 || !SETTING_UP.has(client.status)) return Promise.resolve();
+export function untilReady(client: RedisConnection, timeoutMs: number): Promise<void> | undefined {
+  if (timeoutMs <= 0 || !SETTING_UP.has(client.status)) return undefined;
   return new Promise((resolve) => {
     const done = (): void => {
       clearTimeout(timer);

@@ -9,7 +9,7 @@ import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { claimOn } from './claim.js';
 import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
-import { decodeRecord, HASH_FIELDS, type RecordValues } from './fields.js';
+import { decodeRecord, HASH_FIELDS } from './fields.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
 import { LuaScript } from './script.js';
@@ -55,9 +55,10 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async claim(input: ClaimInput): Promise<ClaimResult> {
-    await this.ready();
+    const setup = this.ready();
+    if (setup) await setup;
     const result = await claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), input.leaseToken ?? this.config.generateId());
-    if (!result.acquired) return result;
+    if (!result.acquired || this.config.waitReplicas === 0) return result;
     const pending = result.claim;
     try {
       await this.replicated(pending, 'claim');
@@ -89,25 +90,29 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-    await this.ready();
+    const setup = this.ready();
+    if (setup) await setup;
     const body = Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength);
     const reply = await COMPLETE.run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
       [claim.leaseToken, this.now(), retentionMs, REDIS_TTL_GRACE_MS, response.status, JSON.stringify(response.headers), body],
     );
-    if (reply === 1) await this.replicated(claim, 'completion');
-    return reply === 1;
+    if (reply !== 1) return false;
+    if (this.config.waitReplicas > 0) await this.replicated(claim, 'completion');
+    return true;
   }
 
   async release(claim: Claim): Promise<boolean> {
-    await this.ready();
+    const setup = this.ready();
+    if (setup) await setup;
     return (await RELEASE.run(this.config.client, [this.key(claim.scope, claim.key)], [claim.leaseToken])) === 1;
   }
 
   async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-    await this.ready();
-    return decodeRecord((await this.config.client.callBuffer('HMGET', [this.key(scope, key), ...HASH_FIELDS])) as RecordValues);
+    const setup = this.ready();
+    if (setup) await setup;
+    return decodeRecord(await this.config.client.hmgetBuffer(this.key(scope, key), ...HASH_FIELDS));
   }
 
   /** The injected clock's time, or `''`: the script then reads Redis's `TIME`. */
@@ -210,7 +215,7 @@ export class RedisStore implements IdempotencyStore {
       if (page.size > limit) page = new Map([...page].sort((a, b) => (before(a[1], b[1]) ? -1 : 1)).slice(0, limit));
     }
     const records = await Promise.all(
-      [...page.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...HASH_FIELDS])) as RecordValues)),
+      [...page.keys()].map(async (key) => decodeRecord(await client.hmgetBuffer(key, ...HASH_FIELDS))),
     );
     return records
       .filter((record): record is IdempotencyRecord => record !== undefined && (query.state === undefined || record.state === query.state))
@@ -251,7 +256,7 @@ export class RedisStore implements IdempotencyStore {
       if (oldest.size > limit) oldest = new Map([...oldest].sort((a, b) => a[1] - b[1]).slice(0, limit));
     }
     const records = await Promise.all(
-      [...oldest.keys()].map(async (key) => decodeRecord((await client.callBuffer('HMGET', [key, ...HASH_FIELDS])) as RecordValues)),
+      [...oldest.keys()].map(async (key) => decodeRecord(await client.hmgetBuffer(key, ...HASH_FIELDS))),
     );
     return records
       .filter(
@@ -294,8 +299,12 @@ export class RedisStore implements IdempotencyStore {
     return this.notifier.close();
   }
 
-  /** Waits (bounded) for a connection still being set up: see `ready.ts`. */
-  private ready(): Promise<void> {
+  /**
+   * Waits (bounded) for a connection still being set up: see `ready.ts`. `undefined` when there is nothing
+   * to wait for, so an operation on a ready connection awaits nothing (`await undefined` still costs a turn
+   * of the microtask queue: callers test it first).
+   */
+  private ready(): Promise<void> | undefined {
     return untilReady(this.config.client, this.config.readyTimeoutMs);
   }
 

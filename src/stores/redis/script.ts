@@ -10,6 +10,16 @@ import type { RedisConnection } from './connection.js';
 type RedisArgument = string | Buffer | number;
 
 /**
+ * The script commands with replies as Buffers. ioredis defines a `…Buffer` variant of every command at
+ * run time but types none for EVAL and EVALSHA. The store calls these named commands rather than
+ * `callBuffer`, which ioredis cannot put in an automatic pipeline (`enableAutoPipelining`).
+ */
+interface BufferScripting {
+  evalshaBuffer(sha: string, keyCount: number, ...keysAndArgs: RedisArgument[]): Promise<unknown>;
+  evalBuffer(source: string, keyCount: number, ...keysAndArgs: RedisArgument[]): Promise<unknown>;
+}
+
+/**
  * One Lua script, run with EVALSHA so a call costs one round trip and sends only the 40-character digest.
  * Redis answers `NOSCRIPT` when its script cache lacks the digest — first use, `SCRIPT FLUSH`, a failover
  * to a replica that never saw it, or a restart (the cache is not persisted) — and the call is then retried
@@ -29,12 +39,11 @@ export class LuaScript {
    *
    * @throws the driver's error when Redis fails or the script raises (after the NOSCRIPT retry)
    */
-  async run(client: RedisConnection, keys: readonly string[], args: readonly RedisArgument[]): Promise<unknown> {
-    try {
-      return await client.callBuffer('EVALSHA', [this.sha, keys.length, ...keys, ...args]);
-    } catch (error) {
+  run(client: RedisConnection, keys: readonly string[], args: readonly RedisArgument[]): Promise<unknown> {
+    const scripting = client as unknown as BufferScripting;
+    return scripting.evalshaBuffer(this.sha, keys.length, ...keys, ...args).catch((error: unknown) => {
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-      return await client.callBuffer('EVAL', [this.source, keys.length, ...keys, ...args]);
-    }
+      return scripting.evalBuffer(this.source, keys.length, ...keys, ...args);
+    });
   }
 }

@@ -35,14 +35,19 @@ async function secondConnection(): Promise<Redis> {
 }
 
 const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+/** The same server through ioredis's automatic pipelining: commands sent in one tick share a write. */
+const pipelined = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true });
 
 if (await serviceAvailable('Redis', () => client.connect())) {
+  await pipelined.connect();
   afterAll(async () => {
     await deleteUnder(client, FILE_PREFIX);
     await client.quit();
+    await pipelined.quit();
   });
 
   storeContract('redis', redisContractFixtures(client, FILE_PREFIX));
+  storeContract('redis with enableAutoPipelining', redisContractFixtures(pipelined, `${FILE_PREFIX}:pipelined`));
 
   describe('redis store', () => {
     it('keeps records under the prefix, one hash per record, with a real TTL of the retention plus the grace', async () => {
@@ -97,6 +102,16 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       expect(decoder.decode((await probe.run(client, [], [])) as Buffer)).toMatch(/^probe_/);
       expect(await client.script('EXISTS', probe.sha)).toEqual([1]);
       expect(script.sha).toMatch(/^[0-9a-f]{40}$/);
+    });
+
+    it('loads a script the cache lacks through an automatic pipeline too, and runs it there by EVALSHA after', async () => {
+      const probe = new LuaScript(`return '${uniqueName('probe')}'`);
+      expect(await client.script('EXISTS', probe.sha)).toEqual([0]);
+      // Two runs in one tick share a pipeline: both meet NOSCRIPT and are loaded by EVAL.
+      const first = await Promise.all([probe.run(pipelined, [], []), probe.run(pipelined, [], [])]);
+      expect(first.map((reply) => decoder.decode(reply as Buffer))).toEqual([expect.stringMatching(/^probe_/), expect.stringMatching(/^probe_/)]);
+      expect(await client.script('EXISTS', probe.sha)).toEqual([1]);
+      expect(decoder.decode((await probe.run(pipelined, [], [])) as Buffer)).toMatch(/^probe_/);
     });
 
     it('waits through pub/sub for the original on another connection, in the engine\'s wait mode', async () => {

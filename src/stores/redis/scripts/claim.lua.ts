@@ -20,7 +20,8 @@ import { nowLua } from './now.lua.js';
  * ARGV[8] — how long the hash key's real Redis TTL outlives its last deadline, in ms (see `ttl.ts`).
  *
  * Returns `{1, takeover, now, rp}` when the caller won the lease: `takeover` is 1 when an expired lease of
- * the same fingerprint was taken over, else 0; `now` is the time the script decided by (integer text), from
+ * the same fingerprint was taken over, else 0; `now` is the time the script decided by (an integer reply: a
+ * whole number of ms is exact in a Lua number, and an integer costs the client less than text), from
  * which the caller derives the lease's end; and `rp` is the recovery point the previous holder reached (only
  * on a takeover of a record that has one; absent otherwise). Returns `{0, packed}` when the caller lost:
  * the standing record's fields, in the order of `HASH_FIELDS`, packed into one bulk string, each as
@@ -75,7 +76,7 @@ if state then
       local kept = values[${luaIndex('recoveryPoint')}]
       local took = 0
       if kept or tonumber(values[${luaIndex('createdAt')}]) < decided then took = 1 end
-      return {1, took, fmt(decided), kept}
+      return {1, took, decided, kept}
     elseif state == 'in_progress' and tonumber(lease) <= now and fp == ARGV[2] then
       takeover = 1
       point = values[${luaIndex('recoveryPoint')}]
@@ -92,5 +93,5 @@ else
     'token', ARGV[3], 'lease', lease_end, 'created', fmt(now), 'expires', expires_at)
 end
 redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[4]), tonumber(ARGV[5])) + tonumber(ARGV[8]))
-return {1, takeover, fmt(now), point}
+return {1, takeover, now, point}
 `;
