@@ -11,7 +11,7 @@
  *
  * @module
  */
-import type { Attributes, Counter, Histogram, MeterProvider } from '@opentelemetry/api';
+import type { Attributes, Counter, Histogram, MeterProvider, ObservableCallback } from '@opentelemetry/api';
 import type { RequestOutcome, StoreOperation } from '../core/observer.js';
 import { otel } from './api.js';
 
@@ -44,16 +44,27 @@ export const RECEIVER_INSTRUMENTS = Object.freeze({
 
 /** Where the receiver's instruments come from, and which scopes may be attributes. */
 export interface MetricsOptions {
-  /** @defaultValue the global provider (`metrics.getMeterProvider()`), read on first use */
+  /**
+   * @defaultValue the global provider (`metrics.getMeterProvider()`), read again as each request starts:
+   * an SDK registered after the receiver served traffic is recorded to from the next request on
+   */
   readonly meterProvider?: MeterProvider | undefined;
   /** Scopes recorded as the `retrysafe.scope` attribute; every other scope is left out. @defaultValue none */
   readonly metricScopes?: readonly string[] | undefined;
 }
 
-/** The receiver's instruments, created on first use so a provider registered after the receiver is seen. */
+/**
+ * The receiver's instruments. Without a `meterProvider` option they follow the global provider: it is read
+ * as each request starts ({@link ReceiverMetrics.begin}), because the API's global meter provider has no
+ * proxy (unlike its tracer provider) and a meter obtained from the no-op provider stays no-op. The request
+ * counts and the in-flight number are kept here, so a provider registered later reports them since the
+ * receiver was created; its histograms hold the durations recorded from then on.
+ */
 export class ReceiverMetrics {
-  /** `null` once it is known there is nothing to record to (no provider given, no API installed). */
-  private instruments: Instruments | null | undefined;
+  /** The provider the instruments were made on; `undefined` when there is none (no API installed). */
+  private provider: MeterProvider | undefined;
+  /** `undefined` while nothing is to be recorded to (before the first request, or no API installed). */
+  private instruments: Instruments | undefined;
   private running = 0;
   private readonly scopes: ReadonlySet<string>;
   /** Attribute objects are shared, one per value, so recording allocates nothing. */
@@ -70,14 +81,26 @@ export class ReceiverMetrics {
     this.scopes = new Set(options.metricScopes ?? []);
   }
 
+  /**
+   * Called as each request starts (and before each count outside one): makes the instruments on the
+   * provider to record to, when it is not the one they were made on. One read of the global per request;
+   * the recordings between two reads go to the instruments of the first.
+   */
+  begin(): void {
+    const provider = this.options.meterProvider ?? otel?.metrics.getMeterProvider();
+    if (provider === this.provider) return;
+    this.instruments?.detach();
+    this.provider = provider;
+    this.instruments = provider && createInstruments(provider, () => this.running, this.requestCounts);
+  }
+
   request(outcome: RequestOutcome, scope: string): void {
-    if (this.instruments === undefined) this.get();
     const attributes = this.outcome(outcome, scope);
     this.requestCounts.set(attributes, (this.requestCounts.get(attributes) ?? 0) + 1);
   }
 
   handler(outcome: RequestOutcome, seconds: number, scope: string): void {
-    this.get()?.handlerDuration.record(seconds, this.outcome(outcome, scope));
+    this.instruments?.handlerDuration.record(seconds, this.outcome(outcome, scope));
   }
 
   store(operation: StoreOperation, seconds: number, failed: boolean): void {
@@ -87,21 +110,20 @@ export class ReceiverMetrics {
       attributes = Object.freeze({ operation, store: this.storeKind, ...(failed && { error: true }) });
       this.storeAttributes.set(name, attributes);
     }
-    this.get()?.storeDuration.record(seconds, attributes);
+    this.instruments?.storeDuration.record(seconds, attributes);
   }
 
   inFlight(delta: 1 | -1): void {
-    // The observable counter is registered with the other instruments, on first use.
-    if (this.instruments === undefined) this.get();
     this.running += delta;
   }
 
   takeover(): void {
-    this.get()?.takeovers.add(1);
+    this.instruments?.takeovers.add(1);
   }
 
   reaped(count: number): void {
-    this.get()?.reaped.add(count, { store: this.storeKind });
+    this.begin();
+    this.instruments?.reaped.add(count, { store: this.storeKind });
   }
 
   private outcome(outcome: RequestOutcome, scope: string): Attributes {
@@ -114,14 +136,6 @@ export class ReceiverMetrics {
     }
     return attributes;
   }
-
-  private get(): Instruments | null {
-    if (this.instruments === undefined) {
-      const provider = this.options.meterProvider ?? otel?.metrics.getMeterProvider();
-      this.instruments = provider ? createInstruments(provider, () => this.running, this.requestCounts) : null;
-    }
-    return this.instruments;
-  }
 }
 
 interface Instruments {
@@ -129,6 +143,8 @@ interface Instruments {
   readonly storeDuration: Histogram;
   readonly takeovers: Counter;
   readonly reaped: Counter;
+  /** Takes the observable instruments' callbacks off their provider (one no longer recorded to). */
+  detach(): void;
 }
 
 function createInstruments(
@@ -138,18 +154,22 @@ function createInstruments(
 ): Instruments {
   const meter = provider.getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
   const n = RECEIVER_INSTRUMENTS;
-  meter
-    .createObservableUpDownCounter(n.inFlight, { description: 'Works running under a lease held by this process', unit: '{request}' })
-    .addCallback((result) => result.observe(running()));
-  meter
-    .createObservableCounter(n.requests, { description: 'Requests through the idempotency receiver, by outcome', unit: '{request}' })
-    .addCallback((result) => {
-      for (const [attributes, count] of requests) result.observe(count, attributes);
-    });
+  const inFlight = meter.createObservableUpDownCounter(n.inFlight, { description: 'Works running under a lease held by this process', unit: '{request}' });
+  const observeInFlight: ObservableCallback = (result) => result.observe(running());
+  inFlight.addCallback(observeInFlight);
+  const counted = meter.createObservableCounter(n.requests, { description: 'Requests through the idempotency receiver, by outcome', unit: '{request}' });
+  const observeCounted: ObservableCallback = (result) => {
+    for (const [attributes, count] of requests) result.observe(count, attributes);
+  };
+  counted.addCallback(observeCounted);
   return {
     handlerDuration: meter.createHistogram(n.handlerDuration, { description: 'Duration of the work behind an idempotency key', unit: 's' }),
     storeDuration: meter.createHistogram(n.storeDuration, { description: 'Duration of one idempotency store operation', unit: 's' }),
     takeovers: meter.createCounter(n.takeovers, { description: 'Claims that took over an expired lease', unit: '{takeover}' }),
     reaped: meter.createCounter(n.reaped, { description: 'Expired idempotency records deleted by the reaper', unit: '{record}' }),
+    detach() {
+      inFlight.removeCallback(observeInFlight);
+      counted.removeCallback(observeCounted);
+    },
   };
 }

@@ -51,6 +51,7 @@ export class TelemetryObserver implements ReceiverObserver {
   }
 
   request(scope: string, key: string): Observation {
+    this.metrics.begin();
     return new RequestObservation(this, scope, key, this.traces.start(RECEIVER_SPANS.execute));
   }
 
@@ -65,6 +66,7 @@ export class TelemetryObserver implements ReceiverObserver {
   }
 
   invalidKey(): void {
+    this.metrics.begin();
     this.metrics.request('invalid_key', '');
   }
 

@@ -3,7 +3,7 @@
  * allow-list, and the logger hook writing through a real pino instance with keys hashed.
  */
 import { readFileSync } from 'node:fs';
-import { context, trace } from '@opentelemetry/api';
+import { context, metrics, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
@@ -132,5 +132,25 @@ describe('receiver observability (function API)', () => {
     expect(await receiver.run(id('k'), () => Promise.resolve(5))).toBe(5);
     expect(trace.getActiveSpan()).toBeUndefined();
     expect(await t.sum(I.requests)).toBe(0);
+  });
+
+  it('records to a global meter provider registered after it served requests, from the next request on', async () => {
+    t = telemetry();
+    const receiver = createReceiver({ store: createMemoryStore() });
+    expect(await receiver.run(id('before'), () => Promise.resolve(1))).toBe(1);
+    metrics.setGlobalMeterProvider(t.meterProvider);
+    try {
+      expect(await receiver.run(id('after'), () => Promise.resolve(2))).toBe(2);
+      expect(await receiver.run(id('after'), () => Promise.resolve(3))).toBe(2);
+      // Counts are kept by the receiver: the request served before the SDK is counted too.
+      expect(await t.sum(I.requests, { outcome: 'executed' })).toBe(2);
+      expect(await t.sum(I.requests, { outcome: 'replayed' })).toBe(1);
+      // Durations are recorded from the first request that started with the SDK registered.
+      expect(await t.count(I.storeDuration, { operation: 'claim', store: 'memory' })).toBe(2);
+      expect(await t.count(I.storeDuration, { operation: 'complete' })).toBe(1);
+      expect(await t.count(I.handlerDuration, { outcome: 'executed' })).toBe(1);
+    } finally {
+      metrics.disable();
+    }
   });
 });
