@@ -23,7 +23,7 @@ const req = createRequire(join(root, 'package.json'));
 const pg = req('pg');
 const imp = (p) => import(pathToFileURL(join(root, 'dist', p)).href);
 const { createReceiver } = await imp('index.js');
-const { createPostgresStore, migrate } = await imp('stores/postgres/index.js');
+const { createPostgresStore, migrate } = await imp('postgres.js');
 
 /** CPU time (µs) the backends `pids` used so far; 0 for a backend this host cannot see. */
 function serverCpu(pids) {

@@ -11,6 +11,8 @@
  *   durable commits, like the claim committed apart and the business transaction);
  * - retrysafe on PostgreSQL (plain and transactional) and Redis for new keys, replays and bursts of 8
  *   concurrent duplicates per key (the handler must run exactly once per key);
+ * - what metrics cost: the memory store with the OpenTelemetry metrics SDK installed (`memory-otel`) vs
+ *   without (`memory`), as the ratio of their requests/s and of their server CPU per request;
  * - bytes per stored record on PostgreSQL;
  * - client sessions (`sessions.ts`): session receiver overhead per request vs a bare call, and the saved-
  *   response count after the run (bounded by the requests in flight);
@@ -110,6 +112,7 @@ function statusText(statuses: Readonly<Record<number, number>>): string {
 /** Which baseline each retrysafe scenario is compared with: bare plus the raw round trips it costs. */
 const BASELINES: Readonly<Record<string, { readonly new: string; readonly replay: string }>> = {
   memory: { new: 'bare', replay: 'bare' },
+  'memory-otel': { new: 'bare', replay: 'bare' },
   sqlite: { new: 'bare', replay: 'bare' },
   // claim + complete: two durable writes; a replay is the claim alone, a read
   postgres: { new: 'raw-pgw-2', replay: 'raw-pg-1' },
@@ -212,6 +215,20 @@ function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 }
 
+/** The metrics' cost: `memory-otel` against `memory`, per framework and scenario, from the same rows. */
+function metricsCost(rows: readonly Row[]): string {
+  const lines: string[] = [];
+  for (const withSdk of rows.filter((r) => r.config === 'memory-otel')) {
+    const without = rows.find((r) => r.framework === withSdk.framework && r.config === 'memory' && r.scenario === withSdk.scenario);
+    if (!without) continue;
+    const cpu = ((withSdk.cpuMicrosPerRequest - without.cpuMicrosPerRequest) / without.cpuMicrosPerRequest) * 100;
+    lines.push(
+      `metrics SDK installed vs not, ${withSdk.framework} memory ${withSdk.scenario}: ${(withSdk.perSecond / without.perSecond).toFixed(3)}× the requests/s, CPU per request ${cpu >= 0 ? '+' : ''}${cpu.toFixed(1)} %`,
+    );
+  }
+  return lines.join('\n');
+}
+
 function table(rows: readonly Row[]): string {
   const rate = new Map(rows.filter((r) => r.scenario === 'no key').map((r) => [`${r.framework}/${r.config}`, r.perSecond]));
   const lines = [
@@ -274,9 +291,11 @@ async function cleanup(): Promise<void> {
 const plan: readonly (readonly [framework: string, config: string, bursts: boolean])[] = [
   ['fastify', 'bare', false],
   ['fastify', 'memory', true],
+  ['fastify', 'memory-otel', false],
   ['fastify', 'sqlite', false],
   ['express', 'bare', false],
   ['express', 'memory', true],
+  ['express', 'memory-otel', false],
   ['express', 'sqlite', false],
   ['fastify', 'raw-pg-1', false],
   ['fastify', 'raw-pgw-2', false],
@@ -316,6 +335,7 @@ try {
 process.stdout.write(
   `\nretrysafe benchmark — ${connections} connections, ${durationMs} ms per scenario, ${repeat === 1 ? 'one round' : `median of ${repeat} rounds`}, node ${process.version}\n\n`,
 );
-process.stdout.write(`${table(medianRows(rounds))}\n\n${floorLine}\n${bytesLine}\n`);
+const medians = medianRows(rounds);
+process.stdout.write(`${table(medians)}\n\n${metricsCost(medians)}\n\n${floorLine}\n${bytesLine}\n`);
 process.stdout.write(`\n${await runSessionsBench()}\n`);
 if (process.env['BENCH_MESSAGING'] !== '0') process.stdout.write(`\n${await runMessagingBench()}\n`);

@@ -10,11 +10,16 @@
  *                              round trips and durable commits of a new key in transactional mode (claim,
  *                              BEGIN, complete, COMMIT)
  *   memory | sqlite | postgres | postgres-tx | redis   the handler behind retrysafe on that store
+ *   memory-otel                the memory store with the OpenTelemetry metrics SDK installed as the global
+ *                              meter provider (a periodic reader exporting every second to memory): what
+ *                              the receiver's metrics cost an application that collects them
  * env: BENCH_POSTGRES_URL, BENCH_POSTGRES_SCHEMA (already migrated), BENCH_REDIS_URL, BENCH_REDIS_PREFIX
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { metrics } from '@opentelemetry/api';
+import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createMemoryStore, createReceiver } from '../src/index.js';
@@ -90,6 +95,14 @@ function configure(): BenchApp {
       return {};
     case 'memory':
       return { receiver: createReceiver({ store: createMemoryStore() }) };
+    case 'memory-otel': {
+      const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+      const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 1000 });
+      // Keep memory flat: the exported batches are dropped as they come.
+      setInterval(() => exporter.reset(), 1000).unref();
+      metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
+      return { receiver: createReceiver({ store: createMemoryStore() }) };
+    }
     case 'sqlite':
       return { receiver: createReceiver({ store: createSqliteStore({ path: join(dir, 'bench.db') }) }) };
     case 'postgres':
