@@ -12,7 +12,7 @@ export { INBOX_COUNTERS, INBOX_INSTRUMENTS, type InboxEvent, type InboxEventType
 export { INBOX_SPANS } from './traces.js';
 export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './postgres.js';
 export { createSqliteInboxStore, type SqliteInboxStore, type SqliteInboxStoreOptions } from './sqlite.js';
-export { inboxProcessor, type BrokerMessage, type Disposition, type MessageProcessor, type MessageHandler } from './processor.js';
+export { inboxProcessor, type BrokerMessage, type Disposition, type MessageProcessor, type MessageHandler, type RedriveOptions } from './processor.js';
 export type {
   BeginResult,
   DeadLetter,

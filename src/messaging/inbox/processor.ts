@@ -50,6 +50,20 @@ export interface MessageProcessor {
   readonly replayPending?: () => Promise<number>;
 }
 
+/**
+ * How a broker adapter's consumer (`startAmqpConsumer`, `startNatsConsumer`, `startKafkaConsumer`) runs the
+ * dead letters an operator asked to redrive: it polls the processor's {@link MessageProcessor.redrivePending}.
+ */
+export interface RedriveOptions {
+  /**
+   * How often the dead letters an operator asked to redrive are polled and run (the processor's
+   * `redrivePending`), in milliseconds, a positive integer; `false` turns it off. @defaultValue 5_000
+   */
+  readonly redriveIntervalMs?: number | false;
+  /** @deprecated Use `redriveIntervalMs`; still honoured when it is absent ("replay" names HTTP replays). */
+  readonly replayIntervalMs?: number | false;
+}
+
 /** Business code for one message under the inbox: write through `tx`; a throw means retry. */
 export type MessageHandler<Tx> = (message: BrokerMessage, tx: Tx, context: HandlerContext) => Promise<void>;
 

@@ -8,14 +8,14 @@
  */
 import amqplib, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
 import { describe, requireDurationMs } from '../../core/duration.js';
-import type { BrokerMessage, MessageProcessor } from '../inbox/processor.js';
+import type { BrokerMessage, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
 import { deliverer, InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
 import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link startAmqpConsumer}. */
-export interface AmqpConsumerOptions {
+export interface AmqpConsumerOptions extends RedriveOptions {
   /** An open channel (the caller owns its connection). Its prefetch is set to `prefetch`. */
   readonly channel: Channel;
   /**
@@ -44,13 +44,6 @@ export interface AmqpConsumerOptions {
   readonly prefetch?: number;
   /** The id used for dedup. @defaultValue the AMQP `messageId` property when it is a string */
   readonly messageId?: (message: ConsumeMessage) => string | undefined;
-  /**
-   * How often the dead letters an operator asked to redrive are polled and run (the processor's
-   * `redrivePending`), in milliseconds; `false` turns it off. @defaultValue 5_000
-   */
-  readonly redriveIntervalMs?: number | false;
-  /** @deprecated Use `redriveIntervalMs`; still honoured when it is absent ("replay" names HTTP replays). */
-  readonly replayIntervalMs?: number | false;
   /** Told about failures that are not a message's fault: the store failing (the message is requeued), an ack on a closed channel. @defaultValue `console.error` */
   readonly onError?: (error: unknown) => void;
 }

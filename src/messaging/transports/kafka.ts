@@ -8,7 +8,7 @@
  */
 import type { KafkaJS } from '@confluentinc/kafka-javascript';
 import { describe, requireDurationMs } from '../../core/duration.js';
-import type { BrokerMessage, Disposition, MessageProcessor } from '../inbox/processor.js';
+import type { BrokerMessage, Disposition, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
 import { InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
@@ -169,7 +169,7 @@ class LazyProducer {
 }
 
 /** Options of {@link startKafkaConsumer}. */
-export interface KafkaConsumerOptions {
+export interface KafkaConsumerOptions extends RedriveOptions {
   /** The client (`new KafkaJS.Kafka({ 'bootstrap.servers': … })`) carrying brokers, TLS and SASL. */
   readonly kafka: KafkaJS.Kafka;
   /** The consumer group (`group.id`); the partitions of `topics` are shared among its members. */
@@ -199,13 +199,6 @@ export interface KafkaConsumerOptions {
   readonly consumerConfig?: KafkaProperties;
   /** Extra librdkafka properties of the dead-letter producer (idempotent, `acks=all`). @defaultValue `{}` */
   readonly deadLetterProducerConfig?: KafkaProperties;
-  /**
-   * How often the dead letters an operator asked to redrive are polled and run (the processor's
-   * `redrivePending`), in milliseconds; `false` turns it off. @defaultValue 5_000
-   */
-  readonly redriveIntervalMs?: number | false;
-  /** @deprecated Use `redriveIntervalMs`; still honoured when it is absent ("replay" names HTTP replays). */
-  readonly replayIntervalMs?: number | false;
   /** Told about failures that are not a message's fault: the store failing (the message is read again), a dead-letter topic refusing a record. @defaultValue `console.error` */
   readonly onError?: (error: unknown) => void;
 }

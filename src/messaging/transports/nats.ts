@@ -10,14 +10,14 @@
  */
 import { connect, headers as natsHeaders, type ConnectionOptions, type JetStreamClient, type JsMsg, type NatsConnection } from 'nats';
 import { describe, requireDurationMs } from '../../core/duration.js';
-import type { BrokerMessage, MessageProcessor } from '../inbox/processor.js';
+import type { BrokerMessage, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
 import { deliverer, InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
 import { requireOptions } from '../../core/options.js';
 
 /** Options of {@link startNatsConsumer}. */
-export interface NatsConsumerOptions {
+export interface NatsConsumerOptions extends RedriveOptions {
   /** A JetStream client (`connection.jetstream()`); the caller owns the connection. */
   readonly jetstream: JetStreamClient;
   /** The stream the durable consumer belongs to. */
@@ -35,13 +35,6 @@ export interface NatsConsumerOptions {
   readonly messageId?: (message: JsMsg) => string | undefined;
   /** How long JetStream waits before redelivering a message answered `retry` (`nak` delay), in milliseconds. @defaultValue 1_000 */
   readonly retryDelayMs?: number;
-  /**
-   * How often the dead letters an operator asked to redrive are polled and run (the processor's
-   * `redrivePending`), in milliseconds; `false` turns it off. @defaultValue 5_000
-   */
-  readonly redriveIntervalMs?: number | false;
-  /** @deprecated Use `redriveIntervalMs`; still honoured when it is absent ("replay" names HTTP replays). */
-  readonly replayIntervalMs?: number | false;
   /** Told about failures that are not a message's fault (the store failing: the message is nak'd). @defaultValue `console.error` */
   readonly onError?: (error: unknown) => void;
 }

@@ -18,7 +18,7 @@ import {
 import type pg from 'pg';
 import { postgresAvailable } from '../../support/postgres-schema.js';
 import { AMQP_URL, serviceAvailable, uniqueName } from '../../support/services.js';
-import { runChild } from './child.js';
+import { expectRedeliveryProcessed, expectRedeliverySkipped, runChild } from './child.js';
 import { count, record } from './recorder.js';
 import { createEffectsSchema, writeEffect, type EffectsSchema } from '../../support/messaging.js';
 
@@ -88,31 +88,14 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     const q = await queue();
     const id = randomUUID();
     publish(q, id);
-    expect(await runChild({ BROKER: 'amqp', SCHEMA: db.schema, CONSUMER: 'billing', CRASH: 'after-commit', QUEUE: q })).toBe('SIGKILL');
-    expect(await db.count('billing', id)).toBe(1);
-    const runs = new Map<string, number>();
-    const recorder = await consume(q, newInbox(), writeEffect(db, runs));
-    await recorder.until((seen) => count(seen, id) === 1);
-    expect(count(recorder.seen, id, 'ack')).toBe(1);
-    expect(runs.get(id)).toBeUndefined();
-    expect(await db.count('billing', id)).toBe(1);
+    await expectRedeliverySkipped({ db, id, env: { BROKER: 'amqp', QUEUE: q }, consume: (handler) => consume(q, newInbox(), handler) });
   });
 
   it('persists nothing when a consumer is SIGKILLed mid-handler, and processes the redelivery', async () => {
     const q = await queue();
     const id = randomUUID();
     publish(q, id);
-    expect(await runChild({ BROKER: 'amqp', SCHEMA: db.schema, CONSUMER: 'billing', CRASH: 'mid-handler', QUEUE: q })).toBe('SIGKILL');
-    expect(await db.count('billing', id)).toBe(0);
-    const attempts: number[] = [];
-    const recorder = await consume(q, newInbox(), async (message, tx, { attempt }) => {
-      attempts.push(attempt);
-      await db.write(tx, 'billing', message.id ?? '');
-    });
-    await recorder.until((seen) => count(seen, id) === 1);
-    expect(count(recorder.seen, id, 'ack')).toBe(1);
-    expect(attempts).toEqual([2]);
-    expect(await db.count('billing', id)).toBe(1);
+    await expectRedeliveryProcessed({ db, id, env: { BROKER: 'amqp', QUEUE: q }, consume: (handler) => consume(q, newInbox(), handler) });
   });
 
   it('dead-letters a message that crashed its consumer maxAttempts times, without running it again', async () => {

@@ -21,10 +21,10 @@ import {
 import { postgresAvailable } from '../../support/postgres-schema.js';
 import { startMockKafkaCluster, type MockKafkaCluster } from '../../support/kafka.js';
 import { uniqueName } from '../../support/services.js';
-import { runChild } from './child.js';
+import { expectRedeliveryProcessed, expectRedeliverySkipped } from './child.js';
 import { outboxBacklog, waitUntil } from '../../support/outbox.js';
 import { count, record, type Recorder } from './recorder.js';
-import { createEffectsSchema, type EffectsSchema } from '../../support/messaging.js';
+import { createEffectsSchema, writeEffect, type EffectsSchema } from '../../support/messaging.js';
 
 const available = await postgresAvailable();
 
@@ -100,18 +100,17 @@ describe.runIf(available)('Kafka transport on the mock cluster', () => {
     );
   }
 
+  /** The crashing child's variables: a member of the `billing` group on `topic`. */
+  function childEnv(topic: string): Record<string, string> {
+    return { BROKER: 'kafka', BOOTSTRAP: cluster.bootstrapServers, TOPIC: topic, GROUP: `billing_${topic}` };
+  }
+
   async function consumeWithInbox(topic: string, inbox: Inbox<pg.PoolClient>, handler: MessageHandler<pg.PoolClient>): Promise<Recorder> {
     const recorder = record(inboxProcessor(inbox, 'billing', handler));
     await consume(topic, recorder.process);
     return recorder;
   }
 
-  const writeEffect =
-    (runs: Map<string, number>): MessageHandler<pg.PoolClient> =>
-    async (message, tx) => {
-      runs.set(message.id ?? '', (runs.get(message.id ?? '') ?? 0) + 1);
-      await db.write(tx, 'billing', message.id ?? '');
-    };
 
   it('publishes through the relay with acks: key = outbox key, id in a header, each key in order in its partition', async () => {
     const topic = topicName();
@@ -193,7 +192,7 @@ describe.runIf(available)('Kafka transport on the mock cluster', () => {
     const id = randomUUID();
     for (let i = 0; i < 5; i++) await send(topic, 'k', id);
     const runs = new Map<string, number>();
-    const recorder = await consumeWithInbox(topic, newInbox(), writeEffect(runs));
+    const recorder = await consumeWithInbox(topic, newInbox(), writeEffect(db, runs));
     await recorder.until((seen) => count(seen, id) === 5, 20_000);
     expect(count(recorder.seen, id, 'ack')).toBe(5);
     expect(runs.get(id)).toBe(1);
@@ -205,8 +204,8 @@ describe.runIf(available)('Kafka transport on the mock cluster', () => {
     await send(topic, 'warm-up', randomUUID());
     const inbox = newInbox();
     const runs = new Map<string, number>();
-    const first = await consumeWithInbox(topic, inbox, writeEffect(runs));
-    const second = await consumeWithInbox(topic, inbox, writeEffect(runs));
+    const first = await consumeWithInbox(topic, inbox, writeEffect(db, runs));
+    const second = await consumeWithInbox(topic, inbox, writeEffect(db, runs));
     const ids: string[] = [];
     // Publish in rounds until both members have handled some: the second one's join moves partitions.
     await waitUntil(
@@ -238,33 +237,14 @@ describe.runIf(available)('Kafka transport on the mock cluster', () => {
     const topic = topicName();
     const id = randomUUID();
     await send(topic, 'k', id);
-    const child = { BROKER: 'kafka', SCHEMA: db.schema, CONSUMER: 'billing', CRASH: 'after-commit', BOOTSTRAP: cluster.bootstrapServers, TOPIC: topic, GROUP: `billing_${topic}` };
-    expect(await runChild(child, 30_000)).toBe('SIGKILL');
-    expect(await db.count('billing', id)).toBe(1);
-    const runs = new Map<string, number>();
-    const recorder = await consumeWithInbox(topic, newInbox(), writeEffect(runs));
-    await recorder.until((seen) => count(seen, id) === 1, 30_000);
-    expect(count(recorder.seen, id, 'ack')).toBe(1);
-    expect(runs.get(id)).toBeUndefined();
-    expect(await db.count('billing', id)).toBe(1);
+    await expectRedeliverySkipped({ db, id, env: childEnv(topic), consume: (handler) => consumeWithInbox(topic, newInbox(), handler), timeoutMs: 30_000 });
   });
 
   it('persists nothing when a consumer is SIGKILLed mid-handler, and processes the redelivery', async () => {
     const topic = topicName();
     const id = randomUUID();
     await send(topic, 'k', id);
-    const child = { BROKER: 'kafka', SCHEMA: db.schema, CONSUMER: 'billing', CRASH: 'mid-handler', BOOTSTRAP: cluster.bootstrapServers, TOPIC: topic, GROUP: `billing_${topic}` };
-    expect(await runChild(child, 30_000)).toBe('SIGKILL');
-    expect(await db.count('billing', id)).toBe(0);
-    const attempts: number[] = [];
-    const recorder = await consumeWithInbox(topic, newInbox(), async (message, tx, { attempt }) => {
-      attempts.push(attempt);
-      await db.write(tx, 'billing', message.id ?? '');
-    });
-    await recorder.until((seen) => count(seen, id) === 1, 30_000);
-    expect(count(recorder.seen, id, 'ack')).toBe(1);
-    expect(attempts).toEqual([2]);
-    expect(await db.count('billing', id)).toBe(1);
+    await expectRedeliveryProcessed({ db, id, env: childEnv(topic), consume: (handler) => consumeWithInbox(topic, newInbox(), handler), timeoutMs: 30_000 });
   });
 
   it('dead-letters a poison message to the dead-letter topic after maxAttempts, and a record without an id at once', async () => {

@@ -11,7 +11,7 @@ import { startNatsConsumer, type NatsConsumer } from '../../../src/messaging/tra
 import { createInbox, createPostgresInboxStore, inboxProcessor, type Inbox, type MessageHandler } from '../../../src/messaging/inbox/index.js';
 import { postgresAvailable } from '../../support/postgres-schema.js';
 import { NATS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
-import { runChild } from './child.js';
+import { expectRedeliveryProcessed, expectRedeliverySkipped } from './child.js';
 import { count, record, type Recorder } from './recorder.js';
 import { createEffectsSchema, writeEffect, type EffectsSchema } from '../../support/messaging.js';
 
@@ -109,30 +109,14 @@ describe.runIf(available)('NATS JetStream consumer with the inbox', () => {
     const { name, subject } = await durable();
     const id = randomUUID();
     await publish(subject, id);
-    expect(await runChild({ BROKER: 'nats', SCHEMA: db.schema, CONSUMER: 'billing', CRASH: 'after-commit', STREAM: stream, DURABLE: name })).toBe('SIGKILL');
-    expect(await db.count('billing', id)).toBe(1);
-    const runs = new Map<string, number>();
-    const recorder = await consume(name, newInbox(), writeEffect(db, runs));
-    await recorder.until((seen) => count(seen, id) === 1);
-    expect(count(recorder.seen, id, 'ack')).toBe(1);
-    expect(runs.get(id)).toBeUndefined();
-    expect(await db.count('billing', id)).toBe(1);
+    await expectRedeliverySkipped({ db, id, env: { BROKER: 'nats', STREAM: stream, DURABLE: name }, consume: (handler) => consume(name, newInbox(), handler) });
   });
 
   it('persists nothing when a consumer is SIGKILLed mid-handler, and processes the redelivery', async () => {
     const { name, subject } = await durable();
     const id = randomUUID();
     await publish(subject, id);
-    expect(await runChild({ BROKER: 'nats', SCHEMA: db.schema, CONSUMER: 'billing', CRASH: 'mid-handler', STREAM: stream, DURABLE: name })).toBe('SIGKILL');
-    expect(await db.count('billing', id)).toBe(0);
-    const attempts: number[] = [];
-    const recorder = await consume(name, newInbox(), async (message, tx, { attempt }) => {
-      attempts.push(attempt);
-      await db.write(tx, 'billing', message.id ?? '');
-    });
-    await recorder.until((seen) => count(seen, id, 'ack') === 1);
-    expect(attempts).toEqual([2]);
-    expect(await db.count('billing', id)).toBe(1);
+    await expectRedeliveryProcessed({ db, id, env: { BROKER: 'nats', STREAM: stream, DURABLE: name }, consume: (handler) => consume(name, newInbox(), handler) });
   });
 
   it('dead-letters (terms) a poison message after maxAttempts without blocking the others', async () => {
