@@ -20,6 +20,18 @@ export interface CallResult {
   readonly error?: string;
 }
 
+/**
+ * The `concurrency` option of a demo run: the workers {@link drive} runs, 12 unless given.
+ *
+ * @throws TypeError when `concurrency` is not an integer in [1, 256]
+ */
+export function concurrencyOf(concurrency: number = 12): number {
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > 256) {
+    throw new TypeError(`retrysafe: option "concurrency" must be an integer in [1, 256], got ${String(concurrency)}`);
+  }
+  return concurrency;
+}
+
 /** Options of {@link drive}. */
 interface DriveOptions {
   readonly plan: readonly PlannedPayment[];

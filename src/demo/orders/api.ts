@@ -17,7 +17,7 @@ import { createReceiver } from '../../index.js';
 import type { Outbox } from '../../messaging/outbox/index.js';
 import type { PostgresStore } from '../../postgres.js';
 import { chaos, faultOf, type InjectedFault } from '../harness/chaos.js';
-import { ORDER_PLACED } from './broker.js';
+import { ORDER_PLACED } from './transport.js';
 
 /** The event's payload. */
 export interface OrderPlaced {

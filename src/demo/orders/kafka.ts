@@ -10,7 +10,7 @@
 import { KafkaJS, RdKafka } from '@confluentinc/kafka-javascript';
 import { createKafkaPublisher, startKafkaConsumer } from '../../messaging/transports/kafka.js';
 import { startMockKafkaCluster } from '../harness/mock-kafka.js';
-import type { KafkaEndpoint, RunBroker, WorkerTransport } from './broker.js';
+import type { KafkaEndpoint, RunBroker, WorkerTransport } from './transport.js';
 
 /** Brokers of the mock cluster. */
 const BROKERS = 3;

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { BrokerEndpoint } from './broker.js';
+import type { BrokerEndpoint } from './transport.js';
 
 /** Where a worker crashes itself: the parent SIGKILLs it when told, then starts the next incarnation. */
 export type WorkerCrash =

@@ -7,7 +7,7 @@
  */
 import amqplib from 'amqplib';
 import { createAmqpPublisher, startAmqpConsumer } from '../../messaging/transports/amqp.js';
-import { ORDER_PLACED, type RabbitEndpoint, type RunBroker, type WorkerTransport } from './broker.js';
+import { ORDER_PLACED, type RabbitEndpoint, type RunBroker, type WorkerTransport } from './transport.js';
 
 /** Deliveries the consumer holds unacknowledged at once. */
 const PREFETCH = 16;

@@ -34,6 +34,8 @@ export interface OrdersReport {
   readonly broker: BrokerName;
   /** The consumer ran without the inbox. */
   readonly unsafe: boolean;
+  /** The PostgreSQL schema the run created (`retrysafe_orders_<run>`) and dropped at its end. */
+  readonly schema: string;
   /** Logical orders (distinct Idempotency-Keys) sent. */
   readonly ordersPlaced: number;
   /** HTTP attempts, retries and burst copies included. */
@@ -69,6 +71,7 @@ export interface OrdersObservations {
   readonly seed: number;
   readonly broker: BrokerName;
   readonly unsafe: boolean;
+  readonly schema: string;
   /** Idempotency keys of the logical orders. */
   readonly keys: readonly string[];
   readonly httpAttempts: number;
@@ -92,6 +95,7 @@ export function buildOrdersReport(observed: OrdersObservations, ledger: LedgerCo
     seed: observed.seed,
     broker: observed.broker,
     unsafe: observed.unsafe,
+    schema: observed.schema,
     ordersPlaced: observed.keys.length,
     httpAttempts: observed.httpAttempts,
     replays: observed.replays,

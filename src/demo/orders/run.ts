@@ -16,11 +16,12 @@ import { createPostgresStore } from '../../postgres.js';
 import { SLOW_HANDLER_MS } from '../harness/chaos.js';
 import { ATTEMPT_TIMEOUT_MS, createDemoClient } from '../harness/client.js';
 import { planFaults, MIN_PAYMENTS } from '../harness/plan.js';
-import { drive } from '../harness/traffic.js';
+import { concurrencyOf, drive } from '../harness/traffic.js';
 import { DemoInterruptedError } from '../harness/interrupted.js';
 import { ServiceUnavailableError } from '../harness/unavailable.js';
 import { createOrdersApp } from './api.js';
-import type { BrokerName, RunBroker } from './broker.js';
+import type { BrokerName } from './broker.js';
+import type { RunBroker } from './transport.js';
 import { countLedger, createOrdersSchema, dropOrdersSchema, progress } from './database.js';
 import type { WorkerConfig, WorkerCounter, WorkerCrash } from './protocol.js';
 import { buildOrdersReport, type OrdersReport } from './report.js';
@@ -83,10 +84,7 @@ const POLL_MS = 150;
 export async function runOrders(options: OrdersOptions = {}): Promise<OrdersReport> {
   const started = performance.now();
   const orders = options.orders ?? 100;
-  const concurrency = options.concurrency ?? 12;
-  if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > 256) {
-    throw new TypeError(`retrysafe: option "concurrency" must be an integer in [1, 256], got ${String(concurrency)}`);
-  }
+  const concurrency = concurrencyOf(options.concurrency);
   const seed = options.seed ?? randomBytes(4).readUInt32BE(0);
   const unsafe = options.unsafe ?? false;
   const store = options.store ?? DEFAULT_ORDERS_STORE;
@@ -211,6 +209,7 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
         seed: input.seed,
         broker: input.brokerName,
         unsafe,
+        schema,
         keys: plan.map((order) => order.key),
         httpAttempts: client.counters.attempts,
         replays: client.counters.replays,

@@ -13,7 +13,7 @@ import { SLOW_HANDLER_MS } from '../harness/chaos.js';
 import { ATTEMPT_TIMEOUT_MS, createDemoClient } from '../harness/client.js';
 import { planFaults, type CrashFault, type ServerFault } from '../harness/plan.js';
 import { DemoInterruptedError } from '../harness/interrupted.js';
-import { drive } from '../harness/traffic.js';
+import { concurrencyOf, drive } from '../harness/traffic.js';
 import { buildReport, type DemoReport } from './report.js';
 import { ServerSupervisor } from './supervisor.js';
 
@@ -21,7 +21,7 @@ import { ServerSupervisor } from './supervisor.js';
 export interface DemoOptions {
   /** Logical payments, at least 10. @defaultValue 240 */
   readonly payments?: number;
-  /** Payments in flight at once. @defaultValue 12 */
+  /** Payments in flight at once, 1..256. @defaultValue 12 */
   readonly concurrency?: number;
   /** Seed of the fault plan, 0..2^32-1. @defaultValue a random one (printed in the report) */
   readonly seed?: number;
@@ -68,10 +68,7 @@ const PLAIN_STORE_SKIP =
 export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
   const started = performance.now();
   const payments = options.payments ?? 240;
-  const concurrency = options.concurrency ?? 12;
-  if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > 256) {
-    throw new TypeError(`retrysafe: option "concurrency" must be an integer in [1, 256], got ${String(concurrency)}`);
-  }
+  const concurrency = concurrencyOf(options.concurrency);
   const seed = options.seed ?? randomBytes(4).readUInt32BE(0);
   const unsafe = options.unsafe ?? false;
   const directory = await mkdtemp(join(tmpdir(), 'retrysafe-demo-'));
