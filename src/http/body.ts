@@ -104,43 +104,20 @@ function isNodeStream(value: object): value is NodeStream {
 function readNodeStream(stream: NodeStream, limit: number): Promise<Uint8Array> {
   if (stream.readableEnded) return Promise.resolve(new Uint8Array(0));
   if (stream.destroyed) return Promise.reject(prematureClose());
-  return new Promise((resolve, reject) => {
-    const parts: Uint8Array[] = [];
-    let length = 0;
-    const stop = (): void => {
-      stream.removeListener('data', onData);
-      stream.removeListener('end', onEnd);
-      stream.removeListener('error', onError);
-      stream.removeListener('close', onClose);
-    };
-    const onData = (chunk: Uint8Array | string): void => {
+  const parts: Uint8Array[] = [];
+  let length = 0;
+  return settleOn(
+    stream,
+    'data',
+    (settle) => (chunk: Uint8Array | string) => {
       const part = typeof chunk === 'string' ? encoder.encode(chunk) : chunk;
       length += part.byteLength;
-      if (length > limit) {
-        // Left flowing without a listener, the rest drains, so the 413 still reaches the client.
-        stop();
-        reject(new BodyTooLargeError(limit));
-        return;
-      }
+      // Left flowing without a listener, the rest drains, so the 413 still reaches the client.
+      if (length > limit) return settle.fail(new BodyTooLargeError(limit));
       parts.push(part);
-    };
-    const onEnd = (): void => {
-      stop();
-      resolve(concat(parts, length));
-    };
-    const onError = (error: Error): void => {
-      stop();
-      reject(error);
-    };
-    const onClose = (): void => {
-      stop();
-      reject(prematureClose());
-    };
-    stream.on('data', onData);
-    stream.on('end', onEnd);
-    stream.on('error', onError);
-    stream.on('close', onClose);
-  });
+    },
+    () => concat(parts, length),
+  );
 }
 
 /**
@@ -166,16 +143,12 @@ export async function peekBody(req: NodeRequest, limit: number, contentLength?: 
   // An empty body, all received: adding a `readable` listener would read the end and emit `end`, after
   // which a later parser finds a drained stream (body-parser 1 fails it with a 500).
   if (req.complete && req.readableLength === 0) return new Uint8Array(0);
-  return new Promise((resolve, reject) => {
-    const parts: Uint8Array[] = [];
-    let length = 0;
-    const stop = (): void => {
-      req.removeListener('readable', onReadable);
-      req.removeListener('end', onEnd);
-      req.removeListener('error', onError);
-      req.removeListener('close', onClose);
-    };
-    const onReadable = (): void => {
+  const parts: Uint8Array[] = [];
+  let length = 0;
+  return settleOn(
+    req,
+    'readable',
+    (settle) => () => {
       // Only what is buffered: a read of an empty, ended buffer would emit `end`, after which nothing can be
       // pushed back.
       while (req.readableLength > 0) {
@@ -184,36 +157,65 @@ export async function peekBody(req: NodeRequest, limit: number, contentLength?: 
         const part = typeof chunk === 'string' ? encoder.encode(chunk) : chunk;
         length += part.byteLength;
         if (length > limit) {
-          stop();
+          settle.fail(new BodyTooLargeError(limit));
           req.resume();
-          reject(new BodyTooLargeError(limit));
           return;
         }
         parts.push(part);
       }
       if (!req.complete) return;
-      stop();
       const body = concat(parts, length);
+      settle.done(body);
       if (body.byteLength > 0) req.unshift(body);
-      resolve(body);
-    };
+    },
     // Not an `IncomingMessage` after all (`complete` never set): the body is read, but cannot be handed on.
-    const onEnd = (): void => {
-      stop();
-      resolve(concat(parts, length));
+    () => concat(parts, length),
+  );
+}
+
+/** Ends a {@link settleOn}: removes its listeners, then resolves or rejects. */
+interface Settle {
+  done(body: Uint8Array): void;
+  fail(error: Error): void;
+}
+
+/**
+ * The listener plumbing of {@link readNodeStream} and {@link peekBody}: listens to `stream` on `event` with
+ * the listener `reader` makes, until it settles through its `Settle`, or `end` resolves with `onEnd()`, or
+ * `error` rejects with the stream's error, or `close` comes first (a premature close). Each way removes the
+ * four listeners first.
+ */
+function settleOn(
+  stream: NodeStream,
+  event: 'data' | 'readable',
+  reader: (settle: Settle) => (chunk: Uint8Array | string) => void,
+  onEnd: () => Uint8Array,
+): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const stop = (): void => {
+      stream.removeListener(event, onEvent);
+      stream.removeListener('end', onEndEvent);
+      stream.removeListener('error', onError);
+      stream.removeListener('close', onClose);
     };
-    const onError = (error: Error): void => {
-      stop();
-      reject(error);
+    const settle: Settle = {
+      done(body) {
+        stop();
+        resolve(body);
+      },
+      fail(error) {
+        stop();
+        reject(error);
+      },
     };
-    const onClose = (): void => {
-      stop();
-      reject(prematureClose());
-    };
-    req.on('readable', onReadable);
-    req.on('end', onEnd);
-    req.on('error', onError);
-    req.on('close', onClose);
+    const onEvent = reader(settle);
+    const onEndEvent = (): void => settle.done(onEnd());
+    const onError = (error: Error): void => settle.fail(error);
+    const onClose = (): void => settle.fail(prematureClose());
+    stream.on(event, onEvent);
+    stream.on('end', onEndEvent);
+    stream.on('error', onError);
+    stream.on('close', onClose);
   });
 }
 
