@@ -19,7 +19,7 @@ import { createMemoryStore } from '../../src/stores/memory.js';
 import { createPostgresStore, migrate } from '../../src/postgres.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
-import type { IdempotencyStore } from '../../src/core/store.js';
+import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.js';
 import { POSTGRES_URL, REDIS_URL, uniqueName } from '../support/services.js';
 import { ProcessClockSkew } from './process-clock.js';
 
@@ -305,16 +305,9 @@ function sqliteHarness(): SimHarness {
       this.opened = open(this.clock);
     }
     commit(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-      return this.opened.store
-        .transaction(async (tx, view) => {
-          tx.prepare('INSERT INTO sim_effects (scope, key, token) VALUES (?, ?, ?)').run(claim.scope, claim.key, claim.leaseToken);
-          if (!(await view.complete(claim, response, retentionMs))) throw new FencedOff();
-          return true;
-        })
-        .catch((error: unknown) => {
-          if (error instanceof FencedOff) return false;
-          throw error;
-        });
+      return commitWithEffect(this.opened.store, claim, response, retentionMs, (tx) => {
+        tx.prepare('INSERT INTO sim_effects (scope, key, token) VALUES (?, ?, ?)').run(claim.scope, claim.key, claim.leaseToken);
+      });
     }
     async crashAfterEffect(claim: Claim): Promise<void> {
       await this.opened.store
@@ -346,13 +339,42 @@ class FencedOff extends Error {
 }
 
 /**
- * The server's "now" as the PostgreSQL store reads it (`SERVER_NOW_MS` of its statements), in
- * milliseconds since the epoch.
+ * A holder's commit in transactional mode: writes its effect and completes `claim` in one transaction of
+ * `store`. Resolves with true when both committed, false when the completion was fenced off (the
+ * transaction then rolls back, the effect with it); rejects with the store's own failure.
  */
-const PG_NOW = 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now';
+function commitWithEffect<Tx>(
+  store: TransactionalStore<Tx>,
+  claim: Claim,
+  response: StoredResponse,
+  retentionMs: number,
+  effect: (tx: Tx) => unknown,
+): Promise<boolean> {
+  return store
+    .transaction(async (tx, view) => {
+      await effect(tx);
+      if (!(await view.complete(claim, response, retentionMs))) throw new FencedOff();
+      return true;
+    })
+    .catch((error: unknown) => {
+      if (error instanceof FencedOff) return false;
+      throw error;
+    });
+}
 
-async function postgresHarness(serverClock: boolean, storeTime: StoreTime = 'server'): Promise<SimHarness> {
-  const schema = uniqueName('rs_sim');
+/** A simulation's own migrated PostgreSQL schema, the pool its stores use, and the fault of dropping that pool's connections. */
+export interface SimDatabase {
+  readonly schema: string;
+  readonly pool: pg.Pool;
+  /** Terminates every connection of {@link SimDatabase.pool}, idle or in a transaction. */
+  dropConnections(): Promise<void>;
+  /** Drops the schema and ends the pools. */
+  close(): Promise<void>;
+}
+
+/** Creates and migrates a schema named `prefix` plus a unique suffix, with its pools. */
+export async function openSimDatabase(prefix: string): Promise<SimDatabase> {
+  const schema = uniqueName(prefix);
   const application = schema;
   // synchronous_commit off: no commit waits for its WAL flush. The simulation never crashes the server,
   // so durability across a server crash is not what it checks, and the flush was most of a commit's time.
@@ -364,6 +386,29 @@ async function postgresHarness(serverClock: boolean, storeTime: StoreTime = 'ser
   const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
   admin.on('error', () => undefined);
   await migrate({ pool, schema });
+  return {
+    schema,
+    pool,
+    async dropConnections(): Promise<void> {
+      await persistently(() => admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application]));
+    },
+    async close(): Promise<void> {
+      await persistently(() => pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+      await pool.end();
+      await admin.end();
+    },
+  };
+}
+
+/**
+ * The server's "now" as the PostgreSQL store reads it (`SERVER_NOW_MS` of its statements), in
+ * milliseconds since the epoch.
+ */
+const PG_NOW = 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now';
+
+async function postgresHarness(serverClock: boolean, storeTime: StoreTime = 'server'): Promise<SimHarness> {
+  const database = await openSimDatabase('rs_sim');
+  const { schema, pool } = database;
   await pool.query(`CREATE TABLE "${schema}".sim_effects (scope text NOT NULL, key text NOT NULL, token text NOT NULL)`);
   class PostgresHarness extends Timekeeper implements SimHarness {
     readonly name = serverClock ? 'postgres-server-clock' : 'postgres';
@@ -391,16 +436,9 @@ async function postgresHarness(serverClock: boolean, storeTime: StoreTime = 'ser
       return Number(result.rows[0]?.now);
     }
     commit(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-      return this.store
-        .transaction(async (tx, view) => {
-          await tx.query(`INSERT INTO "${schema}".sim_effects (scope, key, token) VALUES ($1, $2, $3)`, [claim.scope, claim.key, claim.leaseToken]);
-          if (!(await view.complete(claim, response, retentionMs))) throw new FencedOff();
-          return true;
-        })
-        .catch((error: unknown) => {
-          if (error instanceof FencedOff) return false;
-          throw error;
-        });
+      return commitWithEffect(this.store, claim, response, retentionMs, async (tx) => {
+        await tx.query(`INSERT INTO "${schema}".sim_effects (scope, key, token) VALUES ($1, $2, $3)`, [claim.scope, claim.key, claim.leaseToken]);
+      });
     }
     async crashAfterEffect(claim: Claim): Promise<void> {
       await this.store
@@ -417,15 +455,13 @@ async function postgresHarness(serverClock: boolean, storeTime: StoreTime = 'ser
       );
       return result.rows.map((row) => row.token);
     }
-    async dropConnections(): Promise<void> {
-      await persistently(() => admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application]));
+    dropConnections(): Promise<void> {
+      return database.dropConnections();
     }
     async close(): Promise<void> {
       this.skew.restore();
       await this.store.close();
-      await persistently(() => pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
-      await pool.end();
-      await admin.end();
+      await database.close();
     }
   }
   return new PostgresHarness();

@@ -8,15 +8,13 @@
  * one connection pool.
  */
 import BetterSqlite3, { type Database } from 'better-sqlite3';
-import pg from 'pg';
+import type pg from 'pg';
 import { ManualClock } from '../../src/core/clock.js';
 import { createPostgresInboxStore } from '../../src/messaging/inbox/postgres.js';
 import { createSqliteInboxStore } from '../../src/messaging/inbox/sqlite.js';
 import type { InboxStore } from '../../src/messaging/inbox/store.js';
 import { createOutbox, type Outbox } from '../../src/messaging/outbox/outbox.js';
-import { migrate } from '../../src/postgres.js';
-import { POSTGRES_URL, uniqueName } from '../support/services.js';
-import { persistently, SIM_EPOCH, SimulatedCrash } from './harness.js';
+import { openSimDatabase, persistently, SIM_EPOCH, SimulatedCrash } from './harness.js';
 
 /** Every messaging simulation: the outbox on PostgreSQL, the inbox on PostgreSQL or on SQLite. */
 export const MESSAGING_SIMS = ['messaging-postgres', 'messaging-sqlite'] as const;
@@ -101,17 +99,8 @@ function messageIds(): () => string {
 
 /** Opens the harness of one messaging simulation. */
 export async function openMessagingHarness(name: MessagingSimName, options: MessagingHarnessOptions = {}): Promise<MessagingHarness> {
-  const schema = uniqueName('rs_msim');
-  const application = schema;
-  // synchronous_commit off: no commit waits for its WAL flush; the simulation never crashes the server.
-  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4, application_name: application, options: '-c synchronous_commit=off' });
-  // Dropped connections are the point: an idle pooled client dying must not crash the run.
-  pool.on('error', () => undefined);
-  // The connection that drops the others: a pool of one, so that if the shared server ends it too (another
-  // suite's fault injection, or a recycled backend pid), it reconnects instead of crashing the run.
-  const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
-  admin.on('error', () => undefined);
-  await migrate({ pool, schema });
+  const database = await openSimDatabase('rs_msim');
+  const { schema, pool } = database;
   const q = `"${schema}"`;
   await pool.query(`CREATE TABLE ${q}.sim_orders (no integer PRIMARY KEY, key text NOT NULL, message_id uuid NOT NULL);
     CREATE TABLE ${q}.sim_effects (consumer text NOT NULL, message_id text NOT NULL)`);
@@ -229,15 +218,13 @@ export async function openMessagingHarness(name: MessagingSimName, options: Mess
       }
     }
 
-    async dropConnections(): Promise<void> {
-      await persistently(() => admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application]));
+    dropConnections(): Promise<void> {
+      return database.dropConnections();
     }
 
     async close(): Promise<void> {
       this.sqlite?.database.close();
-      await persistently(() => pool.query(`DROP SCHEMA IF EXISTS ${q} CASCADE`));
-      await pool.end();
-      await admin.end();
+      await database.close();
     }
   }
   return new Harness();

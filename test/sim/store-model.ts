@@ -304,21 +304,40 @@ class DuplicatesCmd implements Cmd {
   }
 }
 
-class CommitCmd implements Cmd {
-  constructor(
-    readonly worker: number,
-    readonly dropDuring: boolean,
-  ) {}
+/** A command of a worker that holds a claim: it can run only then. */
+abstract class HolderCmd implements Cmd {
+  constructor(readonly worker: number) {}
   check(m: Readonly<SimModel>): boolean {
     return m.workers[this.worker] !== undefined;
   }
-  async run(m: SimModel, real: Real): Promise<void> {
-    const how = this.toString();
+  abstract run(m: SimModel, real: Real): Promise<void>;
+  abstract toString(): string;
+
+  /**
+   * The worker's claim, its key's record in the model, and that record again as `current` while it is still
+   * the claim's lease (in progress under the claim's token); `undefined` when the worker holds nothing.
+   */
+  protected held(m: SimModel): { readonly claim: Claim; readonly rec: ModelRecord | undefined; readonly current: ModelRecord | undefined } | undefined {
     const held = m.workers[this.worker];
-    if (!held) return;
+    if (!held) return undefined;
     const { claim } = held;
     const rec = m.records.get(claim.key);
-    const current = rec !== undefined && rec.state === 'in_progress' && rec.token === claim.leaseToken;
+    return { claim, rec, current: rec !== undefined && rec.state === 'in_progress' && rec.token === claim.leaseToken ? rec : undefined };
+  }
+}
+
+class CommitCmd extends HolderCmd {
+  constructor(
+    worker: number,
+    readonly dropDuring: boolean,
+  ) {
+    super(worker);
+  }
+  async run(m: SimModel, real: Real): Promise<void> {
+    const how = this.toString();
+    const held = this.held(m);
+    if (!held) return;
+    const { claim, rec, current } = held;
     const response = responseFor(claim);
     if (this.dropDuring) m.faults++;
     const [answer] = await Promise.all([guarded(m, how, () => real.commit(claim, response, m.t.completedRetentionMs)), this.dropDuring ? real.dropConnections() : undefined]);
@@ -330,7 +349,7 @@ class CommitCmd implements Cmd {
     }
     if (ok && !current) violation(`${how}: completion accepted with stale fencing token ${claim.leaseToken} (record: ${show(rec)})`);
     m.horizon = Math.max(m.horizon, now);
-    if (!ok && current && answer !== undefined && rec.expiresAt > m.horizon) violation(`${how}: the current lease holder ${claim.leaseToken} was fenced off (${show(rec)})`);
+    if (!ok && current && answer !== undefined && current.expiresAt > m.horizon) violation(`${how}: the current lease holder ${claim.leaseToken} was fenced off (${show(rec)})`);
     if (ok && rec) {
       rec.state = 'completed';
       rec.body = hex(response.body);
@@ -346,11 +365,7 @@ class CommitCmd implements Cmd {
   }
 }
 
-class CrashCmd implements Cmd {
-  constructor(readonly worker: number) {}
-  check(m: Readonly<SimModel>): boolean {
-    return m.workers[this.worker] !== undefined;
-  }
+class CrashCmd extends HolderCmd {
   async run(m: SimModel, real: Real): Promise<void> {
     const held = m.workers[this.worker];
     if (!held) return;
@@ -363,18 +378,12 @@ class CrashCmd implements Cmd {
   }
 }
 
-class ReleaseCmd implements Cmd {
-  constructor(readonly worker: number) {}
-  check(m: Readonly<SimModel>): boolean {
-    return m.workers[this.worker] !== undefined;
-  }
+class ReleaseCmd extends HolderCmd {
   async run(m: SimModel, real: Real): Promise<void> {
     const how = this.toString();
-    const held = m.workers[this.worker];
+    const held = this.held(m);
     if (!held) return;
-    const { claim } = held;
-    const rec = m.records.get(claim.key);
-    const current = rec !== undefined && rec.state === 'in_progress' && rec.token === claim.leaseToken;
+    const { claim, rec, current } = held;
     const answer = await guarded(m, how, () => real.store.release(claim));
     m.workers[this.worker] = undefined;
     if (answer === undefined) {
@@ -383,7 +392,7 @@ class ReleaseCmd implements Cmd {
     }
     if (answer && !current) violation(`${how}: release accepted with stale fencing token ${claim.leaseToken} (record: ${show(rec)})`);
     m.horizon = Math.max(m.horizon, await real.now());
-    if (!answer && current && rec.expiresAt > m.horizon) violation(`${how}: the current lease holder ${claim.leaseToken} could not release (${show(rec)})`);
+    if (!answer && current && current.expiresAt > m.horizon) violation(`${how}: the current lease holder ${claim.leaseToken} could not release (${show(rec)})`);
     if (answer) m.records.delete(claim.key);
   }
   toString(): string {

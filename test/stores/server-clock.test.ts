@@ -33,6 +33,29 @@ interface Backend {
   readonly store: (clock?: ManualClock) => IdempotencyStore;
 }
 
+/**
+ * Starts executing `id` on `receiver` with a handler that calls `onRun`, then holds until `release()` and
+ * answers {@link OK}; resolves once the handler is running.
+ */
+async function startHeld(receiver: ReturnType<typeof createReceiver>, id: OperationId, onRun: () => void) {
+  let release!: () => void;
+  const holding = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let started!: () => void;
+  const running = new Promise<void>((resolve) => {
+    started = resolve;
+  });
+  const original = receiver.execute(id, async () => {
+    onRun();
+    started();
+    await holding;
+    return OK;
+  });
+  await running;
+  return { original, release };
+}
+
 function suite(name: string, available: boolean, setup: () => Promise<{ readonly backend: Backend; readonly teardown: () => Promise<void> }>): void {
   describe.runIf(available)(`${name}: one clock per store`, () => {
     let backend: Backend;
@@ -59,22 +82,10 @@ function suite(name: string, available: boolean, setup: () => Promise<{ readonly
       it(`does not take over a live lease from a process whose clock is ${offset > 0 ? 'an hour ahead' : 'an hour behind'}`, async () => {
         const id: OperationId = { scope: 'skew', key: `live-${offset}`, fingerprint: FP };
         const first = createReceiver({ store: open(), leaseMs: LEASE_MS });
-        let release!: () => void;
-        const holding = new Promise<void>((resolve) => {
-          release = resolve;
-        });
         let runs = 0;
-        let started!: () => void;
-        const running = new Promise<void>((resolve) => {
-          started = resolve;
-        });
-        const original = first.execute(id, async () => {
+        const { original, release } = await startHeld(first, id, () => {
           runs += 1;
-          started();
-          await holding;
-          return OK;
         });
-        await running;
 
         skewProcessClock(offset);
         const second = createReceiver({ store: open(), leaseMs: LEASE_MS });
@@ -99,22 +110,10 @@ function suite(name: string, available: boolean, setup: () => Promise<{ readonly
     it('lets a wait-mode duplicate on a clock an hour ahead wait for the original without spinning on claims', async () => {
       const id: OperationId = { scope: 'skew', key: 'wait', fingerprint: FP };
       const first = createReceiver({ store: open(), leaseMs: LEASE_MS });
-      let release!: () => void;
-      const holding = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      let started!: () => void;
-      const running = new Promise<void>((resolve) => {
-        started = resolve;
-      });
       let runs = 0;
-      const original = first.execute(id, async () => {
+      const { original, release } = await startHeld(first, id, () => {
         runs += 1;
-        started();
-        await holding;
-        return OK;
       });
-      await running;
 
       skewProcessClock(HOUR_MS);
       const store = open();

@@ -2,9 +2,6 @@
  * Drizzle over the request's transaction (docs/orm.md): `drizzle(tx)` on the PostgreSQL store's
  * `PoolClient` and on the SQLite store's better-sqlite3 `Database`.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { count, eq } from 'drizzle-orm';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/node-postgres';
@@ -12,11 +9,10 @@ import { integer, pgSchema, serial, text } from 'drizzle-orm/pg-core';
 import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3';
 import { integer as sqliteInteger, sqliteTable, text as sqliteText } from 'drizzle-orm/sqlite-core';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe } from 'vitest';
+import { describe } from 'vitest';
 import { createPostgresStore } from '../../../src/stores/postgres/index.js';
-import { createSqliteStore } from '../../../src/stores/sqlite/index.js';
-import { postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
-import { createOrdersSchema, ormScenarios } from './suite.js';
+import { postgresAvailable } from '../../support/postgres-schema.js';
+import { openSqliteOrders, ormScenarios, useOrdersSchema } from './suite.js';
 
 const sqliteOrders = sqliteTable('orders', {
   id: sqliteInteger('id').primaryKey({ autoIncrement: true }),
@@ -25,10 +21,7 @@ const sqliteOrders = sqliteTable('orders', {
 });
 
 ormScenarios('Drizzle on SQLite (better-sqlite3)', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'retrysafe-drizzle-'));
-  const path = join(dir, 'orders.db');
-  const store = createSqliteStore({ path });
-  store.database.exec('CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, amount INTEGER NOT NULL)');
+  const { path, store, remove } = openSqliteOrders('retrysafe-drizzle-');
   // Another connection sees only what was committed.
   const reader = new Database(path, { readonly: true });
   return Promise.resolve({
@@ -45,24 +38,18 @@ ormScenarios('Drizzle on SQLite (better-sqlite3)', () => {
     async close() {
       reader.close();
       await store.close();
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     },
   });
 });
 
-const available = await postgresAvailable();
-describe.runIf(available)('PostgreSQL', () => {
-  let db: TestSchema;
-  beforeAll(async () => {
-    db = await createOrdersSchema('rs_drizzle');
-  });
-  afterAll(async () => {
-    await db.drop();
-  });
+describe.runIf(await postgresAvailable())('PostgreSQL', () => {
+  const ordersSchema = useOrdersSchema('rs_drizzle');
   const ordersOf = (schema: string) =>
     pgSchema(schema).table('orders', { id: serial('id').primaryKey(), key: text('key').notNull(), amount: integer('amount').notNull() });
 
   ormScenarios('Drizzle on PostgreSQL (node-postgres)', () => {
+    const db = ordersSchema();
     const store = createPostgresStore({ pool: db.pool, schema: db.schema });
     const orders = ordersOf(db.schema);
     return Promise.resolve({

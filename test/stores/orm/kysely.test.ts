@@ -2,27 +2,20 @@
  * Kysely over the request's transaction (docs/orm.md): a `PostgresDialect` over `poolOf(tx)` on the
  * PostgreSQL store's `PoolClient`, and a `SqliteDialect` over the SQLite store's better-sqlite3 `Database`.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, type Generated } from 'kysely';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe } from 'vitest';
+import { describe } from 'vitest';
 import { createPostgresStore, poolOf } from '../../../src/stores/postgres/index.js';
-import { createSqliteStore } from '../../../src/stores/sqlite/index.js';
-import { postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
-import { createOrdersSchema, ormScenarios } from './suite.js';
+import { postgresAvailable } from '../../support/postgres-schema.js';
+import { openSqliteOrders, ormScenarios, useOrdersSchema } from './suite.js';
 
 interface Tables {
   orders: { id: Generated<number>; key: string; amount: number };
 }
 
 ormScenarios('Kysely on SQLite (better-sqlite3)', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'retrysafe-kysely-'));
-  const path = join(dir, 'orders.db');
-  const store = createSqliteStore({ path });
-  store.database.exec('CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, amount INTEGER NOT NULL)');
+  const { path, store, remove } = openSqliteOrders('retrysafe-kysely-');
   // Another connection sees only what was committed.
   const reader = new Kysely<Tables>({ dialect: new SqliteDialect({ database: new Database(path, { readonly: true }) }) });
   return Promise.resolve({
@@ -40,23 +33,16 @@ ormScenarios('Kysely on SQLite (better-sqlite3)', () => {
     async close() {
       await reader.destroy();
       await store.close();
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     },
   });
 });
 
-const available = await postgresAvailable();
-
-describe.runIf(available)('PostgreSQL', () => {
-  let db: TestSchema;
-  beforeAll(async () => {
-    db = await createOrdersSchema('rs_kysely');
-  });
-  afterAll(async () => {
-    await db.drop();
-  });
+describe.runIf(await postgresAvailable())('PostgreSQL', () => {
+  const ordersSchema = useOrdersSchema('rs_kysely');
 
   ormScenarios('Kysely on PostgreSQL (node-postgres)', () => {
+    const db = ordersSchema();
     const store = createPostgresStore({ pool: db.pool, schema: db.schema });
     const reader = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: db.pool }) }).withSchema(db.schema);
     return Promise.resolve({

@@ -4,12 +4,16 @@
  * `idempotencyOf(req, receiver).tx`. The order must commit with the saved response and roll back with the
  * key, and parallel duplicates must write it once. Each ORM × store pair runs these scenarios.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type Receiver } from '../../../src/core/receiver.js';
 import { createReceiver } from '../../../src/receiver.js';
 import { idempotency, idempotencyOf } from '../../../src/http/express.js';
 import type { TransactionalStore } from '../../../src/core/store.js';
+import { createSqliteStore, type SqliteStore } from '../../../src/stores/sqlite/index.js';
 import { supertestClient } from '../../http/express-driver.js';
 import type { TestClient, TestRequest } from '../../support/http.js';
 import { createTestSchema, type TestSchema } from '../../support/postgres-schema.js';
@@ -25,11 +29,32 @@ export interface OrmHarness<Tx> {
   close(): Promise<void>;
 }
 
-/** A migrated PostgreSQL test schema with the scenarios' `orders (id, key, amount)` table. */
-export async function createOrdersSchema(prefix: string): Promise<TestSchema> {
-  const db = await createTestSchema(prefix);
-  await db.pool.query(`CREATE TABLE "${db.schema}".orders (id serial PRIMARY KEY, key text NOT NULL, amount int NOT NULL)`);
-  return db;
+/**
+ * A migrated PostgreSQL test schema with the scenarios' `orders (id, key, amount)` table, created before the
+ * enclosing `describe`'s tests and dropped after them; the getter answers it once created.
+ */
+export function useOrdersSchema(prefix: string): () => TestSchema {
+  let db: TestSchema | undefined;
+  beforeAll(async () => {
+    db = await createTestSchema(prefix);
+    await db.pool.query(`CREATE TABLE "${db.schema}".orders (id serial PRIMARY KEY, key text NOT NULL, amount int NOT NULL)`);
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+  return () => {
+    if (db === undefined) throw new Error('the orders schema is created in beforeAll');
+    return db;
+  };
+}
+
+/** A SQLite store on a file of a new temporary directory, with the scenarios' `orders (id, key, amount)` table. */
+export function openSqliteOrders(prefix: string): { readonly path: string; readonly store: SqliteStore; readonly remove: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const path = join(dir, 'orders.db');
+  const store = createSqliteStore({ path });
+  store.database.exec('CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, amount INTEGER NOT NULL)');
+  return { path, store, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 /** What the handler does after its insert: answer 201, throw, or answer 503. */

@@ -29,6 +29,18 @@ describe.runIf(available)('PostgreSQL store', () => {
     await db.drop();
   });
 
+  /** Creates the schema `quoted` (a quoted name) as the migrations up to `version` left it, ledger included. */
+  async function createSchemaAt(quoted: string, version: number): Promise<void> {
+    await db.pool.query(`CREATE SCHEMA ${quoted}`);
+    await db.pool.query(
+      `CREATE TABLE ${quoted}.schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    for (const migration of MIGRATIONS.filter((m) => m.version <= version)) {
+      await db.pool.query(migration.sql(quoted));
+      await db.pool.query(`INSERT INTO ${quoted}.schema_migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
+    }
+  }
+
   storeContract('postgres', async () => {
     await db.truncate();
     const clock = new ManualClock(1_700_000_000_000);
@@ -166,14 +178,7 @@ describe.runIf(available)('PostgreSQL store', () => {
       const schema = uniqueName('rs_pgup');
       const quoted = `"${schema}"`;
       try {
-        await db.pool.query(`CREATE SCHEMA ${quoted}`);
-        await db.pool.query(
-          `CREATE TABLE ${quoted}.schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-        );
-        for (const migration of MIGRATIONS.filter((m) => m.version <= 3)) {
-          await db.pool.query(migration.sql(quoted));
-          await db.pool.query(`INSERT INTO ${quoted}.schema_migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
-        }
+        await createSchemaAt(quoted, 3);
         const clock = new ManualClock(1_700_000_000_000);
         const before = createPostgresStore({ pool: db.pool, schema, clock });
         // The version-3 claim() function writes these rows (the store's statements read columns by name).
@@ -245,14 +250,7 @@ describe.runIf(available)('PostgreSQL store', () => {
         return result.rows.map((row) => row.proname);
       };
       try {
-        await db.pool.query(`CREATE SCHEMA ${quoted}`);
-        await db.pool.query(
-          `CREATE TABLE ${quoted}.schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-        );
-        for (const migration of MIGRATIONS.filter((m) => m.version <= 7)) {
-          await db.pool.query(migration.sql(quoted));
-          await db.pool.query(`INSERT INTO ${quoted}.schema_migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
-        }
+        await createSchemaAt(quoted, 7);
         expect(await functions()).toContain('require_empty_transaction');
         expect(await migrate({ pool: db.pool, schema })).toEqual({ schema, applied: ['0008_drop_claim_guard', '0009_claim_owner', '0010_sessions_client_id_c'], version: MIGRATIONS.length });
         expect(await functions()).not.toContain('require_empty_transaction');
