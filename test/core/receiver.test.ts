@@ -7,7 +7,7 @@ import {
   StoreUnavailableError,
 } from '../../src/core/errors.js';
 import type { StoredResponse } from '../../src/core/record.js';
-import { type OperationId } from '../../src/core/receiver.js';
+import type { Execution, OperationId, Receiver } from '../../src/core/receiver.js';
 import { createReceiver } from '../../src/receiver.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.js';
@@ -26,6 +26,25 @@ function gate(): { promise: Promise<void>; open: () => void } {
   let open!: () => void;
   const promise = new Promise<void>((resolve) => (open = resolve));
   return { promise, open };
+}
+
+/**
+ * Starts an execution of `id` whose work counts its runs and then holds until `hold.open()`; resolves once
+ * the work is running, so a duplicate sent next meets a live lease.
+ */
+async function startHeld(
+  receiver: Receiver,
+  id: OperationId,
+): Promise<{ original: Promise<Execution>; hold: { open: () => void }; runs: () => number }> {
+  const hold = gate();
+  let runs = 0;
+  const original = receiver.execute(id, async () => {
+    runs++;
+    await hold.promise;
+    return response();
+  });
+  await until(() => runs === 1);
+  return { original, hold, runs: () => runs };
 }
 
 /** Resolves once `predicate` holds, checking on every macrotask; bounded so a bug fails instead of hanging. */
@@ -107,20 +126,13 @@ describe('receiver on the memory store', () => {
 
   it('rejects a duplicate of a running request in reject mode', async () => {
     const receiver = createReceiver({ store, clock });
-    const hold = gate();
-    let runs = 0;
-    const original = receiver.execute(id, async () => {
-      runs++;
-      await hold.promise;
-      return response();
-    });
-    await until(() => runs === 1);
+    const { original, hold, runs } = await startHeld(receiver, id);
     const error = await receiver.execute(id, () => Promise.resolve(response(200))).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RequestInProgressError);
     expect((error as RequestInProgressError).record.state).toBe('in_progress');
     hold.open();
     expect((await original).replayed).toBe(false);
-    expect(runs).toBe(1);
+    expect(runs()).toBe(1);
   });
 
   it('gives a duplicate the original’s response in wait mode', async () => {
@@ -145,20 +157,13 @@ describe('receiver on the memory store', () => {
 
   it('answers in progress when a wait times out', async () => {
     const receiver = createReceiver({ store, clock, inFlight: 'wait', waitTimeoutMs: 50 });
-    const hold = gate();
-    let runs = 0;
-    const original = receiver.execute(id, async () => {
-      runs++;
-      await hold.promise;
-      return response();
-    });
-    await until(() => runs === 1);
+    const { original, hold, runs } = await startHeld(receiver, id);
     const started = performance.now();
     await expect(receiver.execute(id, () => Promise.resolve(response()))).rejects.toBeInstanceOf(RequestInProgressError);
     expect(performance.now() - started).toBeGreaterThanOrEqual(40);
     hold.open();
     await original;
-    expect(runs).toBe(1);
+    expect(runs()).toBe(1);
   });
 
   it('releases the key on a 5xx, so a retry runs again', async () => {
