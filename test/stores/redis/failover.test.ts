@@ -8,6 +8,7 @@
 import type { Cluster } from 'ioredis';
 import { Hono } from 'hono';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../src/core/clock.js';
 import { createReceiver } from '../../../src/receiver.js';
 import { idempotency } from '../../../src/http/hono.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
@@ -17,6 +18,7 @@ import { uniqueName } from '../../support/services.js';
 
 const FILE_PREFIX = uniqueName('rs_failover');
 const FP = 'f'.repeat(64);
+const LEASE_MS = 8_000;
 const cluster = await startRedisCluster();
 
 /** CLUSTER SLOTS: [first slot, last slot, master, ...replicas], each node as [host, port, id]. */
@@ -131,25 +133,35 @@ if (cluster) {
   });
 
   /**
-   * 40 keys, 5 concurrent duplicates each, a handler of 80 ms, a lease of 8 s (longer than a failover takes
-   * here). The first 20 keys start 15 ms apart; a master is SIGKILLed 250 ms in; the other 20 keys start
-   * once it is dead, 15 ms apart, so the shard meets claims while it fails over and while it has no replica,
-   * however slowly the machine runs. Every duplicate retries (503 and 409 alike, 50 ms apart) until one
-   * duplicate of its key has an answer, as a client stops once answered. A claim the failover interrupted
-   * before its `WAIT` returned may survive on the promoted replica although its work never ran: its key
-   * answers 409 until the lease ends, then a retry takes it over. The killed node is started again (it
-   * rejoins as the promoted master's replica): with `waitReplicas` once a 503 was seen (at most 10 s after
-   * the failover), without it at once. Returns the executions per key, the keys answered, and how many attempts met a 503.
+   * 40 keys, 5 concurrent duplicates each, a handler of 80 ms, a lease of 8 s on a fake clock. The first 20
+   * keys start 15 ms apart; a master is SIGKILLed 250 ms in; the other 20 keys start once it is dead, 15 ms
+   * apart, so the shard meets claims while it fails over and while it has no replica, however slowly the
+   * machine runs. Every duplicate retries (503 and 409 alike, 50 ms apart) until one duplicate of its key
+   * has an answer, as a client stops once answered. The killed node is started again (it rejoins as the
+   * promoted master's replica): with `waitReplicas` once a 503 was seen (at most 10 s after the failover),
+   * without it at once.
+   *
+   * A claim the failover interrupted before its `WAIT` returned may survive on the promoted replica although
+   * its work never ran: its key answers 409 until the lease ends, then a retry takes it over. The lease runs
+   * on a fake clock, moved past it only once the restart is done and every request has returned (the
+   * duplicates hold their next attempt meanwhile): on the wall clock a starved machine can keep a holder in
+   * its completion past any fixed lease, and a takeover then runs the work again as the lease allows — a
+   * run about the slow machine, not about the failover. Returns the executions per key, the keys answered,
+   * and how many attempts met a 503.
    */
   const running = cluster;
   async function storm(
     prefix: string,
     waitReplicas: number,
   ): Promise<{ executions: Map<string, number>; answered: Set<string>; refused: number }> {
-    const receiver = createReceiver({ store: createRedisStore({ client, prefix, waitReplicas }), leaseMs: 8_000 });
+    const clock = new ManualClock(Date.now());
+    const receiver = createReceiver({ store: createRedisStore({ client, prefix, waitReplicas, clock }), leaseMs: LEASE_MS });
     const executions = new Map<string, number>();
     const answered = new Set<string>();
     let refused = 0;
+    /** Requests sent and not yet answered; and, while set, the duplicates hold their next attempt. */
+    let inFlight = 0;
+    let holding: Promise<void> | undefined;
     const app = new Hono();
     app.use(idempotency({ receiver }));
     app.post('/charge', async (c) => {
@@ -159,10 +171,21 @@ if (cluster) {
       return c.json({ charged: key }, 201);
     });
     const keys = Array.from({ length: 40 }, (_, i) => `"storm-${i}"`);
-    const deadline = Date.now() + 20_000;
+    // A bound, so a bug fails instead of hanging; a starved machine takes a while to restart and resync a node.
+    const deadline = Date.now() + 45_000;
     const duplicate = async (key: string): Promise<void> => {
       while (!answered.has(key) && Date.now() < deadline) {
-        const res = await app.request('/charge', { method: 'POST', headers: { 'idempotency-key': key, 'content-type': 'application/json' }, body: '{}' });
+        if (holding) {
+          await holding;
+          continue;
+        }
+        inFlight++;
+        let res: Response;
+        try {
+          res = await app.request('/charge', { method: 'POST', headers: { 'idempotency-key': key, 'content-type': 'application/json' }, body: '{}' });
+        } finally {
+          inFlight--;
+        }
         if (res.status === 201) answered.add(key);
         else {
           if (res.status === 503) refused++;
@@ -183,7 +206,16 @@ if (cluster) {
         const until = Date.now() + 10_000;
         while (waitReplicas > 0 && refused === 0 && Date.now() < until) await sleep(50);
       })
-      .then(() => running.restart(master));
+      .then(() => running.restart(master))
+      .then(async () => {
+        // Every holder has returned: the leases still standing belong to claims whose work never ran.
+        let resume!: () => void;
+        holding = new Promise((resolve) => (resume = resolve));
+        while (inFlight > 0) await sleep(10);
+        clock.advance(LEASE_MS);
+        holding = undefined;
+        resume();
+      });
     const start = async (key: string, delayMs: number): Promise<void> => {
       await sleep(delayMs);
       await Promise.all(Array.from({ length: 5 }, () => duplicate(key)));
@@ -204,7 +236,7 @@ if (cluster) {
       // One failover can lose a key's claim once: the retry's claim lands on the promoted replica, which
       // stays the master for the rest of the run.
       for (const count of executions.values()) expect(count).toBeLessThanOrEqual(2);
-    });
+    }, 60_000);
 
     it('with waitReplicas: 1 every key is answered and runs exactly once', async () => {
       const { executions, answered, refused } = await storm(`${FILE_PREFIX}:storm-wait`, 1);
@@ -213,6 +245,6 @@ if (cluster) {
       expect(refused).toBeGreaterThan(0);
       expect([...executions.values()].filter((count) => count !== 1)).toEqual([]);
       expect(executions.size).toBe(40);
-    });
+    }, 60_000);
   });
 }
