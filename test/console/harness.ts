@@ -3,11 +3,13 @@
  * playwright-core) on it, for the console's browser tests.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { constants, mkdtempSync } from 'node:fs';
+import { access } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
+import { serviceAvailable } from '../support/services.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -42,10 +44,16 @@ export function startConsole(args: readonly string[]): Promise<RunningConsole> {
   });
 }
 
+/** Debian's Chromium (`apt-get install -y chromium`); treated like a service: a loud skip locally, a failure in CI. */
+const CHROMIUM = '/usr/bin/chromium';
+
+/** Whether {@link CHROMIUM} is installed (see `serviceAvailable`). */
+export const chromiumAvailable = await serviceAvailable('Chromium', () => access(CHROMIUM, constants.X_OK));
+
 /** Launches headless Chromium from the system's package. */
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({
-    executablePath: '/usr/bin/chromium',
+    executablePath: CHROMIUM,
     headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });

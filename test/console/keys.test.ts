@@ -6,11 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, migrate, type PostgresStore } from '../../src/postgres.js';
 import type { ClaimInput } from '../../src/core/store.js';
 import { POSTGRES_URL, postgresAvailable, uniqueName } from '../support/services.js';
-import { IMAGES, launchChromium, startConsole, type RunningConsole } from './harness.js';
+import { chromiumAvailable, IMAGES, launchChromium, startConsole, type RunningConsole } from './harness.js';
 
 const FP = 'a'.repeat(64);
 const HOUR_MS = 3_600_000;
-const available = await postgresAvailable();
+const available = (await postgresAvailable()) && chromiumAvailable;
 
 function input(key: string): ClaimInput {
   // A hung holder: its lease runs for an hour, so no retry may take the key over on its own.

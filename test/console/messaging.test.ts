@@ -11,9 +11,9 @@ import { createRelay } from '../../src/messaging/outbox/relay.js';
 import { createWebhookPublisher } from '../../src/messaging/transports/webhook.js';
 import { migrate } from '../../src/postgres.js';
 import { POSTGRES_URL, postgresAvailable, uniqueName } from '../support/services.js';
-import { IMAGES, launchChromium, startConsole, type RunningConsole } from './harness.js';
+import { chromiumAvailable, IMAGES, launchChromium, startConsole, type RunningConsole } from './harness.js';
 
-const available = await postgresAvailable();
+const available = (await postgresAvailable()) && chromiumAvailable;
 
 describe.runIf(available)('console inbox and outbox views on PostgreSQL (browser)', () => {
   const schema = uniqueName('console_msg');

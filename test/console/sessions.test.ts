@@ -22,7 +22,7 @@ import { migrate } from '../../src/postgres.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import { deleteUnder } from '../support/redis.js';
 import { POSTGRES_URL, postgresAvailable, REDIS_URL, redisAvailable, uniqueName } from '../support/services.js';
-import { IMAGES, launchChromium, startConsole, type RunningConsole } from './harness.js';
+import { chromiumAvailable, IMAGES, launchChromium, startConsole, type RunningConsole } from './harness.js';
 
 const [pgUp, redisUp] = await Promise.all([postgresAvailable(), redisAvailable()]);
 
@@ -89,7 +89,7 @@ const setups: [name: string, up: boolean, open: () => Promise<Setup>][] = [
   ],
 ];
 
-describe.each(setups)('console client sessions view on %s (browser)', (name, up, open) => {
+describe.runIf(chromiumAvailable).each(setups)('console client sessions view on %s (browser)', (name, up, open) => {
   let setup: Setup;
   let running: RunningConsole;
   let browser: Browser;
