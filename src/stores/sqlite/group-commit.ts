@@ -18,6 +18,7 @@
  * @module
  */
 import type { Database, Statement } from 'better-sqlite3';
+import type { Mutex } from './mutex.js';
 
 /** One operation of a group. */
 interface Operation {
@@ -38,12 +39,15 @@ export class GroupCommit {
 
   /**
    * @param database - the store's connection
-   * @param enqueue - runs a group's flush in its turn on the connection (the store's mutex), after every
-   *   task already queued there
+   * @param mutex - the store's turns on the connection: a group takes one when it opens (so it runs after
+   *   every task queued before it, and before every task queued after it), waits there for the check
+   *   phase, and releases it as soon as it has run
+   * @param flushed - told each group's size as it runs
    */
   constructor(
     private readonly database: Database,
-    private readonly enqueue: (flush: () => Promise<void>) => Promise<void>,
+    private readonly mutex: Mutex,
+    private readonly flushed: (size: number) => void,
   ) {
     this.begin = database.prepare('BEGIN IMMEDIATE');
     this.commit = database.prepare('COMMIT');
@@ -69,15 +73,21 @@ export class GroupCommit {
       }
       const group = [operation];
       this.gathering = group;
-      void this.enqueue(async () => {
-        await checkPhase();
-        this.flush(group);
+      void this.mutex.acquire().then(async (release) => {
+        try {
+          await checkPhase();
+          this.flush(group);
+        } finally {
+          // Before the operations' callers resume: what they submit next finds the connection idle.
+          release();
+        }
       });
     });
   }
 
   private flush(group: Operation[]): void {
     if (this.gathering === group) this.gathering = undefined;
+    this.flushed(group.length);
     // Alone, or on a connection someone else left inside a transaction, an operation runs as it would
     // without grouping: its statements in autocommit mode (or in that transaction).
     if (group.length === 1 || this.database.inTransaction) {

@@ -66,6 +66,11 @@ export interface SqliteStore extends TransactionalStore<Database> {
 /** How often `waitFor` re-reads the record to see completions made by other processes, in milliseconds. */
 const POLL_INTERVAL_MS = 50;
 
+/** Groups of one write in a row after which writes stop waiting for groups (see `SqliteStoreImpl.singleGroups`). */
+const SINGLE_GROUPS = 8;
+/** While writes do not wait for groups, one in this many still does. */
+const PROBE_EVERY = 64;
+
 /**
  * Creates the SQLite store. Opens (or adopts) the connection, sets WAL journal mode on an opened file,
  * `busy_timeout` and `synchronous` (`'normal'` unless the `synchronous` option says `'full'`: see
@@ -154,6 +159,13 @@ class SqliteStoreImpl implements SqliteStore {
   private readonly nextTurn = (): void => {
     this.turnClaims = 0;
   };
+  /**
+   * Groups in a row that held one write: the writes that waited for them had no company (a caller that
+   * claims and completes one key after another in one turn). From {@link SINGLE_GROUPS} on, writes run at
+   * once again, but for one in {@link PROBE_EVERY} that still waits, to see whether groups form again.
+   */
+  private singleGroups = 0;
+  private probe = 0;
   readonly kind = 'sqlite';
 
   constructor(
@@ -164,7 +176,13 @@ class SqliteStoreImpl implements SqliteStore {
     private readonly clock: Clock,
     private readonly generateId: () => string,
   ) {
-    this.commits = new GroupCommit(database, (flush) => this.mutex.run(flush));
+    this.commits = new GroupCommit(
+      database,
+      this.mutex,
+      (size) => {
+        this.singleGroups = size === 1 ? this.singleGroups + 1 : 0;
+      },
+    );
   }
 
   claim(input: ClaimInput): Promise<ClaimResult> {
@@ -213,11 +231,11 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   reap(limit: number): Promise<number> {
-    return this.write(() => this.reapNow(limit), undefined, this.inFlight === 0);
+    return this.write(() => this.reapNow(limit), undefined, this.alone(this.inFlight > 0));
   }
 
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
-    return this.write(() => this.checkpointNow(claim, recoveryPoint, leaseMs), undefined, this.inFlight <= 1);
+    return this.write(() => this.checkpointNow(claim, recoveryPoint, leaseMs), undefined, this.alone(this.inFlight > 1));
   }
 
   listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
@@ -400,17 +418,28 @@ class SqliteStoreImpl implements SqliteStore {
     return result;
   };
 
-  /** Whether a claim written now has the connection to itself: no other request in flight, no other claim this turn. */
+  /** Whether a claim written now runs alone: no other request in flight, no other claim this turn (see {@link alone}). */
   private claimsAlone(): boolean {
     if (this.turnClaims++ === 0) setImmediate(this.nextTurn);
-    return this.turnClaims === 1 && this.inFlight === 0;
+    return this.alone(this.inFlight > 0 || this.turnClaims > 1);
   }
 
-  /** A request in flight is done with its claim (completing or releasing it); returns whether it was the only one. */
+  /**
+   * A request in flight is done with its claim (completing or releasing it); returns whether its write
+   * runs alone (no other request in flight: see {@link alone}).
+   */
   private settled(): boolean {
-    const alone = this.inFlight <= 1;
+    const others = this.inFlight > 1;
     if (this.inFlight > 0) this.inFlight--;
-    return alone;
+    return this.alone(others);
+  }
+
+  /** Whether a write runs at once: nobody else is `busy`, or the recent groups stayed single (but for a probe now and then). */
+  private alone(busy: boolean): boolean {
+    if (!busy) return true;
+    if (this.singleGroups < SINGLE_GROUPS) return false;
+    this.probe = (this.probe + 1) % PROBE_EVERY;
+    return this.probe !== 0;
   }
 
   /** Tells in-process waiters about a committed change; reports whether there was one. */
