@@ -19,7 +19,7 @@
 // Replays cycle through 64 keys completed before the warm-up.
 import { join, resolve } from 'node:path';
 import process from 'node:process';
-import { setImmediate } from 'node:timers';
+import { setImmediate, setTimeout } from 'node:timers';
 import { pathToFileURL } from 'node:url';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -28,7 +28,7 @@ import { quoteIdentifier } from './open.js';
 import { toRecord, type RecordRow, type Statements } from './statements.js';
 
 /** What the claim's read found: the answer when a record stands in the way; otherwise whether the key had no record at all. */
-export type ClaimRead = { readonly answer: ClaimResult } | { readonly answer: undefined; readonly absent: boolean };
+type ClaimRead = { readonly answer: ClaimResult } | { readonly answer: undefined; readonly absent: boolean };
 
 /**
  * The claim's steps, each at `now` (ms) under `leaseToken`. Each throws the driver's error (e.g.
