@@ -6,16 +6,22 @@
 //
 // scenario: bare | memory-new | memory-replay | run-new | run-replay | sqlite-new | sqlite-replay |
 //           redis-new | redis-replay | runredis-new | runredis-replay (receiver.run on the Redis store, no HTTP) |
-//           pg-new | pg-replay | pgtx-new | pgtx-replay
+//           pg-new | pg-replay | pgtx-new | pgtx-replay |
+//           pgfloor-new | pgfloor-replay | pgfloor-tx (no retrysafe: the handler runs the raw statements a
+//             request costs, as bench/server.ts's floors: an INSERT then an UPDATE, each committed; a
+//             primary-key SELECT; an INSERT, then BEGIN, UPDATE, COMMIT)
+// PostgreSQL scenarios also print the server's CPU per request (its backends' user + system time from /proc,
+// in 10 ms ticks, so only with the server on this host) and the statements sent per request.
 // env: BENCH_REDIS_URL (redis://127.0.0.1:6379/0), BENCH_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test),
 //      BENCH_SQLITE_SYNCHRONOUS (the SQLite store's `synchronous` option: normal or full; unset: its default),
-//      BENCH_REDIS_AUTOPIPELINING=1 (the Redis client with ioredis's `enableAutoPipelining`)
+//      BENCH_REDIS_AUTOPIPELINING=1 (the Redis client with ioredis's `enableAutoPipelining`),
+//      BENCH_WARMUP (warm-up requests; default min(requests, 5000)), BENCH_WARM_SIGNAL (set by bench/cpu-instructions.mjs)
 // Replays cycle through 64 keys completed before the warm-up.
 import { join, resolve } from 'node:path';
 import process from 'node:process';
-import { setImmediate } from 'node:timers';
+import { setImmediate, setTimeout } from 'node:timers';
 import { pathToFileURL } from 'node:url';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 
@@ -32,6 +38,7 @@ const viaRun = scenarioKind === 'runredis';
 const kind = viaRun ? 'redis' : scenarioKind;
 const { createReceiver, createMemoryStore } = await imp('index.js');
 let store;
+let floorTrips;
 let closer = async () => {};
 if (kind === 'memory' || kind === 'run') store = createMemoryStore();
 if (kind === 'sqlite') {
@@ -52,14 +59,61 @@ if (kind === 'redis') {
   store = createRedisStore({ client, prefix: `perf:${process.pid}` });
   closer = async () => client.disconnect();
 }
-if (kind === 'pg' || kind === 'pgtx') {
+let pgPool;
+const backends = new Set();
+let statements = 0;
+if (kind === 'pg' || kind === 'pgtx' || kind === 'pgfloor') {
   const { createPostgresStore, migrate } = await imp('postgres.js');
   const pg = req('pg');
-  const pool = new pg.Pool({ connectionString: process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test', max: 8 });
+  pgPool = new pg.Pool({ connectionString: process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test', max: 8 });
+  pgPool.on('connect', (client) => {
+    backends.add(client.processID);
+    const query = client.query.bind(client);
+    client.query = (...args) => {
+      statements++;
+      return query(...args);
+    };
+  });
   const schema = `perf_${process.pid}`;
-  await migrate({ pool, schema });
-  store = createPostgresStore({ pool, schema });
-  closer = async () => { await pool.query(`DROP SCHEMA "${schema}" CASCADE`); await pool.end(); };
+  await migrate({ pool: pgPool, schema });
+  await pgPool.query(`CREATE TABLE "${schema}".bench_floor (k text PRIMARY KEY, v integer NOT NULL)`);
+  if (kind !== 'pgfloor') store = createPostgresStore({ pool: pgPool, schema });
+  const floor = `"${schema}".bench_floor`;
+  if (kind === 'pgfloor') floorTrips = {
+    new: async (key) => {
+      await pgPool.query(`INSERT INTO ${floor} (k, v) VALUES ($1, 0)`, [key]);
+      await pgPool.query(`UPDATE ${floor} SET v = 1 WHERE k = $1`, [key]);
+    },
+    replay: async (key) => {
+      const { rows } = await pgPool.query(`SELECT k, v FROM ${floor} WHERE k = $1`, [key]);
+      if (rows.length === 0) await pgPool.query(`INSERT INTO ${floor} (k, v) VALUES ($1, 0)`, [key]);
+    },
+    tx: async (key) => {
+      await pgPool.query(`INSERT INTO ${floor} (k, v) VALUES ($1, 0)`, [key]);
+      const client = await pgPool.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query(`UPDATE ${floor} SET v = 1 WHERE k = $1`, [key]);
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+    },
+  }[phase];
+  closer = async () => { await pgPool.query(`DROP SCHEMA "${schema}" CASCADE`); await pgPool.end(); };
+}
+/** CPU time (µs) the PostgreSQL backends of the pool used so far. */
+function serverCpu() {
+  let total = 0;
+  for (const pid of backends) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      total += ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
+    } catch {
+      // A backend this host cannot see.
+    }
+  }
+  return total;
 }
 const receiver = store ? createReceiver(kind === 'pgtx' ? { store, transactional: true } : { store }) : undefined;
 
@@ -74,7 +128,10 @@ if (kind === 'run' || viaRun) {
     const { idempotency } = await imp('http/fastify.js');
     await app.register(idempotency, { receiver });
   }
-  app.post('/payments', async (request, reply) => reply.code(201).send({ id: `pay_${++seq}`, amount: request.body.amount }));
+  app.post('/payments', async (request, reply) => {
+    await floorTrips?.(request.headers['idempotency-key']);
+    return reply.code(201).send({ id: `pay_${++seq}`, amount: request.body.amount });
+  });
   await app.ready();
   send = (key) => app.inject({ method: 'POST', url: '/payments', headers: { 'content-type': 'application/json', 'idempotency-key': key }, payload: body });
 }
@@ -92,15 +149,24 @@ async function loop(count) {
   };
   await Promise.all(Array.from({ length: conc }, worker));
 }
-await loop(Math.min(n, 5000)); // warm-up
+await loop(Number(process.env.BENCH_WARMUP ?? Math.min(n, 5000))); // warm-up
 globalThis.gc?.();
+if (process.env.BENCH_WARM_SIGNAL) {
+  // Under bench/cpu-instructions.mjs: say the warm-up is over, and wait until callgrind counts.
+  const { existsSync, writeFileSync } = await import('node:fs');
+  writeFileSync(`${process.env.BENCH_WARM_SIGNAL}.ready`, '');
+  while (!existsSync(`${process.env.BENCH_WARM_SIGNAL}.go`)) await new Promise((r) => setTimeout(r, 50));
+}
 const c0 = process.cpuUsage();
 const t0 = process.hrtime.bigint();
+const s0 = serverCpu();
+const q0 = statements;
 await loop(n);
 await new Promise((r) => setImmediate(r));
 const c1 = process.cpuUsage(c0);
 const wall = Number(process.hrtime.bigint() - t0) / 1e3;
-process.stdout.write(JSON.stringify({ root, scenario, n, conc, cpuUs: +((c1.user + c1.system) / n).toFixed(2), wallUs: +(wall / n).toFixed(2) }) + '\n');
+const server = pgPool ? { serverCpuUs: +((serverCpu() - s0) / n).toFixed(1), statements: +((statements - q0) / n).toFixed(2) } : {};
+process.stdout.write(JSON.stringify({ root, scenario, n, conc, cpuUs: +((c1.user + c1.system) / n).toFixed(2), wallUs: +(wall / n).toFixed(2), ...server }) + '\n');
 await store?.close?.();
 await closer();
 process.exit(0);

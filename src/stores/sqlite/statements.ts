@@ -9,19 +9,21 @@ import type { IdempotencyRecord } from '../../core/record.js';
 import { quoteIdentifier } from './open.js';
 
 /**
- * The select list of a record: the columns of the record table in the order of {@link RecordValues}. The
- * one place the table's column names meet the record's fields; every statement reads a record through it,
- * in raw mode (an array per row: building an object with named properties for each row cost the driver
- * more than the read itself).
+ * The select list of a record without its (scope, key): the columns of the record table in the order of
+ * {@link FieldValues}. With {@link RECORD_COLUMNS}, the one place the table's column names meet the record's
+ * fields; every statement reads a record through one of the two, in raw mode (an array per row: building
+ * an object with named properties for each row cost the driver more than the read itself, and each column
+ * costs the driver a property store, so a read by primary key does not read back the key it was given).
  */
-const RECORD_COLUMNS =
-  'scope, idempotency_key, fingerprint, state, lease_token, lease_expires_at, recovery_point, response_status, ' +
-  'response_headers, response_body, created_at, completed_at, expires_at';
+const FIELD_COLUMNS =
+  'fingerprint, state, lease_token, lease_expires_at, recovery_point, response_status, response_headers, response_body, ' +
+  'created_at, completed_at, expires_at';
 
-/** A row of {@link RECORD_COLUMNS} as the driver returns it in raw mode. */
-type RecordValues = readonly [
-  scope: string,
-  key: string,
+/** The select list of a record with its (scope, key), in the order of {@link RecordValues}. */
+const RECORD_COLUMNS = `scope, idempotency_key, ${FIELD_COLUMNS}`;
+
+/** A row of {@link FIELD_COLUMNS} as the driver returns it in raw mode. */
+type FieldValues = readonly [
   fingerprint: string,
   state: 'in_progress' | 'completed',
   leaseToken: string,
@@ -34,6 +36,9 @@ type RecordValues = readonly [
   completedAt: number | null,
   expiresAt: number,
 ];
+
+/** A row of {@link RECORD_COLUMNS} as the driver returns it in raw mode: the scope, the key, then {@link FieldValues}. */
+type RecordValues = readonly [scope: string, key: string, ...fields: FieldValues];
 
 /** A record as {@link RECORD_COLUMNS} reads it; `headers` is JSON text. */
 export interface RecordRow {
@@ -127,7 +132,7 @@ export function prepareStatements(database: Database, table: string): Statements
   const prepare = <P extends unknown[], R>(sql: string): Statement<P, R> =>
     (database.prepare<P, R>(sql) as Statement<P, R>).safeIntegers(false);
   const records = <P extends unknown[]>(sql: string): Statement<P, RecordValues> => prepare<P, RecordValues>(sql).raw(true);
-  const get = records<[string, string]>(`SELECT ${RECORD_COLUMNS} FROM ${t} WHERE scope = ? AND idempotency_key = ?`);
+  const get = prepare<[string, string], FieldValues>(`SELECT ${FIELD_COLUMNS} FROM ${t} WHERE scope = ? AND idempotency_key = ?`).raw(true);
   const complete = prepare<[number, string, Buffer, number, number, string, string, string], unknown>(`
       UPDATE ${t} SET
         state = 'completed',
@@ -153,7 +158,7 @@ export function prepareStatements(database: Database, table: string): Statements
   return {
     get: (scope, key) => {
       const values = get.get(scope, key);
-      return values && rowOf(values);
+      return values && fieldsOf(scope, key, values);
     },
     complete: (p) => complete.run(p.status, p.headers, p.body, p.now, p.expiresAt, p.scope, p.key, p.token).changes > 0,
     listAbandoned: (params) => listAbandoned.all(params).map(rowOf),
@@ -180,22 +185,28 @@ export function prepareStatements(database: Database, table: string): Statements
   };
 }
 
-/** Names the values of a raw record row. */
+/** Names the values of a raw record row (lists only: the copy of the fields costs a read nothing). */
 function rowOf(v: RecordValues): RecordRow {
+  const [scope, key, ...fields] = v;
+  return fieldsOf(scope, key, fields);
+}
+
+/** The record of (scope, key) with the values `f`. */
+function fieldsOf(scope: string, key: string, f: FieldValues): RecordRow {
   return {
-    scope: v[0],
-    key: v[1],
-    fingerprint: v[2],
-    state: v[3],
-    leaseToken: v[4],
-    leaseExpiresAt: v[5],
-    recoveryPoint: v[6],
-    status: v[7],
-    headers: v[8],
-    body: v[9],
-    createdAt: v[10],
-    completedAt: v[11],
-    expiresAt: v[12],
+    scope,
+    key,
+    fingerprint: f[0],
+    state: f[1],
+    leaseToken: f[2],
+    leaseExpiresAt: f[3],
+    recoveryPoint: f[4],
+    status: f[5],
+    headers: f[6],
+    body: f[7],
+    createdAt: f[8],
+    completedAt: f[9],
+    expiresAt: f[10],
   };
 }
 

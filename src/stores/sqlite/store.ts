@@ -11,6 +11,7 @@ import { LeaseLostError, StoreClosedError, StoreMisuseError } from '../../core/e
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
 import { prepareClaim, type SqliteClaim } from './claim.js';
+import { GroupCommit } from './group-commit.js';
 import { guardDatabase } from './guard.js';
 import { recordsSchema } from './migrations.js';
 import { Mutex } from './mutex.js';
@@ -65,6 +66,11 @@ export interface SqliteStore extends TransactionalStore<Database> {
 /** How often `waitFor` re-reads the record to see completions made by other processes, in milliseconds. */
 const POLL_INTERVAL_MS = 50;
 
+/** Groups of one write in a row after which writes stop waiting for groups (see `SqliteStoreImpl.singleGroups`). */
+const SINGLE_GROUPS = 8;
+/** While writes do not wait for groups, one in this many still does. */
+const PROBE_EVERY = 64;
+
 /**
  * Creates the SQLite store. Opens (or adopts) the connection, sets WAL journal mode on an opened file,
  * `busy_timeout` and `synchronous` (`'normal'` unless the `synchronous` option says `'full'`: see
@@ -73,8 +79,13 @@ const POLL_INTERVAL_MS = 50;
  *
  * Concurrency: every operation runs through one FIFO mutex, because while a {@link SqliteStore.transaction}
  * awaits its callback the single connection is inside that transaction (an idle store, with no transaction
- * open and nothing queued, runs a statement at once). A claim is one upsert, atomic under the file's write
- * lock (`claim.ts`), so processes sharing the file get exactly one winner too. `waitFor` wakes at once on a
+ * open and nothing queued, runs a statement at once). A claim is decided by SQL under the file's write lock
+ * (`claim.ts`), so processes sharing the file get exactly one winner too. While several requests are in
+ * flight in this process, their writes (claims that found no record standing, completions, releases) are
+ * gathered until the event loop's check phase and committed together in one `BEGIN IMMEDIATE` transaction
+ * (`group-commit.ts`): one commit's WAL frames and file locks instead of one per write, each write still
+ * atomic and answered only after that COMMIT, a replay still answered from a read without the write lock
+ * (unless a group is gathering, which it then joins, keeping calls in order). `waitFor` wakes at once on a
  * completion or release in this process and polls every 50 ms for other processes. A transaction holds the
  * file's write lock until it ends: another process's writes wait for it up to `busyTimeoutMs` (blocking
  * that process's event loop, as the driver is synchronous) and then fail with `SQLITE_BUSY`, which the
@@ -130,8 +141,31 @@ const openTransactions = new AsyncLocalStorage<ReadonlyMap<SqliteStoreImpl, Open
 
 class SqliteStoreImpl implements SqliteStore {
   private readonly mutex = new Mutex();
+  private readonly commits: GroupCommit;
   private readonly waiters = new Map<string, Set<Waiter>>();
   private closing = false;
+  /** Transactions of this store open now; while there are none, no call can come from inside one. */
+  private transactions = 0;
+  /**
+   * Claims this store won and has not yet seen completed or released: the requests in flight in this
+   * process. With another one in flight, or another claim written in the same turn of the event loop, a
+   * write waits for the next group commit (see {@link GroupCommit}); alone, it runs at once. Only a
+   * heuristic: a claim never completed nor released leaves the count high, which makes writes wait for
+   * the check phase, nothing more.
+   */
+  private inFlight = 0;
+  /** Claims written in this turn of the event loop (reset in its check phase). */
+  private turnClaims = 0;
+  private readonly nextTurn = (): void => {
+    this.turnClaims = 0;
+  };
+  /**
+   * Groups in a row that held one write: the writes that waited for them had no company (a caller that
+   * claims and completes one key after another in one turn). From {@link SINGLE_GROUPS} on, writes run at
+   * once again, but for one in {@link PROBE_EVERY} that still waits, to see whether groups form again.
+   */
+  private singleGroups = 0;
+  private probe = 0;
   readonly kind = 'sqlite';
 
   constructor(
@@ -141,18 +175,55 @@ class SqliteStoreImpl implements SqliteStore {
     private readonly claimRow: SqliteClaim,
     private readonly clock: Clock,
     private readonly generateId: () => string,
-  ) {}
+  ) {
+    this.commits = new GroupCommit(
+      database,
+      this.mutex,
+      (size) => {
+        this.singleGroups = size === 1 ? this.singleGroups + 1 : 0;
+      },
+    );
+  }
 
   claim(input: ClaimInput): Promise<ClaimResult> {
-    return this.exclusive(() => this.claimNow(input));
+    if (this.closing) return Promise.reject(new StoreClosedError('SQLite'));
+    const leaseToken = input.leaseToken ?? this.generateId();
+    if (!this.commits.open && this.mutex.idle) {
+      // Nothing queued and no transaction open: read now, and answer a record that stands without waiting
+      // for the write lock or a group.
+      let read;
+      try {
+        read = this.claimRow.read(input, this.clock.now(), leaseToken);
+      } catch (error) {
+        return Promise.reject(asError(error));
+      }
+      if (read.answer !== undefined) return Promise.resolve(read.answer);
+      const absent = read.absent;
+      return this.write(
+        (grouped) =>
+          grouped ? this.claimRow.locked(input, this.clock.now(), leaseToken, absent) : this.claimRow.write(input, this.clock.now(), leaseToken, absent),
+        this.counted,
+        this.claimsAlone(),
+      );
+    }
+    return this.write(
+      (grouped) => {
+        const now = this.clock.now();
+        if (grouped) return this.claimRow.locked(input, now, leaseToken, false);
+        const read = this.claimRow.read(input, now, leaseToken);
+        return read.answer ?? this.claimRow.write(input, now, leaseToken, read.absent);
+      },
+      this.counted,
+      this.claimsAlone(),
+    );
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-    return this.exclusive(() => this.announce(this.completeNow(claim, response, retentionMs)));
+    return this.write(() => this.completeNow(claim, response, retentionMs), this.announced, this.settled());
   }
 
   release(claim: Claim): Promise<boolean> {
-    return this.exclusive(() => this.announce(this.releaseNow(claim)));
+    return this.write(() => this.releaseNow(claim), this.announced, this.settled());
   }
 
   get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
@@ -160,11 +231,11 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   reap(limit: number): Promise<number> {
-    return this.exclusive(() => this.reapNow(limit));
+    return this.write(() => this.reapNow(limit), undefined, this.alone(this.inFlight > 0));
   }
 
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
-    return this.exclusive(() => this.checkpointNow(claim, recoveryPoint, leaseMs));
+    return this.write(() => this.checkpointNow(claim, recoveryPoint, leaseMs), undefined, this.alone(this.inFlight > 1));
   }
 
   listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
@@ -245,7 +316,7 @@ class SqliteStoreImpl implements SqliteStore {
 
   claimTransaction<R>(input: ClaimInput, fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>> {
     return this.inTransaction(async (view, transaction): Promise<ClaimedTransaction<R>> => {
-      const result = this.claimNow(input);
+      const result = this.claimRow.locked(input, this.clock.now(), input.leaseToken ?? this.generateId(), false);
       if (!result.acquired) return result;
       const won = result.claim;
       const handle = guardDatabase(this.database);
@@ -273,6 +344,7 @@ class SqliteStoreImpl implements SqliteStore {
     return this.queued(async () => {
       const transaction: OpenTransaction = { open: true, changes: [] };
       this.database.exec('BEGIN IMMEDIATE');
+      this.transactions++;
       let result: R;
       try {
         const open = new Map(openTransactions.getStore()).set(this, transaction);
@@ -283,10 +355,12 @@ class SqliteStoreImpl implements SqliteStore {
         this.database.exec('COMMIT');
       } catch (error) {
         transaction.open = false;
+        this.transactions--;
         if (this.database.inTransaction) this.database.exec('ROLLBACK');
         throw error;
       }
       transaction.open = false;
+      this.transactions--;
       for (const change of transaction.changes) this.notify(change);
       return result;
     });
@@ -301,32 +375,79 @@ class SqliteStoreImpl implements SqliteStore {
     for (const waiters of this.waiters.values()) for (const wake of [...waiters]) wake(undefined);
   }
 
-  /** Runs `task` alone on the connection, outside any transaction but one it opens itself. */
-  private exclusive<T>(task: () => T | Promise<T>): Promise<T> {
+  /** Runs the synchronous read `task` alone on the connection, outside any transaction but a group's. */
+  private exclusive<T>(task: () => T): Promise<T> {
     if (this.closing) return Promise.reject(new StoreClosedError('SQLite'));
     // An idle mutex means no transaction is open (one holds the mutex until it ends) and nothing is
     // queued, so a synchronous statement runs now, in order, without a queue hop or a context lookup.
-    if (this.mutex.idle) {
-      try {
-        return Promise.resolve(task());
-      } catch (error) {
-        return Promise.reject(error instanceof Error ? error : new Error(String(error)));
-      }
-    }
+    if (!this.commits.open && this.mutex.idle) return attempt(task);
+    // A gathering group is next in line: joining it keeps the order operations were called in.
+    if (this.commits.open) return this.misused() ?? this.commits.add(task);
     return this.queued(task);
+  }
+
+  /**
+   * Runs the synchronous write `task`: at once when it is `alone` (no other request busy here) and the
+   * connection is idle, otherwise in the next group commit (`grouped` is then true: the group's
+   * transaction holds the write lock). Settles with `committed(value)` (the value itself without it),
+   * called once it committed.
+   */
+  private write<T, R = T>(task: (grouped: boolean) => T, committed: ((value: T) => R) | undefined, alone: boolean): Promise<R> {
+    if (this.closing) return Promise.reject(new StoreClosedError('SQLite'));
+    if (alone && !this.commits.open && this.mutex.idle) {
+      return attempt(() => (committed === undefined ? (task(false) as unknown as R) : committed(task(false))));
+    }
+    return this.misused() ?? this.commits.add(task, committed);
   }
 
   /** Runs `task` through the mutex, after every task queued before it. */
   private queued<T>(task: () => T | Promise<T>): Promise<T> {
     if (this.closing) return Promise.reject(new StoreClosedError('SQLite'));
-    if (openTransactions.getStore()?.get(this)?.open) {
-      // Queuing behind our own transaction would wait forever.
-      return Promise.reject(
-        new StoreMisuseError('retrysafe: the SQLite store was called inside its own transaction; use the store passed to fn'),
-      );
-    }
-    return this.mutex.run(task);
+    return this.misused() ?? this.mutex.run(task);
   }
+
+  /** A rejection when called from inside this store's own open transaction: queuing behind it would wait forever. */
+  private misused(): Promise<never> | undefined {
+    if (this.transactions === 0 || !openTransactions.getStore()?.get(this)?.open) return undefined;
+    return Promise.reject(new StoreMisuseError('retrysafe: the SQLite store was called inside its own transaction; use the store passed to fn'));
+  }
+
+  /** Counts a won claim as a request in flight. */
+  private readonly counted = (result: ClaimResult): ClaimResult => {
+    if (result.acquired) this.inFlight++;
+    return result;
+  };
+
+  /** Whether a claim written now runs alone: no other request in flight, no other claim this turn (see {@link alone}). */
+  private claimsAlone(): boolean {
+    if (this.turnClaims++ === 0) setImmediate(this.nextTurn);
+    return this.alone(this.inFlight > 0 || this.turnClaims > 1);
+  }
+
+  /**
+   * A request in flight is done with its claim (completing or releasing it); returns whether its write
+   * runs alone (no other request in flight: see {@link alone}).
+   */
+  private settled(): boolean {
+    const others = this.inFlight > 1;
+    if (this.inFlight > 0) this.inFlight--;
+    return this.alone(others);
+  }
+
+  /** Whether a write runs at once: nobody else is `busy`, or the recent groups stayed single (but for a probe now and then). */
+  private alone(busy: boolean): boolean {
+    if (!busy) return true;
+    if (this.singleGroups < SINGLE_GROUPS) return false;
+    this.probe = (this.probe + 1) % PROBE_EVERY;
+    return this.probe !== 0;
+  }
+
+  /** Tells in-process waiters about a committed change; reports whether there was one. */
+  private readonly announced = (change: Change | undefined): boolean => {
+    if (change === undefined) return false;
+    this.notify(change);
+    return true;
+  };
 
   /** The store as seen inside an open transaction: no mutex (it is held), no notifications until COMMIT. */
   private view(transaction: OpenTransaction): TransactionView {
@@ -347,10 +468,6 @@ class SqliteStoreImpl implements SqliteStore {
       release: (claim) => inside(() => defer(this.releaseNow(claim))),
       checkpoint: (claim, recoveryPoint, leaseMs) => inside(() => this.checkpointNow(claim, recoveryPoint, leaseMs)),
     };
-  }
-
-  private claimNow(input: ClaimInput): ClaimResult {
-    return this.claimRow(input, this.clock.now(), input.leaseToken ?? this.generateId());
   }
 
   private completeNow(claim: Claim, response: StoredResponse, retentionMs: number): Change | undefined {
@@ -407,12 +524,6 @@ class SqliteStoreImpl implements SqliteStore {
     return this.sql.listAbandoned({ now: this.clock.now(), limit }).map(toRecord);
   }
 
-  /** Tells in-process waiters about a change made outside any transaction; reports whether there was one. */
-  private announce(change: Change | undefined): boolean {
-    if (change) this.notify(change);
-    return change !== undefined;
-  }
-
   /**
    * Wakes the waiters on the changed record with the record as it now stands (`undefined` once released),
    * read only when someone waits. Runs while this store holds the connection: right after the change, or
@@ -435,4 +546,17 @@ class SqliteStoreImpl implements SqliteStore {
 
 function slot(scope: string, key: string): string {
   return JSON.stringify([scope, key]);
+}
+
+/** Runs `task` now and settles as it does. */
+function attempt<T>(task: () => T): Promise<T> {
+  try {
+    return Promise.resolve(task());
+  } catch (error) {
+    return Promise.reject(asError(error));
+  }
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
 }

@@ -1,7 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../../src/core/clock.js';
-import type { ClaimInput } from '../../../src/core/store.js';
+import type { ClaimInput, ClaimResult } from '../../../src/core/store.js';
 import { prepareClaim } from '../../../src/stores/sqlite/claim.js';
 import { recordsSchema } from '../../../src/stores/sqlite/migrations.js';
 import { migrateSqlite } from '../../../src/stores/sqlite/open.js';
@@ -18,12 +18,12 @@ const input = (fingerprint: string, leaseToken?: string): ClaimInput => ({
 });
 
 /**
- * The claim reads first and upserts in autocommit mode. Between the two, another process may write the
+ * The claim reads first and then writes in autocommit mode. Between the two, another process may write the
  * record: the read below is made to miss a record that is there, as it would if that process inserted it
  * right after the read.
  */
 describe('sqlite claim: a record written between the read and the upsert', () => {
-  function setup(): { claim: ReturnType<typeof prepareClaim>; reads: number[] } {
+  function setup(): { claim: (input: ClaimInput, now: number, leaseToken: string) => ClaimResult; reads: number[] } {
     const database = new BetterSqlite3(':memory:');
     migrateSqlite(database, recordsSchema('records'), systemClock);
     const sql = prepareStatements(database, 'records');
@@ -32,7 +32,11 @@ describe('sqlite claim: a record written between the read and the upsert', () =>
       reads.push(reads.length);
       return reads.length === 1 ? undefined : sql.get(scope, key);
     };
-    const claim = prepareClaim(database, 'records', { get: racedGet });
+    const steps = prepareClaim(database, 'records', { get: racedGet });
+    const claim = (input: ClaimInput, now: number, leaseToken: string): ClaimResult => {
+      const read = steps.read(input, now, leaseToken);
+      return read.answer ?? steps.write(input, now, leaseToken, read.absent);
+    };
     return { claim, reads };
   }
 

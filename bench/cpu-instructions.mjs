@@ -1,0 +1,55 @@
+// Instructions per request of a bench/cpu.mjs scenario, counted by callgrind (valgrind) after the
+// warm-up, so the figure does not move with the machine's load the way CPU time does. User space only:
+// system calls are not counted (count them with `strace -c -f node bench/cpu.mjs …`). V8 runs with
+// --single-threaded, so its compiler and GC run on the counted thread; the line also gives the count
+// without TurboFan/Maglev compilation (a one-off that can still fall in a short window) and without GC.
+//
+//   node bench/cpu-instructions.mjs <checkout with a built dist/> <scenario> [measured] [concurrency] [warm-up]
+//
+// Defaults: 3,000 measured requests, concurrency 1, 5,000 warm-up requests. Needs valgrind and
+// callgrind_annotate. Environment variables of bench/cpu.mjs (BENCH_POSTGRES_URL, BENCH_SQLITE_SYNCHRONOUS …)
+// pass through.
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import process from 'node:process';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+const [rootArg = '.', scenario = 'memory-replay', measuredArg = '3000', concArg = '1', warmArg = '5000'] = process.argv.slice(2);
+const measured = Number(measuredArg);
+const signal = join(tmpdir(), `retrysafe-cpu-instructions-${process.pid}`);
+const out = `${signal}.callgrind`;
+const child = spawn(
+  'valgrind',
+  ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, process.execPath, '--single-threaded',
+    join(import.meta.dirname, 'cpu.mjs'), resolve(rootArg), scenario, String(measured), concArg],
+  { env: { ...process.env, BENCH_WARM_SIGNAL: signal, BENCH_WARMUP: warmArg }, stdio: 'ignore' },
+);
+const exited = new Promise((done) => child.once('exit', done));
+while (!existsSync(`${signal}.ready`)) {
+  if (child.exitCode !== null) throw new Error('the scenario ended before its warm-up did');
+  await sleep(200);
+}
+execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
+execFileSync('touch', [`${signal}.go`]);
+await exited;
+// Self cost by function: the total, and what V8's optimising compilers and its garbage collector took.
+const annotated = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', out], { encoding: 'utf8', maxBuffer: 1 << 28 });
+let total = 0;
+let compile = 0;
+let gc = 0;
+for (const line of annotated.split('\n')) {
+  const match = /^\s*([\d,]+)\s+\([^)]*\)\s+(.*)$/.exec(line);
+  if (!match) continue;
+  const count = Number(match[1].replaceAll(',', ''));
+  const name = match[2];
+  if (name.startsWith('PROGRAM TOTALS')) total = count;
+  else if (/compiler::|maglev::/i.test(name)) compile += count;
+  else if (/Scavenge|MarkCompact|heap::|Heap::|Sweeper|Marking|Evacuat/.test(name)) gc += count;
+}
+for (const file of [out, `${signal}.ready`, `${signal}.go`]) rmSync(file, { force: true });
+const per = (count) => Math.round(count / measured);
+process.stdout.write(
+  `${JSON.stringify({ root: resolve(rootArg), scenario, measured, conc: Number(concArg), warm: Number(warmArg), instructions: per(total), withoutCompilation: per(total - compile), withoutCompilationOrGc: per(total - compile - gc) })}\n`,
+);

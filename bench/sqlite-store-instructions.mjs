@@ -1,0 +1,87 @@
+// Instructions per operation of the SQLite store alone (no engine, no HTTP), counted by callgrind after a
+// warm-up: `new` claims and completes new keys one after another, `newc16` the same with 16 in flight (so
+// their writes commit in groups), `replay` claims one of 64 completed keys. User space only; the line also
+// gives the count without V8's optimising compilers and without its GC.
+//
+//   node bench/sqlite-store-instructions.mjs <checkout with a built dist/> <new|newc16|replay> [measured] [warm-up]
+//
+// Defaults: 6,000 measured operations after 20,000. Needs valgrind and callgrind_annotate.
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import process from 'node:process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
+import { TextEncoder } from 'node:util';
+
+const [rootArg = '.', phase = 'new', measuredArg = '6000', warmArg = '20000'] = process.argv.slice(2);
+const measured = Number(measuredArg);
+if (!['new', 'newc16', 'replay'].includes(phase)) throw new TypeError(`unknown workload ${phase}`);
+
+if (process.env.RETRYSAFE_BENCH_SIGNAL === undefined) {
+  const signal = join(tmpdir(), `retrysafe-sqlite-instructions-${process.pid}`);
+  const out = `${signal}.callgrind`;
+  const child = spawn(
+    'valgrind',
+    ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, process.execPath, '--single-threaded', import.meta.filename, ...process.argv.slice(2)],
+    { env: { ...process.env, RETRYSAFE_BENCH_SIGNAL: signal }, stdio: 'ignore' },
+  );
+  const exited = new Promise((done) => child.once('exit', done));
+  while (!existsSync(`${signal}.ready`)) {
+    if (child.exitCode !== null) throw new Error('the workload ended before its warm-up did');
+    await sleep(200);
+  }
+  execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
+  writeFileSync(`${signal}.go`, '');
+  await exited;
+  const annotated = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', out], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  let total = 0;
+  let compile = 0;
+  let gc = 0;
+  for (const line of annotated.split('\n')) {
+    const match = /^\s*([\d,]+)\s+\([^)]*\)\s+(.*)$/.exec(line);
+    if (!match) continue;
+    const count = Number(match[1].replaceAll(',', ''));
+    if (match[2].startsWith('PROGRAM TOTALS')) total = count;
+    else if (/compiler::|maglev::/i.test(match[2])) compile += count;
+    else if (/Scavenge|MarkCompact|heap::|Heap::|Sweeper|Marking|Evacuat/.test(match[2])) gc += count;
+  }
+  for (const file of [out, `${signal}.ready`, `${signal}.go`]) rmSync(file, { force: true });
+  const per = (count) => Math.round(count / measured);
+  process.stdout.write(
+    `${JSON.stringify({ root: resolve(rootArg), phase, measured, instructions: per(total), withoutCompilation: per(total - compile), withoutCompilationOrGc: per(total - compile - gc) })}\n`,
+  );
+} else {
+  const { createSqliteStore } = await import(pathToFileURL(join(resolve(rootArg), 'dist/stores/sqlite/index.js')).href);
+  const store = createSqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'retrysafe-sqlite-instructions-')), 'records.db') });
+  const response = { status: 201, headers: { 'content-type': 'application/json' }, body: new TextEncoder().encode('{"id":"pay_1","amount":1000}') };
+  const input = (key) => ({ scope: '', key, fingerprint: 'f'.repeat(64), leaseMs: 30_000, retentionMs: 86_400_000 });
+  const completed = Array.from({ length: 64 }, (_, i) => `r-${i}`);
+  for (const key of completed) {
+    const result = await store.claim(input(key));
+    await store.complete(result.claim, response, 86_400_000);
+  }
+  let k = 0;
+  const one = async () => {
+    if (phase === 'replay') {
+      if ((await store.claim(input(completed[k++ & 63]))).acquired) throw new Error('a replay won its claim');
+      return;
+    }
+    const result = await store.claim(input(`n-${k++}`));
+    if (!result.acquired) throw new Error('a new key lost its claim');
+    await store.complete(result.claim, response, 86_400_000);
+  };
+  const loop = async (count) => {
+    let left = count;
+    await Promise.all(Array.from({ length: phase === 'newc16' ? 16 : 1 }, async () => {
+      while (left-- > 0) await one();
+    }));
+  };
+  await loop(Number(warmArg));
+  const signal = process.env.RETRYSAFE_BENCH_SIGNAL;
+  writeFileSync(`${signal}.ready`, '');
+  while (!existsSync(`${signal}.go`)) await sleep(50);
+  await loop(measured);
+  process.exit(0);
+}
