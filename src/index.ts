@@ -65,7 +65,8 @@ export {
   type OutboxBacklog,
 } from './observability/health.js';
 export { keyHash, type LogEvent, type Logger } from './observability/logging.js';
-export { INSTRUMENTATION_SCOPE, RECEIVER_INSTRUMENTS, type MetricsOptions } from './observability/metrics.js';
+export { INSTRUMENTATION_SCOPE } from './observability/scope.js';
+export { RECEIVER_INSTRUMENTS, type MetricsOptions } from './observability/metrics.js';
 export type {
   Observation,
   ReceiverObserver,

@@ -14,11 +14,7 @@
 import type { Attributes, Counter, Histogram, MeterProvider, ObservableCallback } from '@opentelemetry/api';
 import type { RequestOutcome, StoreOperation } from '../core/observer.js';
 import { otel } from './api.js';
-
-/** Name and version of the instrumentation scope every retrysafe meter and tracer is obtained under. */
-export const INSTRUMENTATION_SCOPE = 'retrysafe';
-/** The package version reported with the instrumentation scope. */
-export const INSTRUMENTATION_VERSION = '0.1.0';
+import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from './scope.js';
 
 /** Instrument names of the receiver. */
 export const RECEIVER_INSTRUMENTS = Object.freeze({

@@ -9,7 +9,7 @@
  */
 import type { Context, Span, Tracer, TracerProvider } from '@opentelemetry/api';
 import { otel } from './api.js';
-import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from './metrics.js';
+import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from './scope.js';
 
 /** Span names of the receiver. */
 export const RECEIVER_SPANS = Object.freeze({

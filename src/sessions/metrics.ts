@@ -10,7 +10,7 @@
  */
 import type { Attributes, Counter, Histogram, MeterProvider } from '@opentelemetry/api';
 import { otel } from '../observability/api.js';
-import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../observability/metrics.js';
+import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../observability/scope.js';
 
 /**
  * How one `apply` ended (the `outcome` attribute of `retrysafe.sessions.requests`):

@@ -10,7 +10,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import { IdempotencyKeyReusedError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
 import { createReceiver } from '../../src/receiver.js';
 import { INSTRUMENTATION_SCOPE, keyHash, RECEIVER_INSTRUMENTS as I, RECEIVER_SPANS } from '../../src/index.js';
-import { INSTRUMENTATION_VERSION } from '../../src/observability/metrics.js';
+import { INSTRUMENTATION_VERSION } from '../../src/observability/scope.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { gate, instrument } from '../support/http.js';
 import { capturingLogger, telemetry, type Telemetry } from '../support/telemetry.js';

@@ -11,7 +11,7 @@
  */
 import type { Attributes, Counter, Histogram, Meter } from '@opentelemetry/api';
 import { otel } from '../../observability/api.js';
-import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/metrics.js';
+import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/scope.js';
 
 /** What happened to one delivery. */
 export type InboxEventType = 'processed' | 'duplicate' | 'retry' | 'dead_lettered' | 'rejected';

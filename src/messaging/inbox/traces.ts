@@ -18,7 +18,7 @@
 import type { Context, Link, Span, Tracer, TracerProvider } from '@opentelemetry/api';
 import { otel } from '../../observability/api.js';
 import { keyHash } from '../../observability/logging.js';
-import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/metrics.js';
+import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/scope.js';
 import { creationContext, type HeaderRecord } from '../../observability/propagation.js';
 import { endFailed } from '../../observability/traces.js';
 import type { InboxMessageOutcome } from './metrics.js';

@@ -11,7 +11,7 @@ import type pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { isListenOption, listenClient, type ListenOption, poolerProblem } from '../../stores/postgres/listen-session.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
-import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/metrics.js';
+import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/scope.js';
 import { PublishError, PublishTimeoutError } from './errors.js';
 import { OutboxMetrics, type OutboxEvent, type RelayWakeCause } from './metrics.js';
 import { requireCount, type Outbox } from './outbox.js';
