@@ -11,10 +11,9 @@
  *
  * @module
  */
-import type { Attributes, Counter, Histogram, MeterProvider, ObservableCallback } from '@opentelemetry/api';
+import type { Attributes, Counter, Histogram, Meter, MeterProvider, ObservableCallback } from '@opentelemetry/api';
 import type { RequestOutcome, StoreOperation } from '../core/observer.js';
-import { otel } from './api.js';
-import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from './scope.js';
+import { MeterSource } from './meter-source.js';
 
 /** Instrument names of the receiver. */
 export const RECEIVER_INSTRUMENTS = Object.freeze({
@@ -50,15 +49,13 @@ export interface MetricsOptions {
 }
 
 /**
- * The receiver's instruments. Without a `meterProvider` option they follow the global provider: it is read
- * as each request starts ({@link ReceiverMetrics.begin}), because the API's global meter provider has no
- * proxy (unlike its tracer provider) and a meter obtained from the no-op provider stays no-op. The request
- * counts and the in-flight number are kept here, so a provider registered later reports them since the
- * receiver was created; its histograms hold the durations recorded from then on.
+ * The receiver's instruments. Without a `meterProvider` option they follow the global provider through a
+ * {@link MeterSource}, read as each request starts ({@link ReceiverMetrics.begin}). The request counts and
+ * the in-flight number are kept here, so a provider registered later reports them since the receiver was
+ * created; its histograms hold the durations recorded from then on.
  */
 export class ReceiverMetrics {
-  /** The provider the instruments were made on; `undefined` when there is none (no API installed). */
-  private provider: MeterProvider | undefined;
+  private readonly source: MeterSource<Instruments>;
   /** `undefined` while nothing is to be recorded to (before the first request, or no API installed). */
   private instruments: Instruments | undefined;
   private running = 0;
@@ -70,24 +67,26 @@ export class ReceiverMetrics {
   private readonly storeAttributes = new Map<string, Attributes>();
 
   constructor(
-    private readonly options: MetricsOptions,
+    options: MetricsOptions,
     /** The `store` attribute: `memory`, `sqlite`, `postgres`, `redis` or `custom`. */
     readonly storeKind: string,
   ) {
     this.scopes = new Set(options.metricScopes ?? []);
+    this.source = new MeterSource(
+      options.meterProvider,
+      (meter) => createInstruments(meter, () => this.running, this.requestCounts),
+      (old) => old.detach(),
+    );
   }
 
   /**
-   * Called as each request starts (and before each count outside one): makes the instruments on the
-   * provider to record to, when it is not the one they were made on. One read of the global per request;
-   * the recordings between two reads go to the instruments of the first.
+   * Called as each request starts (and before each count outside one): takes the instruments of the
+   * provider to record to ({@link MeterSource.instruments}: made again, the old ones' observable callbacks
+   * detached, when the provider changed). One read of the global per request; the recordings between two
+   * reads go to the instruments of the first.
    */
   begin(): void {
-    const provider = this.options.meterProvider ?? otel?.metrics.getMeterProvider();
-    if (provider === this.provider) return;
-    this.instruments?.detach();
-    this.provider = provider;
-    this.instruments = provider && createInstruments(provider, () => this.running, this.requestCounts);
+    this.instruments = this.source.instruments();
   }
 
   request(outcome: RequestOutcome, scope: string): void {
@@ -143,12 +142,7 @@ interface Instruments {
   detach(): void;
 }
 
-function createInstruments(
-  provider: MeterProvider,
-  running: () => number,
-  requests: ReadonlyMap<Attributes, number>,
-): Instruments {
-  const meter = provider.getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+function createInstruments(meter: Meter, running: () => number, requests: ReadonlyMap<Attributes, number>): Instruments {
   const n = RECEIVER_INSTRUMENTS;
   const inFlight = meter.createObservableUpDownCounter(n.inFlight, { description: 'Works running under a lease held by this process', unit: '{request}' });
   const observeInFlight: ObservableCallback = (result) => result.observe(running());
