@@ -4,7 +4,7 @@
  * on spans and instruments, and the dead-letter log line through a real pino instance with the message id
  * hashed. The inbox runs on SQLite in memory; the outbox's insert goes to a recording connection.
  */
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { context, metrics, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
@@ -192,5 +192,22 @@ describe('trace context through the outbox and the inbox', () => {
       },
     ]);
     expect(raw.join('').includes(secret)).toBe(false);
+  });
+
+  it('records to a global meter provider registered after its first delivery, from the next delivery on', async () => {
+    const inbox = createInbox({ store: createSqliteInboxStore(), tracerProvider: t.tracerProvider });
+    const ok = () => Promise.resolve();
+    await inbox.handle({ consumer: 'billing', messageId: 'before' }, ok);
+    metrics.setGlobalMeterProvider(t.meterProvider);
+    try {
+      await inbox.handle({ consumer: 'billing', messageId: 'after' }, ok);
+      await inbox.handle({ consumer: 'billing', messageId: 'after' }, ok);
+      const I = INBOX_INSTRUMENTS;
+      expect(await t.sum(I.messages, { outcome: 'processed', consumer: 'billing' })).toBe(1);
+      expect(await t.sum(I.messages, { outcome: 'duplicate', consumer: 'billing' })).toBe(1);
+      expect(await t.count(I.processDuration, { consumer: 'billing' })).toBe(2);
+    } finally {
+      metrics.disable();
+    }
   });
 });

@@ -10,8 +10,7 @@
  * @module
  */
 import type { Attributes, Counter, Histogram, Meter } from '@opentelemetry/api';
-import { otel } from '../../observability/api.js';
-import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/scope.js';
+import { MeterSource } from '../../observability/meter-source.js';
 
 /** What happened to one delivery. */
 export type InboxEventType = 'processed' | 'duplicate' | 'retry' | 'dead_lettered' | 'rejected';
@@ -64,16 +63,18 @@ interface Instruments {
 
 /** Counts outcomes and times deliveries; sends each event to the hook. */
 export class InboxMetrics {
-  /** Created on first use, so a meter provider registered after the inbox is seen. */
-  private instruments: Instruments | undefined;
+  /** Made again when the global provider changed, so a meter provider registered after the inbox is seen. */
+  private readonly source: MeterSource<Instruments>;
   /** Attribute objects, one per (outcome, consumer), so recording allocates nothing. */
   private readonly attributes = new Map<string, Attributes>();
 
   constructor(
-    /** The meter given in the options; otherwise the global provider's `retrysafe` meter. */
-    private readonly meter: Meter | undefined,
+    /** The meter given in the options; otherwise the global provider's `retrysafe` meter, read at each delivery. */
+    meter: Meter | undefined,
     private readonly onEvent: ((event: InboxEvent) => void) | undefined,
-  ) {}
+  ) {
+    this.source = new MeterSource(meter, createInstruments);
+  }
 
   /** Records `event` (and its delivery's duration in seconds, when timed) and calls the hook. */
   emit(event: InboxEvent, seconds: number | undefined): void {
@@ -92,23 +93,11 @@ export class InboxMetrics {
   }
 
   private record(outcome: InboxMessageOutcome, consumer: string, seconds: number | undefined): void {
-    const instruments = this.obtain();
+    const instruments = this.source.instruments();
     if (instruments === undefined) return;
     const attributes = this.attributesOf(outcome, consumer);
     instruments.messages.add(1, attributes);
     if (seconds !== undefined) instruments.duration.record(seconds, attributes);
-  }
-
-  private obtain(): Instruments | undefined {
-    if (this.instruments !== undefined) return this.instruments;
-    const meter = this.meter ?? otel?.metrics.getMeterProvider().getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
-    if (meter === undefined) return undefined;
-    const n = INBOX_INSTRUMENTS;
-    this.instruments = {
-      messages: meter.createCounter(n.messages, { description: 'Inbox deliveries by outcome', unit: '{message}' }),
-      duration: meter.createHistogram(n.processDuration, { description: 'One delivery through the inbox, call to outcome', unit: 's' }),
-    };
-    return this.instruments;
   }
 
   private attributesOf(outcome: InboxMessageOutcome, consumer: string): Attributes {
@@ -120,4 +109,12 @@ export class InboxMetrics {
     }
     return attributes;
   }
+}
+
+function createInstruments(meter: Meter): Instruments {
+  const n = INBOX_INSTRUMENTS;
+  return {
+    messages: meter.createCounter(n.messages, { description: 'Inbox deliveries by outcome', unit: '{message}' }),
+    duration: meter.createHistogram(n.processDuration, { description: 'One delivery through the inbox, call to outcome', unit: 's' }),
+  };
 }

@@ -40,7 +40,8 @@ export interface InboxOptions<Tx> {
   readonly clock?: Clock;
   /**
    * The OpenTelemetry meter to record on (see `INBOX_INSTRUMENTS`).
-   * @defaultValue the global provider's `retrysafe` meter (`metrics.getMeterProvider()`), read on first use
+   * @defaultValue the global provider's `retrysafe` meter (`metrics.getMeterProvider()`), read at each
+   * delivery: an SDK registered after the inbox handled messages is recorded to from the next delivery on
    */
   readonly meter?: Meter;
   /**
