@@ -8,9 +8,8 @@
  *
  * @module
  */
-import type { Attributes, Counter, Histogram, MeterProvider } from '@opentelemetry/api';
-import { otel } from '../observability/api.js';
-import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../observability/scope.js';
+import type { Attributes, Counter, Histogram, Meter, MeterProvider } from '@opentelemetry/api';
+import { MeterSource } from '../observability/meter-source.js';
 
 /**
  * How one `apply` ended (the `outcome` attribute of `retrysafe.sessions.requests`):
@@ -63,36 +62,41 @@ interface Instruments {
   readonly reaped: Counter;
 }
 
-/** The session receiver's instruments, created on first use so a provider registered after the receiver is seen. */
+/**
+ * The session receiver's instruments, on the provider to record to now ({@link MeterSource}), so a provider
+ * registered after the receiver is seen from its next recording on.
+ */
 export class SessionMetrics {
-  private instruments: Instruments | undefined;
+  private readonly source: MeterSource<Instruments>;
   /** Attribute objects are shared, one per outcome, so recording allocates nothing. */
   private readonly outcomes = new Map<SessionOutcome, Attributes>();
 
   constructor(
-    /** @defaultValue the global provider (`metrics.getMeterProvider()`), read on first use */
-    private readonly meterProvider: MeterProvider | undefined,
-  ) {}
+    /** @defaultValue the global provider (`metrics.getMeterProvider()`), read at each recording */
+    meterProvider: MeterProvider | undefined,
+  ) {
+    this.source = new MeterSource(meterProvider, createInstruments);
+  }
 
   request(outcome: SessionOutcome): void {
-    this.obtain()?.requests.add(1, this.attributes(outcome));
+    this.source.instruments()?.requests.add(1, this.attributes(outcome));
   }
 
   /** Records one run of the work, `seconds` long. */
   handler(outcome: 'executed' | 'released_after_error', seconds: number): void {
-    this.obtain()?.handlerDuration.record(seconds, this.attributes(outcome));
+    this.source.instruments()?.handlerDuration.record(seconds, this.attributes(outcome));
   }
 
   takeover(): void {
-    this.obtain()?.takeovers.add(1);
+    this.source.instruments()?.takeovers.add(1);
   }
 
   registered(): void {
-    this.obtain()?.registered.add(1);
+    this.source.instruments()?.registered.add(1);
   }
 
   reaped(count: number): void {
-    if (count > 0) this.obtain()?.reaped.add(count);
+    if (count > 0) this.source.instruments()?.reaped.add(count);
   }
 
   private attributes(outcome: SessionOutcome): Attributes {
@@ -104,19 +108,15 @@ export class SessionMetrics {
     return attributes;
   }
 
-  private obtain(): Instruments | undefined {
-    if (this.instruments !== undefined) return this.instruments;
-    const provider = this.meterProvider ?? otel?.metrics.getMeterProvider();
-    if (provider === undefined) return undefined;
-    const meter = provider.getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
-    const n = SESSION_INSTRUMENTS;
-    this.instruments = {
-      requests: meter.createCounter(n.requests, { description: 'Session requests by outcome', unit: '{request}' }),
-      handlerDuration: meter.createHistogram(n.handlerDuration, { description: 'The work of one session request', unit: 's' }),
-      takeovers: meter.createCounter(n.takeovers, { description: 'Request numbers taken over from an expired execution lease', unit: '{takeover}' }),
-      registered: meter.createCounter(n.registered, { description: 'Sessions registered', unit: '{session}' }),
-      reaped: meter.createCounter(n.reaped, { description: 'Expired sessions deleted by the reaper', unit: '{session}' }),
-    };
-    return this.instruments;
-  }
+}
+
+function createInstruments(meter: Meter): Instruments {
+  const n = SESSION_INSTRUMENTS;
+  return {
+    requests: meter.createCounter(n.requests, { description: 'Session requests by outcome', unit: '{request}' }),
+    handlerDuration: meter.createHistogram(n.handlerDuration, { description: 'The work of one session request', unit: 's' }),
+    takeovers: meter.createCounter(n.takeovers, { description: 'Request numbers taken over from an expired execution lease', unit: '{takeover}' }),
+    registered: meter.createCounter(n.registered, { description: 'Sessions registered', unit: '{session}' }),
+    reaped: meter.createCounter(n.reaped, { description: 'Expired sessions deleted by the reaper', unit: '{session}' }),
+  };
 }

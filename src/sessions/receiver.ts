@@ -45,7 +45,8 @@ export interface SessionReceiverOptions {
   readonly generateId?: () => string;
   /**
    * Where the receiver's metrics go (see `SESSION_INSTRUMENTS`).
-   * @defaultValue the global provider (`metrics.getMeterProvider()`), read on first use
+   * @defaultValue the global provider (`metrics.getMeterProvider()`), read at each recording: an SDK
+   * registered after the receiver served requests is recorded to from the next one on
    */
   readonly meterProvider?: MeterProvider;
 }

@@ -3,6 +3,7 @@
  * OpenTelemetry SDK's in-memory reader: requests by outcome, handler durations, takeovers, registrations
  * and reaped sessions.
  */
+import { metrics } from '@opentelemetry/api';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { StoreUnavailableError } from '../../src/core/errors.js';
@@ -128,5 +129,21 @@ describe('session receiver metrics', () => {
     expect(await t.sum(I.reaped)).toBe(1);
     const metrics = await t.metrics();
     expect(Object.values(I).map((name) => metrics.get(name)?.descriptor.unit)).toEqual(['{request}', 's', '{takeover}', '{session}', '{session}']);
+  });
+
+  it('records to a global meter provider registered after it served requests, from the next call on', async () => {
+    const receiver = createSessionReceiver({ store: createMemorySessionStore() });
+    const clientId = await receiver.register();
+    await receiver.apply({ clientId, requestNumber: 1, lowWaterMark: 0 }, () => Promise.resolve('before'));
+    metrics.setGlobalMeterProvider(t.meterProvider);
+    try {
+      await receiver.apply({ clientId, requestNumber: 2, lowWaterMark: 1 }, () => Promise.resolve('after'));
+      await receiver.register();
+      expect(await t.sum(I.requests, { outcome: 'executed' })).toBe(1);
+      expect(await t.count(I.handlerDuration, { outcome: 'executed' })).toBe(1);
+      expect(await t.sum(I.registered)).toBe(1);
+    } finally {
+      metrics.disable();
+    }
   });
 });
