@@ -9,7 +9,8 @@
  *
  * @module
  */
-import type { Attributes, BatchObservableCallback, Counter, Histogram, Meter, ObservableGauge } from '@opentelemetry/api';
+import type { Attributes, BatchObservableCallback, Counter, Histogram, Meter } from '@opentelemetry/api';
+import { MeterSource } from '../../observability/meter-source.js';
 import type { OutboxStatus } from './outbox.js';
 
 /** What happened to one message (or to the relay, for `error`). */
@@ -73,54 +74,63 @@ export const OUTBOX_INSTRUMENTS = Object.freeze({
   deliveryLatency: 'retrysafe.outbox.delivery.duration',
 });
 
-/** Sends events to the hook and the instruments; observes the status gauges. */
+/**
+ * Sends events to the hook and the instruments; observes the status gauges while the relay runs. Without a
+ * meter given the instruments follow the global provider ({@link MeterSource}), read as each claim starts.
+ */
 export class OutboxMetrics {
-  private readonly messages: Counter;
-  private readonly publishDuration: Histogram;
-  private readonly deliveryDuration: Histogram;
-  private readonly gauges: readonly ObservableGauge[];
-  private readonly observe: BatchObservableCallback;
+  private readonly source: MeterSource<Instruments>;
+  /** The instruments recorded to, taken at the last {@link OutboxMetrics.begin}. */
+  private instruments: Instruments | undefined;
+  /** Whether the relay runs, and so whether the gauges of `instruments` are observed. */
+  private running = false;
   /** Attribute objects, one per (outcome, topic), so recording allocates nothing. */
   private readonly attributes = new Map<string, Attributes>();
 
   constructor(
-    private readonly meter: Meter,
+    /** The meter given in the options; otherwise the global provider's `retrysafe` meter. */
+    meter: Meter | undefined,
     private readonly onEvent: ((event: OutboxEvent) => void) | undefined,
     readStatus: () => Promise<OutboxStatus>,
   ) {
-    const n = OUTBOX_INSTRUMENTS;
-    this.messages = meter.createCounter(n.messages, { description: 'Outbox publish attempts by outcome', unit: '{message}' });
-    this.publishDuration = meter.createHistogram(n.publishDuration, { description: 'Publish to broker confirm or failure', unit: 's' });
-    this.deliveryDuration = meter.createHistogram(n.deliveryDuration, { description: 'Enqueue to broker confirm', unit: 's' });
-    const pending = meter.createObservableGauge(n.pending, { description: 'Pending outbox messages', unit: '{message}' });
-    const oldest = meter.createObservableGauge(n.oldestPendingAge, { description: 'Age of the oldest pending message', unit: 's' });
-    const dead = meter.createObservableGauge(n.deadLetters, { description: 'Dead-lettered messages', unit: '{message}' });
-    this.gauges = [pending, oldest, dead];
-    this.observe = async (observer) => {
-      const status = await readStatus();
-      observer.observe(pending, status.pending);
-      observer.observe(oldest, status.oldestPendingAgeMs / 1000);
-      observer.observe(dead, status.deadLetters);
-    };
+    this.source = new MeterSource(meter, (m) => createInstruments(m, readStatus));
+  }
+
+  /**
+   * Called as each claim starts: takes the instruments of the provider to record to, and while the relay
+   * runs moves the gauges' observation to them when they are new. One read of the global per claim.
+   */
+  begin(): void {
+    const instruments = this.source.instruments();
+    if (instruments === this.instruments) return;
+    if (this.running) {
+      this.instruments?.unobserve();
+      instruments?.observe();
+    }
+    this.instruments = instruments;
   }
 
   /** Starts observing the gauges (one status query per collection). */
   register(): void {
-    this.meter.addBatchObservableCallback(this.observe, [...this.gauges]);
+    this.begin();
+    this.running = true;
+    this.instruments?.observe();
   }
 
   /** Stops observing the gauges. */
   unregister(): void {
-    this.meter.removeBatchObservableCallback(this.observe, [...this.gauges]);
+    this.running = false;
+    this.instruments?.unobserve();
   }
 
   emit(event: OutboxEvent): void {
     const { type, topic } = event;
-    if (type === 'published' || type === 'retry' || type === 'dead_lettered') {
+    const instruments = this.instruments;
+    if (instruments !== undefined && (type === 'published' || type === 'retry' || type === 'dead_lettered')) {
       const attributes = this.attributesOf(type, topic);
-      this.messages.add(1, attributes);
-      if (event.publishMs !== undefined) this.publishDuration.record(event.publishMs / 1000, attributes);
-      if (event.latencyMs !== undefined) this.deliveryDuration.record(event.latencyMs / 1000, this.attributesOf(undefined, topic));
+      instruments.messages.add(1, attributes);
+      if (event.publishMs !== undefined) instruments.publishDuration.record(event.publishMs / 1000, attributes);
+      if (event.latencyMs !== undefined) instruments.deliveryDuration.record(event.latencyMs / 1000, this.attributesOf(undefined, topic));
     }
     // A throwing hook must not fail a batch whose messages the broker already confirmed.
     try {
@@ -139,4 +149,35 @@ export class OutboxMetrics {
     }
     return attributes;
   }
+}
+
+interface Instruments {
+  readonly messages: Counter;
+  readonly publishDuration: Histogram;
+  readonly deliveryDuration: Histogram;
+  /** Starts observing the status gauges on their meter. */
+  observe(): void;
+  /** Stops observing them. */
+  unobserve(): void;
+}
+
+function createInstruments(meter: Meter, readStatus: () => Promise<OutboxStatus>): Instruments {
+  const n = OUTBOX_INSTRUMENTS;
+  const pending = meter.createObservableGauge(n.pending, { description: 'Pending outbox messages', unit: '{message}' });
+  const oldest = meter.createObservableGauge(n.oldestPendingAge, { description: 'Age of the oldest pending message', unit: 's' });
+  const dead = meter.createObservableGauge(n.deadLetters, { description: 'Dead-lettered messages', unit: '{message}' });
+  const gauges = [pending, oldest, dead];
+  const observeStatus: BatchObservableCallback = async (observer) => {
+    const status = await readStatus();
+    observer.observe(pending, status.pending);
+    observer.observe(oldest, status.oldestPendingAgeMs / 1000);
+    observer.observe(dead, status.deadLetters);
+  };
+  return {
+    messages: meter.createCounter(n.messages, { description: 'Outbox publish attempts by outcome', unit: '{message}' }),
+    publishDuration: meter.createHistogram(n.publishDuration, { description: 'Publish to broker confirm or failure', unit: 's' }),
+    deliveryDuration: meter.createHistogram(n.deliveryDuration, { description: 'Enqueue to broker confirm', unit: 's' }),
+    observe: () => meter.addBatchObservableCallback(observeStatus, gauges),
+    unobserve: () => meter.removeBatchObservableCallback(observeStatus, gauges),
+  };
 }

@@ -6,12 +6,11 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { metrics, type Meter } from '@opentelemetry/api';
+import type { Meter } from '@opentelemetry/api';
 import type pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { isListenOption, listenClient, type ListenOption, poolerProblem } from '../../stores/postgres/listen-session.js';
 import { describe, requireDurationMs } from '../../core/duration.js';
-import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from '../../observability/scope.js';
 import { PublishError, PublishTimeoutError } from './errors.js';
 import { OutboxMetrics, type OutboxEvent, type RelayWakeCause } from './metrics.js';
 import { requireCount, type Outbox } from './outbox.js';
@@ -69,7 +68,9 @@ export interface RelayOptions {
   readonly clock?: Clock;
   /**
    * OpenTelemetry meter for the counter, histograms and status gauges (see `OUTBOX_INSTRUMENTS`).
-   * @defaultValue `metrics.getMeter('retrysafe', <package version>)`, the global provider's
+   * @defaultValue the global provider's `retrysafe` meter (`metrics.getMeterProvider()`), read as each claim
+   * starts: an SDK registered after the relay was created is recorded to, and its gauges observed on, from
+   * the next claim on
    */
   readonly meter?: Meter;
   /** Called synchronously with every outcome; a throw from it is ignored. @defaultValue none */
@@ -167,7 +168,7 @@ interface ResolvedRelayOptions {
   readonly backoffBaseMs: number;
   readonly backoffMaxMs: number;
   readonly clock: Clock;
-  readonly meter: Meter;
+  readonly meter: Meter | undefined;
   readonly onEvent: ((event: OutboxEvent) => void) | undefined;
 }
 
@@ -191,8 +192,8 @@ function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
   if (onEvent !== undefined && typeof onEvent !== 'function') {
     throw new TypeError(`retrysafe: option "onEvent" must be a function, got ${describe(onEvent)}`);
   }
-  const meter = options.meter ?? metrics.getMeter(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
-  if (typeof meter !== 'object' || meter === null || typeof meter.createCounter !== 'function') {
+  const { meter } = options;
+  if (meter !== undefined && (typeof meter !== 'object' || meter === null || typeof meter.createCounter !== 'function')) {
     throw new TypeError(`retrysafe: option "meter" must be an OpenTelemetry Meter, got ${describe(meter)}`);
   }
   if (!isListenOption(options.listen)) {
@@ -315,6 +316,7 @@ class OutboxRelay implements Relay {
       // stop() came while waiting: claiming now would only lease rows to release them again.
       if (this.stopping) return 0;
     }
+    this.metrics.begin();
     const busy = this.inFlight.size > 0;
     const now = clock.now();
     const token = randomUUID();

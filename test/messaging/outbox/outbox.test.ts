@@ -3,6 +3,7 @@
  * commit-visibility ordering, per-key order with two relays, poison messages, leases, shutdown, cleanup,
  * status and metrics.
  */
+import { metrics } from '@opentelemetry/api';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/core/clock.js';
@@ -26,6 +27,7 @@ import {
   WEBHOOK_SECRET,
   type WebhookReceiver,
 } from '../../support/outbox.js';
+import { telemetry } from '../../support/telemetry.js';
 
 const available = await postgresAvailable();
 
@@ -437,5 +439,29 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
     await gauges.stop();
     expect(recording.callbacks.size).toBe(0);
     expect(recording.sum(OUTBOX_INSTRUMENTS.messages, { outcome: 'retry', topic: 'orders' })).toBe(1);
+  });
+
+  it('records to a global meter provider registered while it runs, from its next claim on, gauges included', async () => {
+    const t = telemetry();
+    const outbox = createOutbox({ schema: db.schema });
+    const relay = relayFor({ outbox });
+    relay.start();
+    await inTransaction((tx) => outbox.enqueue(tx, { topic: 'orders', key: 'a', payload: 'before' }));
+    await waitUntil(() => hook.received.length === 1);
+    metrics.setGlobalMeterProvider(t.meterProvider);
+    try {
+      await inTransaction((tx) => outbox.enqueue(tx, { topic: 'orders', key: 'b', payload: 'after' }));
+      await waitUntil(async () => (await outbox.status(db.pool)).pending === 0);
+      const I = OUTBOX_INSTRUMENTS;
+      expect(await t.sum(I.messages, { outcome: 'published', topic: 'orders' })).toBe(1);
+      expect(await t.count(I.deliveryDuration, { topic: 'orders' })).toBe(1);
+      const observed = await t.metrics();
+      expect([I.pending, I.oldestPendingAge, I.deadLetters].map((name) => observed.has(name))).toEqual([true, true, true]);
+      expect(await t.sum(I.pending)).toBe(0);
+    } finally {
+      await relay.stop();
+      metrics.disable();
+      await t.shutdown();
+    }
   });
 });
