@@ -1,0 +1,99 @@
+// Instructions per request of one `npm run bench` server, over real sockets, counted by callgrind
+// (valgrind), so the figure does not move with the machine's load the way CPU time does. The server is
+// `.bench-build/bench/server.js` (built by `npm run bench`, or `npx tsc -p tsconfig.bench.json`) with
+// one of its configs, run under callgrind with V8 single-threaded; the load is `connections` undici
+// clients in this process, sending a fixed number of requests (not a time window): `warm` first, then
+// `measured` with callgrind counting (`callgrind_control -i on`). User space only: the kernel's share of
+// a socket write is not counted.
+//
+//   node bench/server-instructions.mjs <fastify|express> <config> <no-key|new|replay> [measured] [warm] [connections]
+//
+// Defaults: 4,000 measured requests after 6,000 warm-up requests, 16 connections. `replay` cycles through
+// 64 keys completed before the warm-up, as `npm run bench` does. Only the configs that need no server
+// (`bare`, `memory`, `memory-otel`, `sqlite`) are meant here. Prints one JSON line: instructions per
+// request, also without V8's optimising compilers and without its garbage collector.
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import process from 'node:process';
+import { createInterface } from 'node:readline';
+import { Pool } from 'undici';
+
+const [framework = 'fastify', config = 'memory', scenario = 'new', measuredArg = '4000', warmArg = '6000', connArg = '16'] =
+  process.argv.slice(2);
+const measured = Number(measuredArg);
+const warm = Number(warmArg);
+const connections = Number(connArg);
+if (!['fastify', 'express'].includes(framework) || !['no-key', 'new', 'replay'].includes(scenario)) {
+  process.stderr.write('usage: node bench/server-instructions.mjs <fastify|express> <config> <no-key|new|replay> [measured] [warm] [connections]\n');
+  process.exit(2);
+}
+const serverScript = join(import.meta.dirname, '..', '.bench-build', 'bench', 'server.js');
+if (!existsSync(serverScript)) {
+  process.stderr.write(`${serverScript} is missing: build it with npx tsc -p tsconfig.bench.json\n`);
+  process.exit(2);
+}
+
+const out = join(tmpdir(), `retrysafe-server-instructions-${process.pid}.callgrind`);
+const child = spawn(
+  'valgrind',
+  ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, process.execPath, '--single-threaded', serverScript, framework, config],
+  { stdio: ['ignore', 'pipe', 'ignore'] },
+);
+const exited = new Promise((done) => child.once('exit', done));
+let port;
+for await (const line of createInterface({ input: child.stdout })) {
+  port = JSON.parse(line).port;
+  break;
+}
+if (port === undefined) throw new Error(`the ${framework}/${config} server exited before listening`);
+
+const body = JSON.stringify({ amount: 1250, currency: 'EUR', customer: 'cus_42' });
+const pool = new Pool(`http://127.0.0.1:${port}`, { connections, pipelining: 1 });
+let sent = 0;
+const keyFor = (n) => (scenario === 'new' ? `new-${n}` : scenario === 'replay' ? `replay-${n % 64}` : undefined);
+
+/** Sends `count` requests, `connections` at a time; request numbers go on from the previous call's. */
+async function send(count) {
+  const last = sent + count;
+  const worker = async () => {
+    while (sent < last) {
+      const key = keyFor(sent++);
+      const headers = { 'content-type': 'application/json', ...(key !== undefined && { 'idempotency-key': key }) };
+      const res = await pool.request({ method: 'POST', path: '/payments', headers, body });
+      await res.body.dump();
+      if (res.statusCode >= 300) throw new Error(`unexpected status ${res.statusCode}`);
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, worker));
+}
+
+if (scenario === 'replay') await send(64);
+await send(warm);
+execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
+await send(measured);
+execFileSync('callgrind_control', ['-i', 'off', String(child.pid)], { stdio: 'ignore' });
+await pool.close();
+child.kill('SIGTERM');
+await exited;
+
+// Self cost by function: the total, and what V8's optimising compilers and its garbage collector took.
+const annotated = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', out], { encoding: 'utf8', maxBuffer: 1 << 28 });
+let total = 0;
+let compile = 0;
+let gc = 0;
+for (const line of annotated.split('\n')) {
+  const match = /^\s*([\d,]+)\s+\([^)]*\)\s+(.*)$/.exec(line);
+  if (!match) continue;
+  const count = Number(match[1].replaceAll(',', ''));
+  const name = match[2];
+  if (name.startsWith('PROGRAM TOTALS')) total = count;
+  else if (/compiler::|maglev::/i.test(name)) compile += count;
+  else if (/Scavenge|MarkCompact|heap::|Heap::|Sweeper|Marking|Evacuat/.test(name)) gc += count;
+}
+rmSync(out, { force: true });
+const per = (count) => Math.round(count / measured);
+process.stdout.write(
+  `${JSON.stringify({ framework, config, scenario, measured, warm, connections, instructions: per(total), withoutCompilation: per(total - compile), withoutCompilationOrGc: per(total - compile - gc) })}\n`,
+);
