@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { instructionsPerRequest } from './callgrind.mjs';
 
 const [rootArg = '.', scenario = 'memory-replay', measuredArg = '3000', concArg = '1', warmArg = '5000'] = process.argv.slice(2);
 const measured = Number(measuredArg);
@@ -34,22 +35,7 @@ while (!existsSync(`${signal}.ready`)) {
 execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
 execFileSync('touch', [`${signal}.go`]);
 await exited;
-// Self cost by function: the total, and what V8's optimising compilers and its garbage collector took.
-const annotated = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', out], { encoding: 'utf8', maxBuffer: 1 << 28 });
-let total = 0;
-let compile = 0;
-let gc = 0;
-for (const line of annotated.split('\n')) {
-  const match = /^\s*([\d,]+)\s+\([^)]*\)\s+(.*)$/.exec(line);
-  if (!match) continue;
-  const count = Number(match[1].replaceAll(',', ''));
-  const name = match[2];
-  if (name.startsWith('PROGRAM TOTALS')) total = count;
-  else if (/compiler::|maglev::/i.test(name)) compile += count;
-  else if (/Scavenge|MarkCompact|heap::|Heap::|Sweeper|Marking|Evacuat/.test(name)) gc += count;
-}
-for (const file of [out, `${signal}.ready`, `${signal}.go`]) rmSync(file, { force: true });
-const per = (count) => Math.round(count / measured);
+for (const file of [`${signal}.ready`, `${signal}.go`]) rmSync(file, { force: true });
 process.stdout.write(
-  `${JSON.stringify({ root: resolve(rootArg), scenario, measured, conc: Number(concArg), warm: Number(warmArg), instructions: per(total), withoutCompilation: per(total - compile), withoutCompilationOrGc: per(total - compile - gc) })}\n`,
+  `${JSON.stringify({ root: resolve(rootArg), scenario, measured, conc: Number(concArg), warm: Number(warmArg), ...instructionsPerRequest(out, measured) })}\n`,
 );

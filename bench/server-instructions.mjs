@@ -13,12 +13,13 @@
 // (`bare`, `memory`, `memory-otel`, `sqlite`) are meant here. Prints one JSON line: instructions per
 // request, also without V8's optimising compilers and without its garbage collector.
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
 import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
+import { instructionsPerRequest } from './callgrind.mjs';
 
 const [framework = 'fastify', config = 'memory', scenario = 'new', measuredArg = '4000', warmArg = '6000', connArg = '16'] =
   process.argv.slice(2);
@@ -78,22 +79,4 @@ await pool.close();
 child.kill('SIGTERM');
 await exited;
 
-// Self cost by function: the total, and what V8's optimising compilers and its garbage collector took.
-const annotated = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', out], { encoding: 'utf8', maxBuffer: 1 << 28 });
-let total = 0;
-let compile = 0;
-let gc = 0;
-for (const line of annotated.split('\n')) {
-  const match = /^\s*([\d,]+)\s+\([^)]*\)\s+(.*)$/.exec(line);
-  if (!match) continue;
-  const count = Number(match[1].replaceAll(',', ''));
-  const name = match[2];
-  if (name.startsWith('PROGRAM TOTALS')) total = count;
-  else if (/compiler::|maglev::/i.test(name)) compile += count;
-  else if (/Scavenge|MarkCompact|heap::|Heap::|Sweeper|Marking|Evacuat/.test(name)) gc += count;
-}
-rmSync(out, { force: true });
-const per = (count) => Math.round(count / measured);
-process.stdout.write(
-  `${JSON.stringify({ framework, config, scenario, measured, warm, connections, instructions: per(total), withoutCompilation: per(total - compile), withoutCompilationOrGc: per(total - compile - gc) })}\n`,
-);
+process.stdout.write(`${JSON.stringify({ framework, config, scenario, measured, warm, connections, ...instructionsPerRequest(out, measured) })}\n`);

@@ -14,6 +14,7 @@ import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { TextEncoder } from 'node:util';
+import { instructionsPerRequest } from './callgrind.mjs';
 
 const [rootArg = '.', phase = 'new', measuredArg = '6000', warmArg = '20000'] = process.argv.slice(2);
 const measured = Number(measuredArg);
@@ -35,23 +36,8 @@ if (process.env.RETRYSAFE_BENCH_SIGNAL === undefined) {
   execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
   writeFileSync(`${signal}.go`, '');
   await exited;
-  const annotated = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', out], { encoding: 'utf8', maxBuffer: 1 << 28 });
-  let total = 0;
-  let compile = 0;
-  let gc = 0;
-  for (const line of annotated.split('\n')) {
-    const match = /^\s*([\d,]+)\s+\([^)]*\)\s+(.*)$/.exec(line);
-    if (!match) continue;
-    const count = Number(match[1].replaceAll(',', ''));
-    if (match[2].startsWith('PROGRAM TOTALS')) total = count;
-    else if (/compiler::|maglev::/i.test(match[2])) compile += count;
-    else if (/Scavenge|MarkCompact|heap::|Heap::|Sweeper|Marking|Evacuat/.test(match[2])) gc += count;
-  }
-  for (const file of [out, `${signal}.ready`, `${signal}.go`]) rmSync(file, { force: true });
-  const per = (count) => Math.round(count / measured);
-  process.stdout.write(
-    `${JSON.stringify({ root: resolve(rootArg), phase, measured, instructions: per(total), withoutCompilation: per(total - compile), withoutCompilationOrGc: per(total - compile - gc) })}\n`,
-  );
+  for (const file of [`${signal}.ready`, `${signal}.go`]) rmSync(file, { force: true });
+  process.stdout.write(`${JSON.stringify({ root: resolve(rootArg), phase, measured, ...instructionsPerRequest(out, measured) })}\n`);
 } else {
   const { createSqliteStore } = await import(pathToFileURL(join(resolve(rootArg), 'dist/stores/sqlite/index.js')).href);
   const store = createSqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'retrysafe-sqlite-instructions-')), 'records.db') });
