@@ -177,14 +177,15 @@ describe('createRetryingFetch against a real HTTP server', () => {
   it('aborts an attempt that outlives attemptTimeoutMs and retries it', async () => {
     const r = route((n, res) => {
       if (n === 1) {
-        const timer = setTimeout(() => reply(res, 200, {}, 'late'), 2_000);
+        const timer = setTimeout(() => reply(res, 200, {}, 'late'), 20_000);
         res.on('close', () => clearTimeout(timer));
         return undefined;
       }
       return reply(res, 200, {}, 'on time');
     });
     const { sleep } = recordingSleep();
-    const res = await createRetryingFetch({ sleep, attemptTimeoutMs: 150 })(r.url, { method: 'POST' });
+    // The second attempt must answer within the same timeout: 150 ms was too short on a starved machine.
+    const res = await createRetryingFetch({ sleep, attemptTimeoutMs: 1_500 })(r.url, { method: 'POST' });
     expect(await res.text()).toBe('on time');
     const history = attemptsOf(res) ?? [];
     expect(history).toHaveLength(2);
