@@ -241,10 +241,11 @@ if (cluster) {
     it('with waitReplicas: 1 every key is answered and runs exactly once', async () => {
       const { executions, answered, refused } = await storm(`${FILE_PREFIX}:storm-wait`, 1);
       expect(answered.size).toBe(40);
-      // The shard that lost its master refused claims (503) until it had a replica again.
-      expect(refused).toBeGreaterThan(0);
       expect([...executions.values()].filter((count) => count !== 1)).toEqual([]);
       expect(executions.size).toBe(40);
+      // The run met the window it is about: the shard that lost its master refused claims (503) until it
+      // had a replica again. Checked last, so a run that missed the window still says whether a key ran twice.
+      expect(refused).toBeGreaterThan(0);
     }, 60_000);
   });
 }
