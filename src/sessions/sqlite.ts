@@ -8,6 +8,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { systemClock, type Clock } from '../core/clock.js';
 import { describe, requireDurationMs } from '../core/duration.js';
+import { attempt } from '../stores/sqlite/attempt.js';
 import { openSqlite } from '../stores/sqlite/open.js';
 import { sessionsSqliteSchema } from './migrations/sqlite.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
@@ -207,35 +208,35 @@ class SqliteSessionStore implements SessionStore {
   }
 
   create(clientId: string, now: number, leaseMs: number): Promise<boolean> {
-    return this.run(() => this.sql.insertSession.run(clientId, now + leaseMs).changes === 1);
+    return attempt(() => this.sql.insertSession.run(clientId, now + leaseMs).changes === 1);
   }
 
   begin(input: BeginInput): Promise<BeginResult> {
-    return this.run(() => this.beginTx(input));
+    return attempt(() => this.beginTx(input));
   }
 
   complete(clientId: string, requestNumber: number, token: string, response: string): Promise<boolean> {
-    return this.run(() => this.sql.completeRequest.run(response, clientId, requestNumber, token).changes === 1);
+    return attempt(() => this.sql.completeRequest.run(response, clientId, requestNumber, token).changes === 1);
   }
 
   release(clientId: string, requestNumber: number, token: string): Promise<boolean> {
-    return this.run(() => this.sql.releaseRequest.run(clientId, requestNumber, token).changes === 1);
+    return attempt(() => this.sql.releaseRequest.run(clientId, requestNumber, token).changes === 1);
   }
 
   keepAlive(clientId: string, lowWaterMark: number, now: number, leaseMs: number): Promise<KeepAliveResult> {
-    return this.run(() => this.keepAliveTx(clientId, lowWaterMark, now, leaseMs));
+    return attempt(() => this.keepAliveTx(clientId, lowWaterMark, now, leaseMs));
   }
 
   end(clientId: string): Promise<boolean> {
-    return this.run(() => this.endTx(clientId));
+    return attempt(() => this.endTx(clientId));
   }
 
   reap(now: number, limit: number): Promise<number> {
-    return this.run(() => this.reapTx(now, limit));
+    return attempt(() => this.reapTx(now, limit));
   }
 
   stats(clientId: string): Promise<SessionStats | undefined> {
-    return this.run(() => {
+    return attempt(() => {
       const session = this.sql.selectSession.get(clientId) as SessionRow | undefined;
       if (!session) return undefined;
       const counts = this.sql.countRequests.get(clientId) as CountsRow;
@@ -250,7 +251,7 @@ class SqliteSessionStore implements SessionStore {
   }
 
   listSessions(query: SessionQuery): Promise<SessionSummary[]> {
-    return this.run(() => {
+    return attempt(() => {
       if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
         throw new TypeError(`retrysafe: listSessions limit must be a positive integer, got ${String(query.limit)}`);
       }
@@ -270,15 +271,6 @@ class SqliteSessionStore implements SessionStore {
   close(): Promise<void> {
     if (this.owned && this.db.open) this.db.close();
     return Promise.resolve();
-  }
-
-  /** Runs a synchronous driver call, turning its throw into a rejection. */
-  private run<T>(operation: () => T): Promise<T> {
-    try {
-      return Promise.resolve(operation());
-    } catch (error) {
-      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
-    }
   }
 
   /** The live session row, or why there is none; an expired one becomes a tombstone on the way. */

@@ -18,6 +18,7 @@
  * @module
  */
 import type { Database, Statement } from 'better-sqlite3';
+import { asError } from './attempt.js';
 import type { Mutex } from './mutex.js';
 
 /** One operation of a group. */
@@ -141,10 +142,6 @@ function settle(operation: Operation, value: unknown): void {
   } catch (error) {
     operation.reject(asError(error));
   }
-}
-
-function asError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
 }
 
 /** Resolves in the event loop's check phase, after the I/O callbacks of this turn have submitted their operations. */

@@ -10,6 +10,7 @@ import type { Clock } from '../../core/clock.js';
 import { LeaseLostError, StoreClosedError, StoreMisuseError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
+import { asError, attempt } from './attempt.js';
 import { prepareClaim, type SqliteClaim } from './claim.js';
 import { GroupCommit } from './group-commit.js';
 import { guardDatabase } from './guard.js';
@@ -188,6 +189,8 @@ class SqliteStoreImpl implements SqliteStore {
   claim(input: ClaimInput): Promise<ClaimResult> {
     if (this.closing) return Promise.reject(new StoreClosedError('SQLite'));
     const leaseToken = input.leaseToken ?? this.generateId();
+    /** Whether the record was found absent by a read made ahead; `undefined` when none was made. */
+    let absent: boolean | undefined;
     if (!this.commits.open && this.mutex.idle) {
       // Nothing queued and no transaction open: read now, and answer a record that stands without waiting
       // for the write lock or a group.
@@ -198,18 +201,13 @@ class SqliteStoreImpl implements SqliteStore {
         return Promise.reject(asError(error));
       }
       if (read.answer !== undefined) return Promise.resolve(read.answer);
-      const absent = read.absent;
-      return this.write(
-        (grouped) =>
-          grouped ? this.claimRow.locked(input, this.clock.now(), leaseToken, absent) : this.claimRow.write(input, this.clock.now(), leaseToken, absent),
-        this.counted,
-        this.claimsAlone(),
-      );
+      absent = read.absent;
     }
     return this.write(
       (grouped) => {
         const now = this.clock.now();
-        if (grouped) return this.claimRow.locked(input, now, leaseToken, false);
+        if (grouped) return this.claimRow.locked(input, now, leaseToken, absent === true);
+        if (absent !== undefined) return this.claimRow.write(input, now, leaseToken, absent);
         const read = this.claimRow.read(input, now, leaseToken);
         return read.answer ?? this.claimRow.write(input, now, leaseToken, read.absent);
       },
@@ -290,7 +288,7 @@ class SqliteStoreImpl implements SqliteStore {
         outcome();
       };
       const wake: Waiter = (record) => finish(() => resolve(record));
-      const fail = (error: unknown): void => finish(() => reject(error instanceof Error ? error : new Error(String(error))));
+      const fail = (error: unknown): void => finish(() => reject(asError(error)));
       let latest: IdempotencyRecord | undefined = initial;
       let polling = false;
       // Another process's completion or release is seen only by reading the row again. One read at a
@@ -453,11 +451,7 @@ class SqliteStoreImpl implements SqliteStore {
   private view(transaction: OpenTransaction): TransactionView {
     const inside = <T>(task: () => T): Promise<T> => {
       if (!transaction.open) return Promise.reject(new StoreMisuseError('retrysafe: the transaction has already ended'));
-      try {
-        return Promise.resolve(task());
-      } catch (error) {
-        return Promise.reject(error instanceof Error ? error : new Error(String(error)));
-      }
+      return attempt(task);
     };
     const defer = (change: Change | undefined): boolean => {
       if (change) transaction.changes.push(change);
@@ -546,17 +540,4 @@ class SqliteStoreImpl implements SqliteStore {
 
 function slot(scope: string, key: string): string {
   return JSON.stringify([scope, key]);
-}
-
-/** Runs `task` now and settles as it does. */
-function attempt<T>(task: () => T): Promise<T> {
-  try {
-    return Promise.resolve(task());
-  } catch (error) {
-    return Promise.reject(asError(error));
-  }
-}
-
-function asError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
 }
