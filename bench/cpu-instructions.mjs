@@ -9,33 +9,16 @@
 // Defaults: 3,000 measured requests, concurrency 1, 5,000 warm-up requests. Needs valgrind and
 // callgrind_annotate. Environment variables of bench/cpu.mjs (BENCH_POSTGRES_URL, BENCH_SQLITE_SYNCHRONOUS …)
 // pass through.
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { instructionsPerRequest } from './callgrind.mjs';
+import { countAfterWarmUp, instructionsPerRequest } from './callgrind.mjs';
 
 const [rootArg = '.', scenario = 'memory-replay', measuredArg = '3000', concArg = '1', warmArg = '5000'] = process.argv.slice(2);
 const measured = Number(measuredArg);
-const signal = join(tmpdir(), `retrysafe-cpu-instructions-${process.pid}`);
-const out = `${signal}.callgrind`;
-const child = spawn(
-  'valgrind',
-  ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, process.execPath, '--single-threaded',
-    join(import.meta.dirname, 'cpu.mjs'), resolve(rootArg), scenario, String(measured), concArg],
-  { env: { ...process.env, BENCH_WARM_SIGNAL: signal, BENCH_WARMUP: warmArg }, stdio: 'ignore' },
-);
-const exited = new Promise((done) => child.once('exit', done));
-while (!existsSync(`${signal}.ready`)) {
-  if (child.exitCode !== null) throw new Error('the scenario ended before its warm-up did');
-  await sleep(200);
-}
-execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
-execFileSync('touch', [`${signal}.go`]);
-await exited;
-for (const file of [`${signal}.ready`, `${signal}.go`]) rmSync(file, { force: true });
+const out = await countAfterWarmUp(join(import.meta.dirname, 'cpu.mjs'), [resolve(rootArg), scenario, String(measured), concArg], {
+  signalVariable: 'BENCH_WARM_SIGNAL',
+  env: { BENCH_WARMUP: warmArg },
+});
 process.stdout.write(
   `${JSON.stringify({ root: resolve(rootArg), scenario, measured, conc: Number(concArg), warm: Number(warmArg), ...instructionsPerRequest(out, measured) })}\n`,
 );

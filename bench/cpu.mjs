@@ -19,7 +19,7 @@
 // Replays cycle through 64 keys completed before the warm-up.
 import { join, resolve } from 'node:path';
 import process from 'node:process';
-import { setImmediate, setTimeout } from 'node:timers';
+import { setImmediate } from 'node:timers';
 import { pathToFileURL } from 'node:url';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -153,9 +153,8 @@ await loop(Number(process.env.BENCH_WARMUP ?? Math.min(n, 5000))); // warm-up
 globalThis.gc?.();
 if (process.env.BENCH_WARM_SIGNAL) {
   // Under bench/cpu-instructions.mjs: say the warm-up is over, and wait until callgrind counts.
-  const { existsSync, writeFileSync } = await import('node:fs');
-  writeFileSync(`${process.env.BENCH_WARM_SIGNAL}.ready`, '');
-  while (!existsSync(`${process.env.BENCH_WARM_SIGNAL}.go`)) await new Promise((r) => setTimeout(r, 50));
+  const { warmedUp } = await import('./callgrind.mjs');
+  await warmedUp(process.env.BENCH_WARM_SIGNAL);
 }
 const c0 = process.cpuUsage();
 const t0 = process.hrtime.bigint();

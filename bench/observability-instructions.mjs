@@ -11,14 +11,12 @@
 // Defaults: 20,000 + 20,000 requests for `run`, 3,000 + 3,000 for `inject`. Needs valgrind; V8 runs with
 // --single-threaded so no background compiler or GC thread adds its own count. Major GCs make `inject`
 // counts move between runs (a 3,000-request window holds zero, one or two): compare medians of a few.
-import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
 import { setInterval } from 'node:timers';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { countAfterWarmUp, warmedUp } from './callgrind.mjs';
 
 const [workload = 'run', build = 'metrics', warmArg, measuredArg] = process.argv.slice(2);
 const warm = Number(warmArg ?? (workload === 'run' ? 20_000 : 3_000));
@@ -30,23 +28,9 @@ if (!['run', 'inject'].includes(workload) || !['noop', 'metrics', 'traces'].incl
 
 if (process.env.RETRYSAFE_BENCH_SIGNAL === undefined) {
   // The parent: runs the workload under callgrind and prints instructions per measured request.
-  const signal = join(tmpdir(), `retrysafe-instructions-${process.pid}`);
-  const out = `${signal}.callgrind`;
-  const child = spawn(
-    'valgrind',
-    ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, process.execPath, '--single-threaded', import.meta.filename, ...process.argv.slice(2)],
-    { env: { ...process.env, RETRYSAFE_BENCH_SIGNAL: signal }, stdio: 'ignore' },
-  );
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  while (!existsSync(`${signal}.ready`)) {
-    if (child.exitCode !== null) throw new Error('the workload ended before its warm-up did');
-    await sleep(200);
-  }
-  execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
-  writeFileSync(`${signal}.go`, '');
-  await exited;
+  const out = await countAfterWarmUp(import.meta.filename, process.argv.slice(2), { signalVariable: 'RETRYSAFE_BENCH_SIGNAL' });
   const totals = /^(?:summary|totals): (\d+)/m.exec(readFileSync(out, 'utf8'));
-  for (const file of [out, `${signal}.ready`, `${signal}.go`]) rmSync(file, { force: true });
+  rmSync(out, { force: true });
   if (!totals) throw new Error('no totals in the callgrind output');
   process.stdout.write(`${workload} ${build}: ${Math.round(Number(totals[1]) / measured)} instructions per request (${measured} measured after ${warm})\n`);
 } else {
@@ -101,9 +85,7 @@ if (process.env.RETRYSAFE_BENCH_SIGNAL === undefined) {
     }
   };
   await requests(warm);
-  const signal = process.env.RETRYSAFE_BENCH_SIGNAL;
-  writeFileSync(`${signal}.ready`, '');
-  while (!existsSync(`${signal}.go`)) await sleep(100);
+  await warmedUp(process.env.RETRYSAFE_BENCH_SIGNAL);
   await requests(measured);
   process.exit(0);
 }

@@ -6,37 +6,20 @@
 //   node bench/sqlite-store-instructions.mjs <checkout with a built dist/> <new|newc16|replay> [measured] [warm-up]
 //
 // Defaults: 6,000 measured operations after 20,000. Needs valgrind and callgrind_annotate.
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { TextEncoder } from 'node:util';
-import { instructionsPerRequest } from './callgrind.mjs';
+import { countAfterWarmUp, instructionsPerRequest, warmedUp } from './callgrind.mjs';
 
 const [rootArg = '.', phase = 'new', measuredArg = '6000', warmArg = '20000'] = process.argv.slice(2);
 const measured = Number(measuredArg);
 if (!['new', 'newc16', 'replay'].includes(phase)) throw new TypeError(`unknown workload ${phase}`);
 
 if (process.env.RETRYSAFE_BENCH_SIGNAL === undefined) {
-  const signal = join(tmpdir(), `retrysafe-sqlite-instructions-${process.pid}`);
-  const out = `${signal}.callgrind`;
-  const child = spawn(
-    'valgrind',
-    ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, process.execPath, '--single-threaded', import.meta.filename, ...process.argv.slice(2)],
-    { env: { ...process.env, RETRYSAFE_BENCH_SIGNAL: signal }, stdio: 'ignore' },
-  );
-  const exited = new Promise((done) => child.once('exit', done));
-  while (!existsSync(`${signal}.ready`)) {
-    if (child.exitCode !== null) throw new Error('the workload ended before its warm-up did');
-    await sleep(200);
-  }
-  execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
-  writeFileSync(`${signal}.go`, '');
-  await exited;
-  for (const file of [`${signal}.ready`, `${signal}.go`]) rmSync(file, { force: true });
+  const out = await countAfterWarmUp(import.meta.filename, process.argv.slice(2), { signalVariable: 'RETRYSAFE_BENCH_SIGNAL' });
   process.stdout.write(`${JSON.stringify({ root: resolve(rootArg), phase, measured, ...instructionsPerRequest(out, measured) })}\n`);
 } else {
   const { createSqliteStore } = await import(pathToFileURL(join(resolve(rootArg), 'dist/stores/sqlite/index.js')).href);
@@ -65,9 +48,7 @@ if (process.env.RETRYSAFE_BENCH_SIGNAL === undefined) {
     }));
   };
   await loop(Number(warmArg));
-  const signal = process.env.RETRYSAFE_BENCH_SIGNAL;
-  writeFileSync(`${signal}.ready`, '');
-  while (!existsSync(`${signal}.go`)) await sleep(50);
+  await warmedUp(process.env.RETRYSAFE_BENCH_SIGNAL);
   await loop(measured);
   process.exit(0);
 }
