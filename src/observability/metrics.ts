@@ -24,7 +24,12 @@ export const RECEIVER_INSTRUMENTS = Object.freeze({
   requests: 'retrysafe.requests',
   /** Histogram, `s`: the work (handler) from its start to its response or throw; attribute `outcome`. */
   handlerDuration: 'retrysafe.handler.duration',
-  /** Histogram, `s`: one store call; attributes `operation` (a `StoreOperation`), `store`, `error` (`true` when it failed). */
+  /**
+   * Histogram, `s`: one store call; attributes `operation` (a `StoreOperation`), `store`, `error` (`true`
+   * when it failed). Not recorded for the memory store (`store` `memory`): its calls are map operations
+   * in this process, a histogram of them would time the clock, and each recording costs more than the
+   * call it times.
+   */
   storeDuration: 'retrysafe.store.operation.duration',
   /**
    * Asynchronous (observable) UpDownCounter, `{request}`: works running now under a lease this process
@@ -49,22 +54,47 @@ export interface MetricsOptions {
 }
 
 /**
+ * The request counts and the in-flight number that the observable instruments report: one tally for every
+ * receiver that follows the global provider, one per `meterProvider` given. Receivers recording to one
+ * provider share a tally because the SDK keeps, per attribute set, the last value an instrument's callbacks
+ * observed: receivers that each observed their own counts would hide each other's. Every callback on a
+ * provider observes the whole tally, so whichever runs last reports the sum.
+ */
+interface Tally {
+  running: number;
+  /** By attribute name (`outcome`, or `outcome` and scope): the shared attribute object and its count. */
+  readonly requests: Map<string, { readonly attributes: Attributes; count: number }>;
+}
+
+const globalTally: Tally = { running: 0, requests: new Map() };
+const providerTallies = new WeakMap<MeterProvider, Tally>();
+
+function tallyOf(provider: MeterProvider | undefined): Tally {
+  if (provider === undefined) return globalTally;
+  let tally = providerTallies.get(provider);
+  if (tally === undefined) {
+    tally = { running: 0, requests: new Map() };
+    providerTallies.set(provider, tally);
+  }
+  return tally;
+}
+
+/**
  * The receiver's instruments. Without a `meterProvider` option they follow the global provider through a
  * {@link MeterSource}, read as each request starts ({@link ReceiverMetrics.begin}). The request counts and
- * the in-flight number are kept here, so a provider registered later reports them since the receiver was
- * created; its histograms hold the durations recorded from then on.
+ * the in-flight number are kept in a {@link Tally} shared with the other receivers on the same provider, so
+ * a provider registered later reports them since the receivers were created; its histograms hold the
+ * durations recorded from then on.
  */
 export class ReceiverMetrics {
   private readonly source: MeterSource<Instruments>;
   /** `undefined` while nothing is to be recorded to (before the first request, or no API installed). */
   private instruments: Instruments | undefined;
-  private running = 0;
+  private readonly tally: Tally;
   private readonly scopes: ReadonlySet<string>;
-  /** Attribute objects are shared, one per value, so recording allocates nothing. */
-  private readonly outcomeAttributes = new Map<string, Attributes>();
-  /** Requests by their attribute object, reported by the observable counter. */
-  private readonly requestCounts = new Map<Attributes, number>();
   private readonly storeAttributes = new Map<string, Attributes>();
+  /** Whether store calls are timed: every store but the memory store (see `RECEIVER_INSTRUMENTS.storeDuration`). */
+  private readonly timesStore: boolean;
 
   constructor(
     options: MetricsOptions,
@@ -72,9 +102,12 @@ export class ReceiverMetrics {
     readonly storeKind: string,
   ) {
     this.scopes = new Set(options.metricScopes ?? []);
+    this.timesStore = storeKind !== 'memory';
+    const tally = tallyOf(options.meterProvider);
+    this.tally = tally;
     this.source = new MeterSource(
       options.meterProvider,
-      (meter) => createInstruments(meter, () => this.running, this.requestCounts),
+      (meter) => createInstruments(meter, tally),
       (old) => old.detach(),
     );
   }
@@ -90,15 +123,15 @@ export class ReceiverMetrics {
   }
 
   request(outcome: RequestOutcome, scope: string): void {
-    const attributes = this.outcome(outcome, scope);
-    this.requestCounts.set(attributes, (this.requestCounts.get(attributes) ?? 0) + 1);
+    this.outcome(outcome, scope).count++;
   }
 
   handler(outcome: RequestOutcome, seconds: number, scope: string): void {
-    this.instruments?.handlerDuration.record(seconds, this.outcome(outcome, scope));
+    this.instruments?.handlerDuration.record(seconds, this.outcome(outcome, scope).attributes);
   }
 
   store(operation: StoreOperation, seconds: number, failed: boolean): void {
+    if (!this.timesStore) return;
     const name = failed ? `${operation}!` : operation;
     let attributes = this.storeAttributes.get(name);
     if (attributes === undefined) {
@@ -109,7 +142,7 @@ export class ReceiverMetrics {
   }
 
   inFlight(delta: 1 | -1): void {
-    this.running += delta;
+    this.tally.running += delta;
   }
 
   takeover(): void {
@@ -121,15 +154,16 @@ export class ReceiverMetrics {
     this.instruments?.reaped.add(count, { store: this.storeKind });
   }
 
-  private outcome(outcome: RequestOutcome, scope: string): Attributes {
+  /** The tally's entry of an outcome (and of the scope, when allow-listed); made on first use. */
+  private outcome(outcome: RequestOutcome, scope: string): { readonly attributes: Attributes; count: number } {
     const named = this.scopes.has(scope);
     const name = named ? `${outcome}\n${scope}` : outcome;
-    let attributes = this.outcomeAttributes.get(name);
-    if (attributes === undefined) {
-      attributes = Object.freeze(named ? { outcome, 'retrysafe.scope': scope } : { outcome });
-      this.outcomeAttributes.set(name, attributes);
+    let entry = this.tally.requests.get(name);
+    if (entry === undefined) {
+      entry = { attributes: Object.freeze(named ? { outcome, 'retrysafe.scope': scope } : { outcome }), count: 0 };
+      this.tally.requests.set(name, entry);
     }
-    return attributes;
+    return entry;
   }
 }
 
@@ -142,14 +176,14 @@ interface Instruments {
   detach(): void;
 }
 
-function createInstruments(meter: Meter, running: () => number, requests: ReadonlyMap<Attributes, number>): Instruments {
+function createInstruments(meter: Meter, tally: Tally): Instruments {
   const n = RECEIVER_INSTRUMENTS;
   const inFlight = meter.createObservableUpDownCounter(n.inFlight, { description: 'Works running under a lease held by this process', unit: '{request}' });
-  const observeInFlight: ObservableCallback = (result) => result.observe(running());
+  const observeInFlight: ObservableCallback = (result) => result.observe(tally.running);
   inFlight.addCallback(observeInFlight);
   const counted = meter.createObservableCounter(n.requests, { description: 'Requests through the idempotency receiver, by outcome', unit: '{request}' });
   const observeCounted: ObservableCallback = (result) => {
-    for (const [attributes, count] of requests) result.observe(count, attributes);
+    for (const { attributes, count } of tally.requests.values()) result.observe(count, attributes);
   };
   counted.addCallback(observeCounted);
   return {

@@ -12,7 +12,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import { MAX_KEY_LENGTH } from '../../src/core/key.js';
 import { createReceiver } from '../../src/receiver.js';
 import { RECEIVER_INSTRUMENTS as I, RECEIVER_SPANS } from '../../src/index.js';
-import { createMemoryStore } from '../../src/stores/memory.js';
+import { createSqliteStore } from '../../src/stores/sqlite/store.js';
 import { expressDriver } from '../http/express-driver.js';
 import { fastifyDriver } from '../http/fastify-driver.js';
 import { honoDriver } from '../http/hono-driver.js';
@@ -35,16 +35,20 @@ for (const driver of [expressDriver('express', express), fastifyDriver, honoDriv
     let t: Telemetry;
     let client: TestClient | undefined;
     let release = (): void => undefined;
+    let closeStore = (): Promise<void> => Promise.resolve();
     afterEach(async () => {
       release();
       await client?.close();
+      await closeStore();
       await t.shutdown();
     });
 
     it('counts each outcome of a scripted scenario once, times store and handler, and traces each request', async () => {
       t = telemetry();
       const clock = new ManualClock(1_000_000);
-      const store = instrument(createMemoryStore({ clock }));
+      // A store that does I/O, so its calls are timed (the memory store's are not).
+      const store = instrument(createSqliteStore({ clock }));
+      closeStore = () => store.close();
       const receiver = createReceiver({
         store,
         clock,
@@ -129,7 +133,7 @@ for (const driver of [expressDriver('express', express), fastifyDriver, honoDriv
       expect(await t.count(I.handlerDuration)).toBe(5);
       // k-down's claim is tried twice: a claim whose reply was lost may have committed, so the receiver
       // claims once more with the same owner token before answering 503.
-      expect(await t.count(I.storeDuration, { operation: 'claim', store: 'memory' })).toBe(10);
+      expect(await t.count(I.storeDuration, { operation: 'claim', store: 'sqlite' })).toBe(10);
       expect(await t.count(I.storeDuration, { operation: 'claim', error: true })).toBe(2);
       // Saved: k-first, k-held, the retry of k-slow, and the fenced-off attempt of the original.
       expect(await t.count(I.storeDuration, { operation: 'complete' })).toBe(4);

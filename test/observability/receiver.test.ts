@@ -12,6 +12,7 @@ import { createReceiver } from '../../src/receiver.js';
 import { INSTRUMENTATION_SCOPE, keyHash, RECEIVER_INSTRUMENTS as I, RECEIVER_SPANS } from '../../src/index.js';
 import { INSTRUMENTATION_VERSION } from '../../src/observability/scope.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
+import { createSqliteStore } from '../../src/stores/sqlite/store.js';
 import { gate, instrument } from '../support/http.js';
 import { capturingLogger, telemetry, type Telemetry } from '../support/telemetry.js';
 
@@ -126,6 +127,28 @@ describe('receiver observability (function API)', () => {
     expect(await t.sum(I.requests, { outcome: 'mismatch' })).toBe(1);
   });
 
+  it('times the calls of a store that does I/O, and not the memory store’s', async () => {
+    t = telemetry();
+    const sqlite = createSqliteStore();
+    try {
+      const timed = createReceiver({ store: sqlite, meterProvider: t.meterProvider });
+      const untimed = createReceiver({ store: createMemoryStore(), meterProvider: t.meterProvider });
+      for (const receiver of [timed, untimed]) {
+        expect(await receiver.run(id('k'), () => Promise.resolve(1))).toBe(1);
+        expect(await receiver.run(id('k'), () => Promise.resolve(2))).toBe(1);
+      }
+      expect(await t.count(I.storeDuration, { operation: 'claim', store: 'sqlite' })).toBe(2);
+      expect(await t.count(I.storeDuration, { operation: 'complete', store: 'sqlite' })).toBe(1);
+      expect(await t.count(I.storeDuration, { store: 'memory' })).toBe(0);
+      // Both receivers' requests are counted and their handlers timed.
+      expect(await t.sum(I.requests, { outcome: 'executed' })).toBe(2);
+      expect(await t.sum(I.requests, { outcome: 'replayed' })).toBe(2);
+      expect(await t.count(I.handlerDuration, { outcome: 'executed' })).toBe(2);
+    } finally {
+      await sqlite.close();
+    }
+  });
+
   it('records nothing and still works with no SDK registered (the API’s no-op)', async () => {
     t = telemetry();
     const receiver = createReceiver({ store: createMemoryStore() });
@@ -136,19 +159,24 @@ describe('receiver observability (function API)', () => {
 
   it('records to a global meter provider registered after it served requests, from the next request on', async () => {
     t = telemetry();
-    const receiver = createReceiver({ store: createMemoryStore() });
-    expect(await receiver.run(id('before'), () => Promise.resolve(1))).toBe(1);
+    // Every receiver that follows the global provider shares one tally; a scope of its own keeps this
+    // test's counts apart from the other tests' receivers.
+    const scope = 'late-provider';
+    const options = { store: createMemoryStore(), metricScopes: [scope] };
+    const first = createReceiver(options);
+    const second = createReceiver({ ...options, store: createMemoryStore() });
+    expect(await first.run(id('before', 'f1', scope), () => Promise.resolve(1))).toBe(1);
     metrics.setGlobalMeterProvider(t.meterProvider);
     try {
-      expect(await receiver.run(id('after'), () => Promise.resolve(2))).toBe(2);
-      expect(await receiver.run(id('after'), () => Promise.resolve(3))).toBe(2);
-      // Counts are kept by the receiver: the request served before the SDK is counted too.
-      expect(await t.sum(I.requests, { outcome: 'executed' })).toBe(2);
-      expect(await t.sum(I.requests, { outcome: 'replayed' })).toBe(1);
+      expect(await first.run(id('after', 'f1', scope), () => Promise.resolve(2))).toBe(2);
+      expect(await first.run(id('after', 'f1', scope), () => Promise.resolve(3))).toBe(2);
+      expect(await second.run(id('after', 'f1', scope), () => Promise.resolve(4))).toBe(4);
+      // Counts are kept since the receivers were made: the request served before the SDK is counted too,
+      // and the two receivers' counts add up rather than one hiding the other's.
+      expect(await t.sum(I.requests, { outcome: 'executed', 'retrysafe.scope': scope })).toBe(3);
+      expect(await t.sum(I.requests, { outcome: 'replayed', 'retrysafe.scope': scope })).toBe(1);
       // Durations are recorded from the first request that started with the SDK registered.
-      expect(await t.count(I.storeDuration, { operation: 'claim', store: 'memory' })).toBe(2);
-      expect(await t.count(I.storeDuration, { operation: 'complete' })).toBe(1);
-      expect(await t.count(I.handlerDuration, { outcome: 'executed' })).toBe(1);
+      expect(await t.count(I.handlerDuration, { outcome: 'executed', 'retrysafe.scope': scope })).toBe(2);
     } finally {
       metrics.disable();
     }
