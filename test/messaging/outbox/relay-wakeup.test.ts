@@ -227,7 +227,16 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
 
   it('a relay whose LISTEN connection is cut stops holding the waiting lock, reconnects and is woken again', async () => {
     const outbox = createOutbox({ schema: db.schema });
-    const relay = createRelay({ pool: db.pool, outbox, publisher: webhook(), pollIntervalMs: 60_000 });
+    // The relay's own account of the cut, printed if it does not take the lock again in time.
+    const started = Date.now();
+    const events: string[] = [];
+    const relay = createRelay({
+      pool: db.pool,
+      outbox,
+      publisher: webhook(),
+      pollIntervalMs: 60_000,
+      onEvent: (event) => events.push(`${Date.now() - started} ms ${event.type}${event.error === undefined ? '' : `: ${event.error}`}`),
+    });
     relays.push(relay);
     relay.start();
     await untilRelayWaits(db.pool, outbox.channel);
@@ -235,10 +244,20 @@ describe.runIf(available)('outbox relay wake-up and claim pacing', () => {
     const first = await holder();
     expect(first).toBeTypeOf('number');
     await db.pool.query('SELECT pg_terminate_backend($1)', [first]);
-    await waitUntil(async () => {
-      const now = await holder();
-      return now !== undefined && now !== first;
-    });
+    events.push(`${Date.now() - started} ms backend ${String(first)} terminated`);
+    await waitUntil(
+      async () => {
+        const now = await holder();
+        return now !== undefined && now !== first;
+      },
+      15_000,
+      async () => {
+        const locks = await db.pool.query<{ pid: number; mode: string; granted: boolean }>(
+          `SELECT pid, mode, granted FROM pg_locks WHERE locktype = 'advisory' AND classid = 1920168034`,
+        );
+        return `relay events: ${events.join('; ')}; advisory locks: ${JSON.stringify(locks.rows)}`;
+      },
+    );
     await inTransaction((tx) => outbox.enqueue(tx, { topic: 't', key: 'k', payload: 'after the cut' }));
     await waitUntil(() => hook.received.length === 1, 10_000);
   });
