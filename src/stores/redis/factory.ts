@@ -18,9 +18,8 @@ export interface RedisStoreOptions {
    * record is one hash tag, so each script runs on the master owning its slot, and `reap` and
    * `listAbandoned` walk every master). Caller-owned: `close()` leaves it open. Give it
    * `enableOfflineQueue: false` (or a small `maxRetriesPerRequest`) so that, with Redis down, operations
-   * reject at once and the engine answers `StoreUnavailableError` instead of queueing requests. With many
-   * requests in flight, `enableAutoPipelining: true` lets the operations of one event-loop turn share a
-   * socket write (docs/redis.md); the store works the same either way.
+   * reject at once and the engine answers `StoreUnavailableError` instead of queueing requests. The store
+   * works the same with `enableAutoPipelining: true`, but it measured slower (docs/redis.md).
    */
   readonly client: RedisConnection;
   /**
