@@ -73,6 +73,28 @@ describe('express adapter', () => {
     expect(first.header('content-length')).toBe(String(first.body.byteLength));
   });
 
+  it('holds and saves a response sent from a mounted sub-app, which sets its own prototype on res', async () => {
+    // A sub-app swaps the response's prototype for its own (Express's mounted-app handling): the capture
+    // must survive that, or the response would go out unsaved and the retry meet a key still in progress.
+    let calls = 0;
+    const client = await serve((app, receiver) => {
+      const sub = express();
+      sub.post('/x', (_req, res) => {
+        calls++;
+        res.status(201).json({ n: calls });
+      });
+      app.use(idempotency({ receiver }));
+      app.use(sub);
+    });
+    const first = await client.request(withKey('k'));
+    const retry = await client.request(withKey('k'));
+    expect(first.status).toBe(201);
+    expect(calls).toBe(1);
+    expect(retry.status).toBe(201);
+    expect(retry.header('idempotent-replayed')).toBe('true');
+    expect(retry.body.equals(first.body)).toBe(true);
+  });
+
   it('sends the error handler output of a synchronous throw and releases the key', async () => {
     let calls = 0;
     const client = await serve((app, receiver) => {
