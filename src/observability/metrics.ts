@@ -62,8 +62,14 @@ export interface MetricsOptions {
  */
 interface Tally {
   running: number;
-  /** By attribute name (`outcome`, or `outcome` and scope): the shared attribute object and its count. */
-  readonly requests: Map<string, { readonly attributes: Attributes; count: number }>;
+  /** By attribute name (`outcome`, or `outcome` and scope). */
+  readonly requests: Map<string, TallyEntry>;
+}
+
+/** One attribute set of `retrysafe.requests`: its attribute object, shared so recording allocates nothing, and its count. */
+interface TallyEntry {
+  readonly attributes: Attributes;
+  count: number;
 }
 
 const globalTally: Tally = { running: 0, requests: new Map() };
@@ -93,8 +99,11 @@ export class ReceiverMetrics {
   private readonly tally: Tally;
   private readonly scopes: ReadonlySet<string>;
   private readonly storeAttributes = new Map<string, Attributes>();
-  /** Whether store calls are timed: every store but the memory store (see `RECEIVER_INSTRUMENTS.storeDuration`). */
-  private readonly timesStore: boolean;
+  /**
+   * Whether store calls are timed: every store but the memory store (see `RECEIVER_INSTRUMENTS.storeDuration`).
+   * The observer reads it as each store call starts, so an untimed call costs no clock read.
+   */
+  readonly timesStore: boolean;
 
   constructor(
     options: MetricsOptions,
@@ -130,8 +139,8 @@ export class ReceiverMetrics {
     this.instruments?.handlerDuration.record(seconds, this.outcome(outcome, scope).attributes);
   }
 
+  /** Records one store call's duration; called only when {@link ReceiverMetrics.timesStore}. */
   store(operation: StoreOperation, seconds: number, failed: boolean): void {
-    if (!this.timesStore) return;
     const name = failed ? `${operation}!` : operation;
     let attributes = this.storeAttributes.get(name);
     if (attributes === undefined) {
@@ -155,7 +164,7 @@ export class ReceiverMetrics {
   }
 
   /** The tally's entry of an outcome (and of the scope, when allow-listed); made on first use. */
-  private outcome(outcome: RequestOutcome, scope: string): { readonly attributes: Attributes; count: number } {
+  private outcome(outcome: RequestOutcome, scope: string): TallyEntry {
     const named = this.scopes.has(scope);
     const name = named ? `${outcome}\n${scope}` : outcome;
     let entry = this.tally.requests.get(name);

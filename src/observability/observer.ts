@@ -57,7 +57,8 @@ export class TelemetryObserver implements ReceiverObserver {
 
   storeCall(operation: StoreOperation): StoreCallObservation {
     const spanName = STORE_SPANS[operation];
-    return new StoreCallReport(this.metrics, operation, spanName === undefined ? undefined : this.traces.start(spanName));
+    const timed = this.metrics.timesStore ? this.metrics : undefined;
+    return new StoreCallReport(timed, operation, spanName === undefined ? undefined : this.traces.start(spanName));
   }
 
   takeover(scope: string, key: string): void {
@@ -115,16 +116,20 @@ class RequestObservation implements Observation {
 }
 
 class StoreCallReport implements StoreCallObservation {
-  private readonly started = performance.now();
+  /** When the call started; read only when it is timed. */
+  private readonly started: number;
 
+  /** @param metrics - where the call's duration goes; `undefined` when the store's calls are not timed (no clock read) */
   constructor(
-    private readonly metrics: ReceiverMetrics,
+    private readonly metrics: ReceiverMetrics | undefined,
     private readonly operation: StoreOperation,
     private readonly span: Span | undefined,
-  ) {}
+  ) {
+    this.started = metrics === undefined ? 0 : performance.now();
+  }
 
   end(result: StoreCallResult): void {
-    this.metrics.store(this.operation, (performance.now() - this.started) / 1000, false);
+    this.metrics?.store(this.operation, (performance.now() - this.started) / 1000, false);
     const span = this.span;
     if (span === undefined) return;
     if (typeof result === 'string') {
@@ -138,7 +143,7 @@ class StoreCallReport implements StoreCallObservation {
   }
 
   fail(error: unknown): void {
-    this.metrics.store(this.operation, (performance.now() - this.started) / 1000, true);
+    this.metrics?.store(this.operation, (performance.now() - this.started) / 1000, true);
     endFailed(this.span, error);
   }
 }
