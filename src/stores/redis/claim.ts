@@ -23,7 +23,16 @@ export async function claimOn(client: RedisConnection, key: string, input: Claim
   const reply = (await CLAIM.run(
     client,
     [key],
-    [now, input.fingerprint, leaseToken, input.leaseMs, input.retentionMs, input.scope, input.key, REDIS_TTL_GRACE_MS],
+    [
+      now,
+      input.fingerprint,
+      leaseToken,
+      input.leaseMs,
+      input.retentionMs,
+      input.scope,
+      input.key,
+      Math.max(input.leaseMs, input.retentionMs) + REDIS_TTL_GRACE_MS,
+    ],
   )) as [number, number | Buffer, number?, Buffer?];
   if (reply[0] === 0) {
     const record = decodeRecord(unpackValues(reply[1] as Buffer));

@@ -85,42 +85,59 @@ export function decodeRecord(values: RecordValues): IdempotencyRecord | undefine
   return record;
 }
 
-/** The byte `:` that ends each item's length in a packed reply. */
-const COLON = 0x3a;
-/** The byte `-` that stands for an absent field in a packed reply. */
-const ABSENT = 0x2d;
+/** MessagePack's `false` and `nil`: a field the hash lacks (Lua reads a missing `HMGET` field as `false`). */
+const FALSE = 0xc2;
+const NIL = 0xc0;
 
 /**
- * Splits the claim script's packed reply — one item per field of {@link HASH_FIELDS}, written one after
- * another as `<byte length in decimal>:<bytes>`, or `-` for a field the hash lacks — back into the values
- * {@link decodeRecord} reads. The values are views into `packed`, not copies.
+ * Bytes of the length that follows each MessagePack string or binary type byte (str8/16/32, bin8/16/32).
+ * A fixstr (0xa0–0xbf) carries its length in the type byte itself.
+ */
+const LENGTH_BYTES: Readonly<Record<number, number>> = { 0xd9: 1, 0xda: 2, 0xdb: 4, 0xc4: 1, 0xc5: 2, 0xc6: 4 };
+
+/**
+ * Splits the claim script's packed reply — one MessagePack array (the MessagePack specification,
+ * msgpack.org) as Redis's built-in `cmsgpack.pack` writes it, one item per field of {@link HASH_FIELDS}: a
+ * string, or `false` for a field the hash lacks — back into the values {@link decodeRecord} reads. The
+ * values are views into `packed`, not copies. Only the types such a reply holds are read: an array
+ * (fixarray or array16), strings and binaries of any length, `false` and `nil`.
  *
- * @throws Error when `packed` is not a whole number of well-formed items
+ * @throws Error when `packed` is not exactly one such array
  */
 export function unpackValues(packed: Buffer): (Buffer | null)[] {
-  const items: (Buffer | null)[] = [];
   let at = 0;
-  while (at < packed.length) {
-    if (packed[at] === ABSENT) {
+  const malformed = (): Error => new Error(`retrysafe: malformed packed Redis reply at byte ${at}`);
+  /** The next `width`-byte big-endian unsigned integer. */
+  const next = (width: number): number => {
+    if (at + width > packed.length) throw malformed();
+    const value = packed.readUIntBE(at, width);
+    at += width;
+    return value;
+  };
+  const head = next(1);
+  const count = head >= 0x90 && head <= 0x9f ? head - 0x90 : head === 0xdc ? next(2) : Number.NaN;
+  if (Number.isNaN(count)) {
+    at--;
+    throw malformed();
+  }
+  const items: (Buffer | null)[] = [];
+  for (let i = 0; i < count; i++) {
+    const type = next(1);
+    if (type === FALSE || type === NIL) {
       items.push(null);
-      at++;
       continue;
     }
-    let length = 0;
-    let digits = 0;
-    for (let byte = packed[at]; byte !== COLON; byte = packed[at]) {
-      if (byte === undefined || byte < 0x30 || byte > 0x39 || digits === 15) {
-        throw new Error(`retrysafe: malformed packed Redis reply at byte ${at}`);
-      }
-      length = length * 10 + (byte - 0x30);
-      digits++;
-      at++;
+    const width = LENGTH_BYTES[type];
+    const length = type >= 0xa0 && type <= 0xbf ? type - 0xa0 : width === undefined ? Number.NaN : next(width);
+    if (Number.isNaN(length)) {
+      at--;
+      throw malformed();
     }
-    const start = at + 1;
-    if (digits === 0 || start + length > packed.length) throw new Error(`retrysafe: malformed packed Redis reply at byte ${at}`);
-    items.push(packed.subarray(start, start + length));
-    at = start + length;
+    if (at + length > packed.length) throw malformed();
+    items.push(packed.subarray(at, at + length));
+    at += length;
   }
+  if (at !== packed.length) throw malformed();
   return items;
 }
 

@@ -96,7 +96,7 @@ export class RedisStore implements IdempotencyStore {
     const reply = await COMPLETE.run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
-      [claim.leaseToken, this.now(), retentionMs, REDIS_TTL_GRACE_MS, response.status, JSON.stringify(response.headers), body],
+      [claim.leaseToken, this.now(), retentionMs, retentionMs + REDIS_TTL_GRACE_MS, response.status, JSON.stringify(response.headers), body],
     );
     if (reply !== 1) return false;
     if (this.config.waitReplicas > 0) await this.replicated(claim, 'completion');

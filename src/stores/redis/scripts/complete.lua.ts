@@ -13,7 +13,8 @@ import { nowLua } from './now.lua.js';
  * ARGV[2] — now (the completion time) in ms since the epoch from the store's injected clock, or empty for
  *   Redis's `TIME` (see `now.lua.ts`).
  * ARGV[3] — the completed record's retention, in ms from now.
- * ARGV[4] — how long the hash key's real Redis TTL outlives the retention, in ms (see `ttl.ts`).
+ * ARGV[4] — the real Redis TTL to set on the hash key, in ms: the retention plus the grace of `ttl.ts`
+ *   (computed by the caller, so the script passes it on as given).
  * ARGV[5] — response status; ARGV[6] — response headers as a JSON object; ARGV[7] — body bytes.
  *
  * Returns 1 when saved (and publishes `completed` on KEYS[1]); 0, changing nothing, when the record is
@@ -37,7 +38,7 @@ if held[1] ~= 'in_progress' then return 0 end
 ${nowLua(2)}
 redis.call('HSET', KEYS[1], 'state', 'completed', 'completed', fmt(now), 'expires', fmt(now + tonumber(ARGV[3])),
   'status', ARGV[5], 'headers', ARGV[6], 'body', ARGV[7])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) + tonumber(ARGV[4]))
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('PUBLISH', KEYS[1], 'completed')
 return 1
 `;
