@@ -18,15 +18,16 @@ export const RECORD_COLUMNS =
 
 /**
  * A record as {@link RECORD_COLUMNS} reads it and node-postgres returns it: `bigint` columns arrive as
- * decimal strings, `json` parsed, `bytea` as a Buffer.
+ * decimal strings, `json` parsed, `bytea` as a Buffer. The claim's read-or-insert statement returns the
+ * times inside a JSON array, so as numbers (`claim.ts`).
  */
 export interface RecordRow {
   readonly fingerprint: Buffer;
   readonly leaseToken: Buffer;
-  readonly leaseExpiresAt: string;
-  readonly createdAt: string;
-  readonly expiresAt: string;
-  readonly completedAt: string | null;
+  readonly leaseExpiresAt: string | number;
+  readonly createdAt: string | number;
+  readonly expiresAt: string | number;
+  readonly completedAt: string | number | null;
   readonly status: number | null;
   readonly headers: Record<string, string> | null;
   readonly body: Buffer | null;
