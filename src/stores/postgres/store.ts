@@ -54,8 +54,7 @@ export interface PostgresStoreOptions {
    * prepared statements across transactions: PgBouncer in transaction mode before 1.21, or without
    * `max_prepared_statements`; and off if anything runs `DISCARD ALL` or `DEALLOCATE` on the pool's
    * connections behind the driver's back (the driver would then execute statements the session no longer
-   * has). A claim made through a transaction's view (atomic phases) is prepared with SQL `PREPARE` on the
-   * connection's first such claim and run with `EXECUTE`. PostgreSQL re-plans a prepared statement when a migration changes the
+   * has). PostgreSQL re-plans a prepared statement when a migration changes the
    * tables or functions under it; a migration that changes the claim function's result columns (as 0004
    * did) fails statements prepared before it with "cached plan must not change result type" until the
    * connection is replaced, so restart the services after such a migration (they run code that expects
