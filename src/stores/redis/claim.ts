@@ -11,7 +11,7 @@ import type { ClaimInput, ClaimResult } from '../../core/store.js';
 import { decodeRecord, unpackValues } from './fields.js';
 import { LuaScript } from './script.js';
 import { CLAIM_LUA } from './scripts/claim.lua.js';
-import { REDIS_TTL_GRACE_MS } from './ttl.js';
+import { recordTtlMs } from './ttl.js';
 
 const CLAIM = new LuaScript(CLAIM_LUA);
 
@@ -31,7 +31,7 @@ export async function claimOn(client: RedisConnection, key: string, input: Claim
       input.retentionMs,
       input.scope,
       input.key,
-      Math.max(input.leaseMs, input.retentionMs) + REDIS_TTL_GRACE_MS,
+      recordTtlMs(Math.max(input.leaseMs, input.retentionMs)),
     ],
   )) as [number, number | Buffer, number?, Buffer?];
   if (reply[0] === 0) {

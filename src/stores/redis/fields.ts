@@ -85,59 +85,55 @@ export function decodeRecord(values: RecordValues): IdempotencyRecord | undefine
   return record;
 }
 
-/** MessagePack's `false` and `nil`: a field the hash lacks (Lua reads a missing `HMGET` field as `false`). */
+/** MessagePack's `false`: a field the hash lacks (Lua reads a missing `HMGET` field as `false`). */
 const FALSE = 0xc2;
-const NIL = 0xc0;
 
 /**
- * Bytes of the length that follows each MessagePack string or binary type byte (str8/16/32, bin8/16/32).
- * A fixstr (0xa0–0xbf) carries its length in the type byte itself.
+ * Bytes of the length that follows each MessagePack string type byte (str8, str16, str32; an older
+ * `cmsgpack`, without str8, wrote str16 for 32 to 255 bytes). A fixstr (0xa0–0xbf) carries its length in the type
+ * byte itself.
  */
-const LENGTH_BYTES: Readonly<Record<number, number>> = { 0xd9: 1, 0xda: 2, 0xdb: 4, 0xc4: 1, 0xc5: 2, 0xc6: 4 };
+const LENGTH_BYTES: Readonly<Record<number, number>> = { 0xd9: 1, 0xda: 2, 0xdb: 4 };
 
 /**
  * Splits the claim script's packed reply — one MessagePack array (the MessagePack specification,
  * msgpack.org) as Redis's built-in `cmsgpack.pack` writes it, one item per field of {@link HASH_FIELDS}: a
  * string, or `false` for a field the hash lacks — back into the values {@link decodeRecord} reads. The
- * values are views into `packed`, not copies. Only the types such a reply holds are read: an array
- * (fixarray or array16), strings and binaries of any length, `false` and `nil`.
+ * values are views into `packed`, not copies. Only what `cmsgpack` writes for such a table is read: a
+ * fixarray or array16 header, strings of any length, and `false`.
  *
- * @throws Error when `packed` is not exactly one such array
+ * @throws Error when `packed` is not exactly one such array (the message gives the offending byte)
  */
 export function unpackValues(packed: Buffer): (Buffer | null)[] {
   let at = 0;
-  const malformed = (): Error => new Error(`retrysafe: malformed packed Redis reply at byte ${at}`);
+  /** The error for the item or header that starts at `start`. */
+  const malformed = (start: number): Error => new Error(`retrysafe: malformed packed Redis reply at byte ${start}`);
   /** The next `width`-byte big-endian unsigned integer. */
   const next = (width: number): number => {
-    if (at + width > packed.length) throw malformed();
+    if (at + width > packed.length) throw malformed(at);
     const value = packed.readUIntBE(at, width);
     at += width;
     return value;
   };
   const head = next(1);
-  const count = head >= 0x90 && head <= 0x9f ? head - 0x90 : head === 0xdc ? next(2) : Number.NaN;
-  if (Number.isNaN(count)) {
-    at--;
-    throw malformed();
-  }
+  if (head !== 0xdc && (head < 0x90 || head > 0x9f)) throw malformed(0);
+  const count = head === 0xdc ? next(2) : head - 0x90;
   const items: (Buffer | null)[] = [];
   for (let i = 0; i < count; i++) {
+    const start = at;
     const type = next(1);
-    if (type === FALSE || type === NIL) {
+    if (type === FALSE) {
       items.push(null);
       continue;
     }
     const width = LENGTH_BYTES[type];
-    const length = type >= 0xa0 && type <= 0xbf ? type - 0xa0 : width === undefined ? Number.NaN : next(width);
-    if (Number.isNaN(length)) {
-      at--;
-      throw malformed();
-    }
-    if (at + length > packed.length) throw malformed();
+    if (width === undefined && (type < 0xa0 || type > 0xbf)) throw malformed(start);
+    const length = width === undefined ? type - 0xa0 : next(width);
+    if (at + length > packed.length) throw malformed(at);
     items.push(packed.subarray(at, at + length));
     at += length;
   }
-  if (at !== packed.length) throw malformed();
+  if (at !== packed.length) throw malformed(at);
   return items;
 }
 

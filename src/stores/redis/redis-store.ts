@@ -18,7 +18,7 @@ import { COMPLETE_LUA } from './scripts/complete.lua.js';
 import { REAP_LUA } from './scripts/reap.lua.js';
 import { RELEASE_LUA } from './scripts/release.lua.js';
 import { untilReady } from './ready.js';
-import { REDIS_TTL_GRACE_MS } from './ttl.js';
+import { recordTtlMs, REDIS_TTL_GRACE_MS } from './ttl.js';
 
 const COMPLETE = new LuaScript(COMPLETE_LUA);
 const RELEASE = new LuaScript(RELEASE_LUA);
@@ -96,7 +96,7 @@ export class RedisStore implements IdempotencyStore {
     const reply = await COMPLETE.run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
-      [claim.leaseToken, this.now(), retentionMs, retentionMs + REDIS_TTL_GRACE_MS, response.status, JSON.stringify(response.headers), body],
+      [claim.leaseToken, this.now(), retentionMs, recordTtlMs(retentionMs), response.status, JSON.stringify(response.headers), body],
     );
     if (reply !== 1) return false;
     if (this.config.waitReplicas > 0) await this.replicated(claim, 'completion');

@@ -12,3 +12,13 @@
  * records under it.
  */
 export const REDIS_TTL_GRACE_MS = 300_000;
+
+/**
+ * The real Redis TTL, in milliseconds, of a record key whose last deadline is `untilMs` milliseconds from
+ * the script's "now": that time plus {@link REDIS_TTL_GRACE_MS}. The claim passes the longer of its lease
+ * and retention, `complete` its retention. (The checkpoint script works it out itself, from the deadline
+ * it reads in the record.)
+ */
+export function recordTtlMs(untilMs: number): number {
+  return untilMs + REDIS_TTL_GRACE_MS;
+}

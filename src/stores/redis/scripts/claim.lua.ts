@@ -17,8 +17,8 @@ import { nowLua } from './now.lua.js';
  * ARGV[4] — the lease, in ms.
  * ARGV[5] — the retention, in ms.
  * ARGV[6] — the scope, ARGV[7] — the key (stored so `get` and `reap` read them back verbatim).
- * ARGV[8] — the real Redis TTL to set on the hash key, in ms: the longer of the lease and the retention, plus
- *   the grace of `ttl.ts` (computed by the caller, so the script passes it on as given).
+ * ARGV[8] — the real Redis TTL to set on the hash key, in ms: `recordTtlMs` (`ttl.ts`) of the longer of the lease
+ *   and the retention, computed by the caller, so the script passes it on as given.
  *
  * Returns `{1, takeover, now, rp}` when the caller won the lease: `takeover` is 1 when an expired lease of
  * the same fingerprint was taken over, else 0; `now` is the time the script decided by (an integer reply: a

@@ -13,8 +13,8 @@ import { nowLua } from './now.lua.js';
  * ARGV[2] — now (the completion time) in ms since the epoch from the store's injected clock, or empty for
  *   Redis's `TIME` (see `now.lua.ts`).
  * ARGV[3] — the completed record's retention, in ms from now.
- * ARGV[4] — the real Redis TTL to set on the hash key, in ms: the retention plus the grace of `ttl.ts`
- *   (computed by the caller, so the script passes it on as given).
+ * ARGV[4] — the real Redis TTL to set on the hash key, in ms: `recordTtlMs` (`ttl.ts`) of the retention,
+ *   computed by the caller, so the script passes it on as given.
  * ARGV[5] — response status; ARGV[6] — response headers as a JSON object; ARGV[7] — body bytes.
  *
  * Returns 1 when saved (and publishes `completed` on KEYS[1]); 0, changing nothing, when the record is
