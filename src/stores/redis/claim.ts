@@ -8,7 +8,7 @@
 import type { RedisConnection } from './connection.js';
 import { claimOf } from '../../core/record.js';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
-import { decodeRecord, unpackValues } from './fields.js';
+import { decodeRecord } from './layout.js';
 import { LuaScript } from './script.js';
 import { CLAIM_LUA } from './scripts/claim.lua.js';
 import { recordTtlMs } from './ttl.js';
@@ -16,7 +16,7 @@ import { recordTtlMs } from './ttl.js';
 const CLAIM = new LuaScript(CLAIM_LUA);
 
 /**
- * Claims `input` under the record hash `key` with the fencing token `leaseToken`, at `now` (ms), or at the
+ * Claims `input` under the record key `key` with the fencing token `leaseToken`, at `now` (ms), or at the
  * server's `TIME` when `now` is `''`.
  */
 export async function claimOn(client: RedisConnection, key: string, input: ClaimInput, now: number | '', leaseToken: string): Promise<ClaimResult> {
@@ -35,9 +35,7 @@ export async function claimOn(client: RedisConnection, key: string, input: Claim
     ],
   )) as [number, number | Buffer, number?, Buffer?];
   if (reply[0] === 0) {
-    const record = decodeRecord(unpackValues(reply[1] as Buffer));
-    if (!record) throw new Error('retrysafe: the Redis claim script refused without returning the record');
-    return { acquired: false, record };
+    return { acquired: false, record: decodeRecord(reply[1] as Buffer) };
   }
   const leaseExpiresAt = (reply[2] ?? Number.NaN) + input.leaseMs;
   return { acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, reply[1] === 1, reply[3]?.toString('utf8')) };

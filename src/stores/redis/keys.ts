@@ -1,5 +1,5 @@
 /**
- * The Redis key layout: one hash per record, named `${prefix}:{${scope}\0${key}}` with scope and key
+ * The Redis key layout: one string key per record, named `${prefix}:{${scope}\0${key}}` with scope and key
  * escaped, so the whole record identity is the Redis Cluster hash tag.
  *
  * @module

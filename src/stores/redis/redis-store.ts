@@ -1,6 +1,6 @@
 /**
- * The Redis implementation of {@link IdempotencyStore}: one hash per record, one Lua script per atomic
- * operation.
+ * The Redis implementation of {@link IdempotencyStore}: one string key per record (its value laid out as
+ * `layout.ts` describes), one Lua script per atomic operation.
  *
  * @module
  */
@@ -9,13 +9,14 @@ import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { claimOn } from './claim.js';
 import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
-import { decodeRecord, HASH_FIELDS } from './fields.js';
+import { decodeHead, decodeRecord, HEAD_READ_BYTES, type RecordHead } from './layout.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
 import { LuaScript } from './script.js';
 import { CHECKPOINT_LUA } from './scripts/checkpoint.lua.js';
 import { COMPLETE_LUA } from './scripts/complete.lua.js';
 import { REAP_LUA } from './scripts/reap.lua.js';
+import { READ_LUA } from './scripts/read.lua.js';
 import { RELEASE_LUA } from './scripts/release.lua.js';
 import { untilReady } from './ready.js';
 import { recordTtlMs, REDIS_TTL_GRACE_MS } from './ttl.js';
@@ -24,6 +25,7 @@ const COMPLETE = new LuaScript(COMPLETE_LUA);
 const RELEASE = new LuaScript(RELEASE_LUA);
 const REAP = new LuaScript(REAP_LUA);
 const CHECKPOINT = new LuaScript(CHECKPOINT_LUA);
+const READ = new LuaScript(READ_LUA);
 
 /** Keys asked of each SCAN step of `reap` and `listAbandoned` (a hint to Redis, which bounds the work per step). */
 const SCAN_COUNT = 250;
@@ -112,7 +114,7 @@ export class RedisStore implements IdempotencyStore {
   async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
     const setup = this.ready();
     if (setup) await setup;
-    return decodeRecord(await this.config.client.hmgetBuffer(this.key(scope, key), ...HASH_FIELDS));
+    return this.record(this.key(scope, key));
   }
 
   /** The injected clock's time, or `''`: the script then reads Redis's `TIME`. */
@@ -174,10 +176,10 @@ export class RedisStore implements IdempotencyStore {
     const now = this.config.clock?.now() ?? (await serverTime(client));
     const expired = new Set<string>();
     for await (const keys of scanKeys(client, recordPattern(this.config.prefix), SCAN_COUNT)) {
-      const heads = await Promise.all(keys.map((key) => client.hmget(key, 'state', 'lease', 'expires')));
+      const heads = await Promise.all(keys.map((key) => this.head(key)));
       keys.forEach((key, i) => {
-        const [state, lease, expires] = heads[i] ?? [];
-        if (state === 'in_progress' && Number(lease) <= now && Number(expires) > now) expired.add(key);
+        const head = heads[i];
+        if (head?.state === 'in_progress' && head.leaseExpiresAt <= now && head.expiresAt > now) expired.add(key);
       });
       if (expired.size >= limit) break;
     }
@@ -202,11 +204,12 @@ export class RedisStore implements IdempotencyStore {
     // Redis key → (scope, key); SCAN may return a key twice, the map keeps it once.
     let page = new Map<string, readonly [string, string]>();
     for await (const keys of scanKeys(client, recordPattern(this.config.prefix), SCAN_COUNT)) {
-      const heads = await Promise.all(keys.map((key) => client.hmget(key, 'scope', 'key', 'state')));
+      const heads = await Promise.all(keys.map((key) => this.head(key)));
       keys.forEach((redisKey, i) => {
-        const [scope, key, state] = heads[i] ?? [];
-        if (scope == null || key == null) return;
-        if (query.state !== undefined && state !== query.state) return;
+        const head = heads[i];
+        if (head === undefined) return;
+        const { scope, key } = head;
+        if (query.state !== undefined && head.state !== query.state) return;
         if (query.scope !== undefined && scope !== query.scope) return;
         if (query.keyPrefix !== undefined && !key.startsWith(query.keyPrefix)) return;
         if (after !== undefined && !before(after, [scope, key])) return;
@@ -214,19 +217,18 @@ export class RedisStore implements IdempotencyStore {
       });
       if (page.size > limit) page = new Map([...page].sort((a, b) => (before(a[1], b[1]) ? -1 : 1)).slice(0, limit));
     }
-    const records = await Promise.all(
-      [...page.keys()].map(async (key) => decodeRecord(await client.hmgetBuffer(key, ...HASH_FIELDS))),
-    );
+    const records = await Promise.all([...page.keys()].map((key) => this.record(key)));
     return records
       .filter((record): record is IdempotencyRecord => record !== undefined && (query.state === undefined || record.state === query.state))
       .sort((a, b) => (before([a.scope, a.key], [b.scope, b.key]) ? -1 : 1));
   }
 
   /**
-   * Walks every key under the prefix with SCAN (steps of about 250 keys), reading each step's candidates
-   * with one pipelined `HMGET` per key and keeping only the `limit` oldest abandoned ones in memory; then
-   * reads those records whole and checks them again (a record claimed or completed meanwhile drops out).
-   * Read-only and not atomic: the completer claims each record before resuming it anyway.
+   * Walks every key under the prefix with SCAN (steps of about 250 keys), reading each step's candidates'
+   * heads with one pipelined `GETRANGE` per key and keeping only the `limit` oldest abandoned ones in
+   * memory; then reads those records whole and checks them again (a record claimed or completed meanwhile
+   * drops out). Changes nothing (but for rewriting a retrysafe 0.1.0 record hash it meets in the current
+   * layout) and is not atomic: the completer claims each record before resuming it anyway.
    *
    * Cost: unlike `reap`, it cannot stop early — "oldest lease first" needs every candidate — so each call
    * is O(keys under the prefix) in SCAN steps and round trips, however few records are abandoned. A
@@ -246,18 +248,16 @@ export class RedisStore implements IdempotencyStore {
     // Redis key → lease end; SCAN may return a key twice, the map keeps it once.
     let oldest = new Map<string, number>();
     for await (const keys of scanKeys(client, recordPattern(this.config.prefix), SCAN_COUNT)) {
-      const heads = await Promise.all(keys.map((key) => client.hmget(key, 'state', 'lease', 'expires', 'rp')));
+      const heads = await Promise.all(keys.map((key) => this.head(key)));
       keys.forEach((key, i) => {
-        const [state, lease, expires, point] = heads[i] ?? [];
-        if (state === 'in_progress' && point != null && Number(lease) <= now && Number(expires) > now) {
-          oldest.set(key, Number(lease));
+        const head = heads[i];
+        if (head?.state === 'in_progress' && head.recoveryPoint !== undefined && head.leaseExpiresAt <= now && head.expiresAt > now) {
+          oldest.set(key, head.leaseExpiresAt);
         }
       });
       if (oldest.size > limit) oldest = new Map([...oldest].sort((a, b) => a[1] - b[1]).slice(0, limit));
     }
-    const records = await Promise.all(
-      [...oldest.keys()].map(async (key) => decodeRecord(await client.hmgetBuffer(key, ...HASH_FIELDS))),
-    );
+    const records = await Promise.all([...oldest.keys()].map((key) => this.record(key)));
     return records
       .filter(
         (record): record is IdempotencyRecord =>
@@ -306,6 +306,33 @@ export class RedisStore implements IdempotencyStore {
    */
   private ready(): Promise<void> | undefined {
     return untilReady(this.config.client, this.config.readyTimeoutMs);
+  }
+
+  /**
+   * The record at the Redis key `key`, or `undefined` when there is none. A retrysafe 0.1.0 record hash
+   * answers `GET` with `WRONGTYPE`: the read script then rewrites it as a record value and returns that.
+   */
+  private async record(key: string): Promise<IdempotencyRecord | undefined> {
+    const value = await this.config.client.getBuffer(key).catch((error: unknown) => this.readOldLayout(key, error));
+    return value === null ? undefined : decodeRecord(value);
+  }
+
+  /**
+   * The head of the record at the Redis key `key` (everything but the response), from its first
+   * {@link HEAD_READ_BYTES} bytes, or from the whole value when the head is longer; `undefined` when there
+   * is no record. Listings read heads so a walk over many records does not carry their bodies.
+   */
+  private async head(key: string): Promise<RecordHead | undefined> {
+    const start = await this.config.client.getrangeBuffer(key, 0, HEAD_READ_BYTES - 1).catch((error: unknown) => this.readOldLayout(key, error));
+    // GETRANGE answers an empty string for a missing key.
+    if (start === null || start.length === 0) return undefined;
+    return decodeHead(start) ?? (await this.record(key));
+  }
+
+  /** After a read failed with `error`: the record value the read script makes of a 0.1.0 record hash, if that was the cause. */
+  private async readOldLayout(key: string, error: unknown): Promise<Buffer | null> {
+    if (!(error instanceof Error) || !error.message.startsWith('WRONGTYPE')) throw error;
+    return (await READ.run(this.config.client, [key], [])) as Buffer | null;
   }
 
   private key(scope: string, key: string): string {

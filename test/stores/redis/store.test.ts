@@ -50,7 +50,7 @@ if (await serviceAvailable('Redis', () => client.connect())) {
   storeContract('redis with enableAutoPipelining', redisContractFixtures(pipelined, `${FILE_PREFIX}:pipelined`));
 
   describe('redis store', () => {
-    it('keeps records under the prefix, one hash per record, with a real TTL of the retention plus the grace', async () => {
+    it('keeps records under the prefix, one string key per record, with a real TTL of the retention plus the grace', async () => {
       const prefix = `${FILE_PREFIX}:ttl`;
       const clock = new ManualClock(5_000_000_000_000);
       const store = createRedisStore({ client, prefix, clock });

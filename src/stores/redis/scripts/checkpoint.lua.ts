@@ -5,31 +5,46 @@
  * @module
  */
 import { nowLua } from './now.lua.js';
+import { HEAD_FIELDS } from '../layout.js';
+import { packHeadLua, READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
 
 /**
  * Lua source of `checkpoint`.
  *
- * KEYS[1] — the record's hash key.
+ * KEYS[1] — the record's key.
  * ARGV[1] — the caller's fencing token.
- * ARGV[2] — the recovery point (opaque text, stored in the field `rp`).
+ * ARGV[2] — the recovery point (opaque text).
  * ARGV[3] — now in ms since the epoch from the store's injected clock, or empty for Redis's `TIME` (see
  *   `now.lua.ts`).
  * ARGV[4] — the renewed lease, in ms from now (0 ends the lease at once).
- * ARGV[5] — the grace the hash key's real TTL keeps past its last deadline, in ms (see `ttl.ts`).
+ * ARGV[5] — the grace the record key's real TTL keeps past its last deadline, in ms (see `ttl.ts`).
  *
- * Returns the new lease end (integer text, ms since the epoch) when recorded: `rp` and `lease` are set,
- * `expires` is stretched to the new lease end when that is later (never shortened), and the real TTL
- * follows `expires`. Returns 0, changing nothing, when the record is absent, completed, or held under
+ * Returns the new lease end (integer text, ms since the epoch) when recorded: the recovery point and the
+ * lease end are set, the retention end is stretched to the new lease end when that is later (never
+ * shortened), and the real TTL follows the retention end. Returns 0, changing nothing, when the record is absent, completed, or held under
  * another token.
  */
 export const CHECKPOINT_LUA = `
-local held = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires')
-if held[1] ~= 'in_progress' or held[2] ~= ARGV[1] then return 0 end
+${READ_RECORD_LUA}
+if not v then return 0 end
+${unpackHeadLua(HEAD_FIELDS.length)}
+if state ~= 1 or token ~= ARGV[1] then return 0 end
 ${nowLua(3)}
-local lease_end = fmt(now + tonumber(ARGV[4]))
-local expires = held[3]
-if tonumber(lease_end) > tonumber(expires) then expires = lease_end end
-redis.call('HSET', KEYS[1], 'rp', ARGV[2], 'lease', lease_end, 'expires', expires)
-redis.call('PEXPIRE', KEYS[1], math.max(tonumber(expires) - now, 0) + tonumber(ARGV[5]))
-return lease_end
+local lease_end = now + tonumber(ARGV[4])
+if lease_end > expires then expires = lease_end end
+local record = ${packHeadLua({
+  state: '1',
+  lease: 'lease_end',
+  created: 'created',
+  expires: 'expires',
+  completed: '0',
+  fp: 'fp',
+  token: 'token',
+  rp: 'ARGV[2]',
+  scope: 'scope',
+  key: 'key',
+})}
+redis.call('SET', KEYS[1], record, 'PX', math.max(expires - now, 0) + tonumber(ARGV[5]))
+-- Integer text: tostring would switch to exponent notation past 14 digits.
+return string.format('%d', lease_end)
 `;

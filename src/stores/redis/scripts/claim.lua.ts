@@ -3,13 +3,13 @@
  *
  * @module
  */
-import { HASH_FIELDS, luaIndex } from '../fields.js';
 import { nowLua } from './now.lua.js';
+import { packHeadLua, READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
 
 /**
  * Lua source of the claim.
  *
- * KEYS[1] — the record's hash key.
+ * KEYS[1] — the record's key (a string holding the record value; see `layout.ts`).
  * ARGV[1] — now in ms since the epoch (the store's injected clock), or empty for Redis's `TIME` (see
  *   `now.lua.ts`); expiry decisions follow it.
  * ARGV[2] — the claimant's fingerprint.
@@ -17,20 +17,16 @@ import { nowLua } from './now.lua.js';
  * ARGV[4] — the lease, in ms.
  * ARGV[5] — the retention, in ms.
  * ARGV[6] — the scope, ARGV[7] — the key (stored so `get` and `reap` read them back verbatim).
- * ARGV[8] — the real Redis TTL to set on the hash key, in ms: `recordTtlMs` (`ttl.ts`) of the longer of the lease
+ * ARGV[8] — the real Redis TTL to set on the record key, in ms: `recordTtlMs` (`ttl.ts`) of the longer of the lease
  *   and the retention, computed by the caller, so the script passes it on as given.
  *
  * Returns `{1, takeover, now, rp}` when the caller won the lease: `takeover` is 1 when an expired lease of
  * the same fingerprint was taken over, else 0; `now` is the time the script decided by (an integer reply: a
  * whole number of ms is exact in a Lua number, and an integer costs the client less than text), from
  * which the caller derives the lease's end; and `rp` is the recovery point the previous holder reached (only
- * on a takeover of a record that has one; absent otherwise). Returns `{0, packed}` when the caller lost:
- * the standing record's fields, in the order of `HASH_FIELDS`, as one MessagePack array written by Redis's
- * built-in `cmsgpack.pack` (a string per field, `false` where the hash lacks it; see `unpackValues` in
- * `fields.ts`). One bulk string keeps the reply cheap to parse: in a profile of the benchmark's replays,
- * ioredis took about 21 µs of the server's CPU per request to decode the ~24 nested bulk strings of a plain
- * `HGETALL`, and 3 µs for one packed string. `cmsgpack` packs in C: packing the fields in Lua (a length
- * prefix per field, then `table.concat`) cost Redis about 7 µs more per refused claim.
+ * on a takeover of a record that has one; absent otherwise). Returns `{0, value}` when the caller lost:
+ * the standing record's value as stored (`layout.ts`), one bulk string, so a replay costs Redis no
+ * packing and the client one fixed-layout read.
  *
  * A claim presenting the fencing token of the standing in-progress record (same fingerprint) is its
  * owner's own claim sent again after a lost reply: it wins with the lease unchanged (`takeover` 0, and
@@ -51,38 +47,38 @@ import { nowLua } from './now.lua.js';
  */
 export const CLAIM_LUA = `
 ${nowLua(1)}
-local values = redis.call('HMGET', KEYS[1], ${HASH_FIELDS.map((field) => `'${field}'`).join(', ')})
-local state, fp, lease, expires = values[${luaIndex('state')}], values[${luaIndex('fingerprint')}], values[${luaIndex('leaseExpiresAt')}], values[${luaIndex('expiresAt')}]
-local takeover = 0
-local point = nil
-if state then
-  if tonumber(expires) > now then
-    if state == 'in_progress' and values[${luaIndex('leaseToken')}] == ARGV[3] and fp == ARGV[2] then
+${READ_RECORD_LUA}
+-- A takeover keeps the record's creation time and recovery point; a new or replaced record starts now.
+local takeover, point, made = 0, nil, now
+if v then
+  ${unpackHeadLua(9)}
+  if expires > now then
+    if state == 1 and token == ARGV[3] and fp == ARGV[2] then
       -- The caller's own claim again (its reply lost, or resent by the client): it holds the lease,
       -- unchanged. The third element is the instant the lease began by this claim's lease length, from
       -- which the caller derives its end; the takeover flag is read back from the record.
-      local decided = tonumber(lease) - tonumber(ARGV[4])
-      local kept = values[${luaIndex('recoveryPoint')}]
+      local decided = lease - tonumber(ARGV[4])
       local took = 0
-      if kept or tonumber(values[${luaIndex('createdAt')}]) < decided then took = 1 end
-      return {1, took, decided, kept}
-    elseif state == 'in_progress' and tonumber(lease) <= now and fp == ARGV[2] then
-      takeover = 1
-      point = values[${luaIndex('recoveryPoint')}]
+      if rp or created < decided then took = 1 end
+      return {1, took, decided, rp}
+    elseif state == 1 and lease <= now and fp == ARGV[2] then
+      takeover, point, made = 1, rp, created
     else
-      return {0, cmsgpack.pack(values)}
+      return {0, v}
     end
   end
 end
-local lease_end, expires_at = fmt(now + tonumber(ARGV[4])), fmt(now + tonumber(ARGV[5]))
-if takeover == 1 then
-  redis.call('HSET', KEYS[1], 'token', ARGV[3], 'lease', lease_end, 'expires', expires_at)
-else
-  -- An expired record is replaced whole; a key with no record has nothing to delete.
-  if state then redis.call('DEL', KEYS[1]) end
-  redis.call('HSET', KEYS[1], 'scope', ARGV[6], 'key', ARGV[7], 'fp', ARGV[2], 'state', 'in_progress',
-    'token', ARGV[3], 'lease', lease_end, 'created', fmt(now), 'expires', expires_at)
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[8])
+redis.call('SET', KEYS[1], ${packHeadLua({
+  state: '1',
+  lease: 'now + tonumber(ARGV[4])',
+  created: 'made',
+  expires: 'now + tonumber(ARGV[5])',
+  completed: '0',
+  fp: 'ARGV[2]',
+  token: 'ARGV[3]',
+  rp: 'point',
+  scope: 'ARGV[6]',
+  key: 'ARGV[7]',
+})}, 'PX', ARGV[8])
 return {1, takeover, now, point}
 `;

@@ -9,8 +9,7 @@
  * Lua that sets the local `now` (milliseconds since the epoch, an integer) from `ARGV[index]`: the
  * store's injected clock when it holds a number (tests on a fake clock), else Redis's `TIME`. Redis 5 and
  * later replicate a script's effects rather than the script, so a write after `TIME` is allowed and a
- * replica stores the same times. `fmt(n)` writes such a number back as integer text (`tostring` would
- * switch to exponent notation past 14 digits).
+ * replica stores the same times.
  */
 export function nowLua(index: number): string {
   return `
@@ -21,6 +20,5 @@ else
   local time = redis.call('TIME')
   now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
-local function fmt(n) return string.format('%d', n) end
 `;
 }

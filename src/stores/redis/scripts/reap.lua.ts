@@ -4,11 +4,12 @@
  * @module
  */
 import { nowLua } from './now.lua.js';
+import { READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
 
 /**
  * Lua source of the per-record reap step (`reap` finds candidates with SCAN, then runs this on each).
  *
- * KEYS[1] — the record's hash key; also the pub/sub channel `waitFor` listens on.
+ * KEYS[1] — the record's key; also the pub/sub channel `waitFor` listens on.
  * ARGV[1] — now in ms since the epoch from the store's injected clock, or empty for Redis's `TIME` (see
  *   `now.lua.ts`).
  *
@@ -17,9 +18,11 @@ import { nowLua } from './now.lua.js';
  */
 export const REAP_LUA = `
 ${nowLua(1)}
-local record = redis.call('HMGET', KEYS[1], 'state', 'lease', 'expires')
-if not record[3] or tonumber(record[3]) > now then return 0 end
-if record[1] == 'in_progress' and tonumber(record[2]) > now then return 0 end
+${READ_RECORD_LUA}
+if not v then return 0 end
+${unpackHeadLua(4)}
+if expires > now then return 0 end
+if state == 1 and lease > now then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[1], 'reaped')
 return 1

@@ -1,0 +1,74 @@
+// Instructions Redis itself runs per store operation, counted by callgrind: a separate `redis-server` on a
+// spare port runs under callgrind, and the Redis store of a checkout drives it, one operation at a time on
+// one connection. `new` claims and completes a new key; `replay` claims one of 64 completed keys (the claim
+// is refused with the record). User space only: the kernel's share of each round trip is not counted.
+//
+//   node bench/redis-instructions.mjs <checkout with a built dist/> <new|replay> [measured] [warm-up] [port]
+//
+// Defaults: 5,000 measured operations after 2,000, port 6390. Needs valgrind, callgrind_annotate and
+// redis-server.
+import { execFileSync, spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import process from 'node:process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
+import { TextEncoder } from 'node:util';
+
+const [rootArg = '.', phase = 'new', measuredArg = '5000', warmArg = '2000', portArg = '6390'] = process.argv.slice(2);
+if (!['new', 'replay'].includes(phase)) throw new TypeError(`unknown workload ${phase}`);
+const root = resolve(rootArg);
+const [measured, warm, port] = [Number(measuredArg), Number(warmArg), Number(portArg)];
+const out = join(tmpdir(), `retrysafe-redis-callgrind-${process.pid}`);
+
+const server = spawn(
+  'valgrind',
+  ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, 'redis-server', '--port', String(port), '--save', '', '--appendonly', 'no'],
+  { stdio: 'ignore' },
+);
+const exited = new Promise((done) => server.once('exit', done));
+const { Redis } = createRequire(join(root, 'package.json'))('ioredis');
+const { createRedisStore } = await import(pathToFileURL(join(root, 'dist/stores/redis/index.js')).href);
+const client = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+// Refused connections while valgrind starts the server are retried below; ioredis would also log each.
+client.on('error', () => undefined);
+for (let attempt = 0; ; attempt++) {
+  try {
+    await client.connect();
+    break;
+  } catch (error) {
+    if (attempt === 100) throw error;
+    await sleep(300);
+  }
+}
+const store = createRedisStore({ client, prefix: 'bench' });
+const response = { status: 201, headers: { 'content-type': 'application/json' }, body: new TextEncoder().encode('{"id":"pay_1","amount":1000}') };
+const input = (key) => ({ scope: '', key, fingerprint: 'f'.repeat(64), leaseMs: 30_000, retentionMs: 86_400_000 });
+const completed = Array.from({ length: 64 }, (_, i) => `r-${i}`);
+for (const key of completed) {
+  const result = await store.claim(input(key));
+  await store.complete(result.claim, response, 86_400_000);
+}
+let k = 0;
+const one = async () => {
+  if (phase === 'replay') {
+    if ((await store.claim(input(completed[k++ & 63]))).acquired) throw new Error('a replay won its claim');
+    return;
+  }
+  const result = await store.claim(input(`n-${k++}`));
+  if (!result.acquired || !(await store.complete(result.claim, response, 86_400_000))) throw new Error('a new key was not claimed and completed');
+};
+for (let i = 0; i < warm; i++) await one();
+execFileSync('callgrind_control', ['-i', 'on', String(server.pid)], { stdio: 'ignore' });
+for (let i = 0; i < measured; i++) await one();
+execFileSync('callgrind_control', ['-i', 'off', String(server.pid)], { stdio: 'ignore' });
+await store.close();
+await client.shutdown('NOSAVE').catch(() => undefined);
+client.disconnect();
+await exited;
+const annotated = execFileSync('callgrind_annotate', ['--threshold=100', out], { encoding: 'utf8', maxBuffer: 1 << 28 });
+rmSync(out, { force: true });
+const total = Number(/([\d,]+)\s+\([^)]*\)\s+PROGRAM TOTALS/.exec(annotated)?.[1].replaceAll(',', '') ?? Number.NaN);
+process.stdout.write(`${JSON.stringify({ root, phase, measured, redisInstructions: Math.round(total / measured) })}\n`);
