@@ -15,7 +15,7 @@ import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
-import { TextEncoder } from 'node:util';
+import { benchResponse, storeWorkload } from './store-workload.mjs';
 
 const [rootArg = '.', phase = 'new', measuredArg = '5000', warmArg = '2000', portArg = '6390'] = process.argv.slice(2);
 if (!['new', 'replay'].includes(phase)) throw new TypeError(`unknown workload ${phase}`);
@@ -44,22 +44,7 @@ for (let attempt = 0; ; attempt++) {
   }
 }
 const store = createRedisStore({ client, prefix: 'bench' });
-const response = { status: 201, headers: { 'content-type': 'application/json' }, body: new TextEncoder().encode('{"id":"pay_1","amount":1000}') };
-const input = (key) => ({ scope: '', key, fingerprint: 'f'.repeat(64), leaseMs: 30_000, retentionMs: 86_400_000 });
-const completed = Array.from({ length: 64 }, (_, i) => `r-${i}`);
-for (const key of completed) {
-  const result = await store.claim(input(key));
-  await store.complete(result.claim, response, 86_400_000);
-}
-let k = 0;
-const one = async () => {
-  if (phase === 'replay') {
-    if ((await store.claim(input(completed[k++ & 63]))).acquired) throw new Error('a replay won its claim');
-    return;
-  }
-  const result = await store.claim(input(`n-${k++}`));
-  if (!result.acquired || !(await store.complete(result.claim, response, 86_400_000))) throw new Error('a new key was not claimed and completed');
-};
+const one = await storeWorkload(store, phase, { completedKeys: 64, response: benchResponse() });
 for (let i = 0; i < warm; i++) await one();
 execFileSync('callgrind_control', ['-i', 'on', String(server.pid)], { stdio: 'ignore' });
 for (let i = 0; i < measured; i++) await one();

@@ -12,7 +12,7 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { pathToFileURL } from 'node:url';
-import { TextEncoder } from 'node:util';
+import { benchResponse, storeWorkload } from './store-workload.mjs';
 
 const [rootArg = '.', phase = 'new', nArg = '40000', inFlightArg = '32'] = process.argv.slice(2);
 if (!['new', 'replay'].includes(phase)) throw new TypeError(`unknown workload ${phase}`);
@@ -24,26 +24,7 @@ const client = new Redis(url);
 const admin = new Redis(url);
 await client.flushdb();
 const store = createRedisStore({ client, prefix: 'cpu' });
-const response = {
-  status: 201,
-  headers: { 'content-type': 'application/json', 'x-request-id': 'abcdef0123456789' },
-  body: new TextEncoder().encode('{"id":"pay_1","amount":1000,"currency":"EUR","customer":"cus_42","status":"ok"}'),
-};
-const input = (key) => ({ scope: '', key, fingerprint: 'f'.repeat(64), leaseMs: 30_000, retentionMs: 86_400_000 });
-const completed = Array.from({ length: 1000 }, (_, i) => `r-${i}`);
-for (const key of completed) {
-  const result = await store.claim(input(key));
-  await store.complete(result.claim, response, 86_400_000);
-}
-let k = 0;
-const one = async () => {
-  if (phase === 'replay') {
-    if ((await store.claim(input(completed[k++ % 1000]))).acquired) throw new Error('a replay won its claim');
-    return;
-  }
-  const result = await store.claim(input(`n-${k++}`));
-  if (!result.acquired || !(await store.complete(result.claim, response, 86_400_000))) throw new Error('a new key was not claimed and completed');
-};
+const one = await storeWorkload(store, phase, { completedKeys: 1000, response: benchResponse(true) });
 const run = async (count) => {
   let started = 0;
   await Promise.all(Array.from({ length: Number(inFlightArg) }, async () => {

@@ -11,8 +11,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { pathToFileURL } from 'node:url';
-import { TextEncoder } from 'node:util';
 import { countAfterWarmUp, instructionsPerRequest, warmedUp } from './callgrind.mjs';
+import { benchResponse, storeWorkload } from './store-workload.mjs';
 
 const [rootArg = '.', phase = 'new', measuredArg = '6000', warmArg = '20000'] = process.argv.slice(2);
 const measured = Number(measuredArg);
@@ -24,23 +24,7 @@ if (process.env.RETRYSAFE_BENCH_SIGNAL === undefined) {
 } else {
   const { createSqliteStore } = await import(pathToFileURL(join(resolve(rootArg), 'dist/stores/sqlite/index.js')).href);
   const store = createSqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'retrysafe-sqlite-instructions-')), 'records.db') });
-  const response = { status: 201, headers: { 'content-type': 'application/json' }, body: new TextEncoder().encode('{"id":"pay_1","amount":1000}') };
-  const input = (key) => ({ scope: '', key, fingerprint: 'f'.repeat(64), leaseMs: 30_000, retentionMs: 86_400_000 });
-  const completed = Array.from({ length: 64 }, (_, i) => `r-${i}`);
-  for (const key of completed) {
-    const result = await store.claim(input(key));
-    await store.complete(result.claim, response, 86_400_000);
-  }
-  let k = 0;
-  const one = async () => {
-    if (phase === 'replay') {
-      if ((await store.claim(input(completed[k++ & 63]))).acquired) throw new Error('a replay won its claim');
-      return;
-    }
-    const result = await store.claim(input(`n-${k++}`));
-    if (!result.acquired) throw new Error('a new key lost its claim');
-    await store.complete(result.claim, response, 86_400_000);
-  };
+  const one = await storeWorkload(store, phase, { completedKeys: 64, response: benchResponse() });
   const loop = async (count) => {
     let left = count;
     await Promise.all(Array.from({ length: phase === 'newc16' ? 16 : 1 }, async () => {
