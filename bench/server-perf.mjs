@@ -1,0 +1,93 @@
+// Server CPU per request, kernel included, split by where it runs: one `npm run bench` server
+// (`.bench-build/bench/server.js`, built by `npm run bench` or `npx tsc -p tsconfig.bench.json`) under
+// `perf record` (software clock, 4,999 samples per second of CPU, JIT frames named through
+// `--perf-basic-prof-only-functions`), loaded by `connections` undici clients in this process. Samples ÷ rate
+// ÷ requests gives µs of CPU per request; the split is by binary: Node.js itself (V8's builtins and
+// runtime, libuv, the bindings), JIT-compiled JavaScript, the kernel (sockets, syscalls), libc, native
+// addons (better-sqlite3).
+//
+//   node bench/server-perf.mjs <fastify|express> <config> <no-key|new|replay> [measured] [warm] [connections]
+//
+// Defaults: 40,000 measured requests after 10,000, 16 connections. Only the configs that need no server
+// (`bare`, `memory`, `sqlite`) are meant here. Needs `perf` (Debian's linux-perf) with access to this
+// process's children. Prints one JSON line.
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import process from 'node:process';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Pool } from 'undici';
+
+const [framework = 'fastify', config = 'memory', scenario = 'new', measuredArg = '40000', warmArg = '10000', connArg = '16'] =
+  process.argv.slice(2);
+const RATE = 4999;
+const connections = Number(connArg);
+const serverScript = join(import.meta.dirname, '..', '.bench-build', 'bench', 'server.js');
+if (!existsSync(serverScript)) {
+  process.stderr.write(`${serverScript} is missing: build it with npx tsc -p tsconfig.bench.json\n`);
+  process.exit(2);
+}
+const server = spawn(process.execPath, ['--perf-basic-prof-only-functions', serverScript, framework, config], { stdio: ['ignore', 'pipe', 'ignore'] });
+const exited = new Promise((done) => server.once('exit', done));
+let port;
+for await (const line of createInterface({ input: server.stdout })) {
+  port = JSON.parse(line).port;
+  break;
+}
+if (port === undefined) throw new Error(`the ${framework}/${config} server exited before listening`);
+
+const body = JSON.stringify({ amount: 1250, currency: 'EUR', customer: 'cus_42' });
+const pool = new Pool(`http://127.0.0.1:${port}`, { connections });
+let sent = 0;
+const keyFor = (n) => (scenario === 'new' ? `new-${n}` : scenario === 'replay' ? `replay-${n % 64}` : undefined);
+/** Sends `count` requests, `connections` at a time; request numbers go on from the previous call's. */
+async function send(count) {
+  const last = sent + count;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (sent < last) {
+        const key = keyFor(sent++);
+        const headers = { 'content-type': 'application/json', ...(key !== undefined && { 'idempotency-key': key }) };
+        const res = await pool.request({ method: 'POST', path: '/payments', headers, body });
+        await res.body.dump();
+        if (res.statusCode >= 300) throw new Error(`unexpected status ${res.statusCode}`);
+      }
+    }),
+  );
+}
+
+if (scenario === 'replay') await send(64);
+await send(Number(warmArg));
+const dir = mkdtempSync(join(tmpdir(), 'retrysafe-server-perf-'));
+const data = join(dir, 'perf.data');
+const perf = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(RATE), '-o', data, '-p', String(server.pid)], { stdio: 'ignore' });
+await sleep(500);
+const measured = Number(measuredArg);
+await send(measured);
+perf.kill('SIGINT');
+await new Promise((done) => perf.once('exit', done));
+await pool.close();
+server.kill('SIGTERM');
+await exited;
+
+const report = execFileSync('perf', ['report', '-i', data, '--stdio', '--no-children', '--sort', 'dso', '-F', 'sample,dso'], {
+  encoding: 'utf8',
+  maxBuffer: 1 << 26,
+  stdio: ['ignore', 'pipe', 'ignore'],
+});
+rmSync(dir, { recursive: true, force: true });
+const perRequest = (samples) => Math.round((samples / RATE / measured) * 1e7) / 10;
+const where = {};
+let total = 0;
+for (const line of report.split('\n')) {
+  const match = /^\s*(\d+)\s+(.+?)\s*$/.exec(line);
+  if (!match) continue;
+  const samples = Number(match[1]);
+  const dso = match[2].startsWith('[JIT]') ? 'JIT' : match[2].replace(/^\[|\]$/g, '');
+  where[dso] = (where[dso] ?? 0) + samples;
+  total += samples;
+}
+const split = Object.fromEntries(Object.entries(where).sort((a, b) => b[1] - a[1]).map(([dso, samples]) => [dso, perRequest(samples)]));
+process.stdout.write(`${JSON.stringify({ framework, config, scenario, measured, connections, cpuUsPerRequest: perRequest(total), split })}\n`);
