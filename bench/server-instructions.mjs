@@ -12,14 +12,12 @@
 // 64 keys completed before the warm-up, as `npm run bench` does. Only the configs that need no server
 // (`bare`, `memory`, `memory-otel`, `sqlite`) are meant here. Prints one JSON line: instructions per
 // request, also without V8's optimising compilers and without its garbage collector.
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
-import { createInterface } from 'node:readline';
-import { Pool } from 'undici';
 import { instructionsPerRequest } from './callgrind.mjs';
+import { benchServerScript, requestSender, startBenchServer } from './server-requests.mjs';
 
 const [framework = 'fastify', config = 'memory', scenario = 'new', measuredArg = '4000', warmArg = '6000', connArg = '16'] =
   process.argv.slice(2);
@@ -30,52 +28,21 @@ if (!['fastify', 'express'].includes(framework) || !['no-key', 'new', 'replay'].
   process.stderr.write('usage: node bench/server-instructions.mjs <fastify|express> <config> <no-key|new|replay> [measured] [warm] [connections]\n');
   process.exit(2);
 }
-const serverScript = join(import.meta.dirname, '..', '.bench-build', 'bench', 'server.js');
-if (!existsSync(serverScript)) {
-  process.stderr.write(`${serverScript} is missing: build it with npx tsc -p tsconfig.bench.json\n`);
-  process.exit(2);
-}
-
+const serverScript = benchServerScript();
 const out = join(tmpdir(), `retrysafe-server-instructions-${process.pid}.callgrind`);
-const child = spawn(
+const { child, exited, port } = await startBenchServer(
   'valgrind',
   ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, process.execPath, '--single-threaded', serverScript, framework, config],
-  { stdio: ['ignore', 'pipe', 'ignore'] },
+  `${framework}/${config}`,
 );
-const exited = new Promise((done) => child.once('exit', done));
-let port;
-for await (const line of createInterface({ input: child.stdout })) {
-  port = JSON.parse(line).port;
-  break;
-}
-if (port === undefined) throw new Error(`the ${framework}/${config} server exited before listening`);
-
-const body = JSON.stringify({ amount: 1250, currency: 'EUR', customer: 'cus_42' });
-const pool = new Pool(`http://127.0.0.1:${port}`, { connections, pipelining: 1 });
-let sent = 0;
-const keyFor = (n) => (scenario === 'new' ? `new-${n}` : scenario === 'replay' ? `replay-${n % 64}` : undefined);
-
-/** Sends `count` requests, `connections` at a time; request numbers go on from the previous call's. */
-async function send(count) {
-  const last = sent + count;
-  const worker = async () => {
-    while (sent < last) {
-      const key = keyFor(sent++);
-      const headers = { 'content-type': 'application/json', ...(key !== undefined && { 'idempotency-key': key }) };
-      const res = await pool.request({ method: 'POST', path: '/payments', headers, body });
-      await res.body.dump();
-      if (res.statusCode >= 300) throw new Error(`unexpected status ${res.statusCode}`);
-    }
-  };
-  await Promise.all(Array.from({ length: connections }, worker));
-}
+const { send, close } = requestSender(port, scenario, connections);
 
 if (scenario === 'replay') await send(64);
 await send(warm);
 execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
 await send(measured);
 execFileSync('callgrind_control', ['-i', 'off', String(child.pid)], { stdio: 'ignore' });
-await pool.close();
+await close();
 child.kill('SIGTERM');
 await exited;
 

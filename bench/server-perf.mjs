@@ -12,51 +12,23 @@
 // (`bare`, `memory`, `sqlite`) are meant here. Needs `perf` (Debian's linux-perf) with access to this
 // process's children. Prints one JSON line.
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
-import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Pool } from 'undici';
+import { benchServerScript, requestSender, startBenchServer } from './server-requests.mjs';
 
 const [framework = 'fastify', config = 'memory', scenario = 'new', measuredArg = '40000', warmArg = '10000', connArg = '16'] =
   process.argv.slice(2);
 const RATE = 4999;
 const connections = Number(connArg);
-const serverScript = join(import.meta.dirname, '..', '.bench-build', 'bench', 'server.js');
-if (!existsSync(serverScript)) {
-  process.stderr.write(`${serverScript} is missing: build it with npx tsc -p tsconfig.bench.json\n`);
-  process.exit(2);
-}
-const server = spawn(process.execPath, ['--perf-basic-prof-only-functions', serverScript, framework, config], { stdio: ['ignore', 'pipe', 'ignore'] });
-const exited = new Promise((done) => server.once('exit', done));
-let port;
-for await (const line of createInterface({ input: server.stdout })) {
-  port = JSON.parse(line).port;
-  break;
-}
-if (port === undefined) throw new Error(`the ${framework}/${config} server exited before listening`);
-
-const body = JSON.stringify({ amount: 1250, currency: 'EUR', customer: 'cus_42' });
-const pool = new Pool(`http://127.0.0.1:${port}`, { connections });
-let sent = 0;
-const keyFor = (n) => (scenario === 'new' ? `new-${n}` : scenario === 'replay' ? `replay-${n % 64}` : undefined);
-/** Sends `count` requests, `connections` at a time; request numbers go on from the previous call's. */
-async function send(count) {
-  const last = sent + count;
-  await Promise.all(
-    Array.from({ length: connections }, async () => {
-      while (sent < last) {
-        const key = keyFor(sent++);
-        const headers = { 'content-type': 'application/json', ...(key !== undefined && { 'idempotency-key': key }) };
-        const res = await pool.request({ method: 'POST', path: '/payments', headers, body });
-        await res.body.dump();
-        if (res.statusCode >= 300) throw new Error(`unexpected status ${res.statusCode}`);
-      }
-    }),
-  );
-}
+const { child: server, exited, port } = await startBenchServer(
+  process.execPath,
+  ['--perf-basic-prof-only-functions', benchServerScript(), framework, config],
+  `${framework}/${config}`,
+);
+const { send, close } = requestSender(port, scenario, connections);
 
 if (scenario === 'replay') await send(64);
 await send(Number(warmArg));
@@ -68,7 +40,7 @@ const measured = Number(measuredArg);
 await send(measured);
 perf.kill('SIGINT');
 await new Promise((done) => perf.once('exit', done));
-await pool.close();
+await close();
 server.kill('SIGTERM');
 await exited;
 
