@@ -79,6 +79,13 @@ export interface Claim {
 }
 
 /**
+ * An {@link IdempotencyRecord} while a store decodes it: the same fields, not yet read-only, so optional
+ * ones (`recoveryPoint`, `completedAt`, `response`) are assigned to the one object rather than spread into
+ * a new one (V8's slow object-cloning path).
+ */
+export type RecordDraft = { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] };
+
+/**
  * The claim a store hands the winner of a claim on `input`'s record, or the owner claiming again with its
  * own lease token. `recoveryPoint` (the one the record holds on a takeover; `undefined` or a column's
  * `null` when it holds none) is set only when present. Built as a plain literal, spread only for a

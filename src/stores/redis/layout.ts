@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { IdempotencyRecord } from '../../core/record.js';
+import type { IdempotencyRecord, RecordDraft } from '../../core/record.js';
 
 /**
  * The record's head, field by field, each with its code in Redis's built-in Lua `struct` library
@@ -113,11 +113,8 @@ function malformed(detail: string): Error {
   return new Error(`retrysafe: the Redis record value is malformed: ${detail}`);
 }
 
-/** A record as it is being decoded: its head, then its response fields when completed. */
-type Decoded = { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] };
-
 /** Reads the head from `reader` (check `reader.short` after: the value may end first). */
-function readHead(reader: Reader): { head: Decoded; completed: boolean; completedAt: number } {
+function readHead(reader: Reader): { head: RecordDraft; completedAt: number } {
   const state = reader.byte();
   if (!reader.short && state !== IN_PROGRESS && state !== COMPLETED) throw malformed(`unknown state byte ${state}`);
   const leaseExpiresAt = reader.double();
@@ -128,7 +125,7 @@ function readHead(reader: Reader): { head: Decoded; completed: boolean; complete
   const leaseToken = reader.text();
   const hasPoint = reader.byte();
   const point = reader.text();
-  const head: Decoded = {
+  const head: RecordDraft = {
     scope: reader.text(),
     key: reader.text(),
     fingerprint,
@@ -139,7 +136,7 @@ function readHead(reader: Reader): { head: Decoded; completed: boolean; complete
     expiresAt,
   };
   if (hasPoint === 1) head.recoveryPoint = point;
-  return { head, completed: state === COMPLETED, completedAt };
+  return { head, completedAt };
 }
 
 /**
@@ -151,9 +148,9 @@ function readHead(reader: Reader): { head: Decoded; completed: boolean; complete
 export function decodeRecord(value: Buffer): IdempotencyRecord {
   if (value.length < FIXED_BYTES) throw malformed(`${value.length} bytes`);
   const reader = new Reader(value);
-  const { head, completed, completedAt } = readHead(reader);
+  const { head, completedAt } = readHead(reader);
   if (reader.short) throw malformed('it ends inside the head');
-  if (!completed) {
+  if (head.state !== 'completed') {
     if (!reader.done) throw malformed('bytes after the head of a record in progress');
     return head;
   }

@@ -5,7 +5,6 @@
  * @module
  */
 import { nowLua } from './now.lua.js';
-import { HEAD_FIELDS } from '../layout.js';
 import { packHeadLua, READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
 
 /**
@@ -27,7 +26,7 @@ import { packHeadLua, READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
 export const CHECKPOINT_LUA = `
 ${READ_RECORD_LUA}
 if not v then return 0 end
-${unpackHeadLua(HEAD_FIELDS.length)}
+${unpackHeadLua('key')}
 if state ~= 1 or token ~= ARGV[1] then return 0 end
 ${nowLua(3)}
 local lease_end = now + tonumber(ARGV[4])

@@ -51,7 +51,7 @@ ${READ_RECORD_LUA}
 -- A takeover keeps the record's creation time and recovery point; a new or replaced record starts now.
 local takeover, point, made = 0, nil, now
 if v then
-  ${unpackHeadLua(9)}
+  ${unpackHeadLua('rp')}
   if expires > now then
     if state == 1 and token == ARGV[3] and fp == ARGV[2] then
       -- The caller's own claim again (its reply lost, or resent by the client): it holds the lease,

@@ -4,7 +4,6 @@
  * @module
  */
 import { nowLua } from './now.lua.js';
-import { HEAD_FIELDS } from '../layout.js';
 import { packHeadLua, packTailLua, READ_RECORD_LUA, UNPACK_TAIL_LUA, unpackHeadLua } from './record.lua.js';
 
 /**
@@ -31,7 +30,7 @@ import { packHeadLua, packTailLua, READ_RECORD_LUA, UNPACK_TAIL_LUA, unpackHeadL
 export const COMPLETE_LUA = `
 ${READ_RECORD_LUA}
 if not v then return 0 end
-${unpackHeadLua(HEAD_FIELDS.length)}
+${unpackHeadLua('key')}
 if token ~= ARGV[1] then return 0 end
 if state == 2 then
   ${UNPACK_TAIL_LUA}

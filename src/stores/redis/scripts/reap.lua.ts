@@ -20,7 +20,7 @@ export const REAP_LUA = `
 ${nowLua(1)}
 ${READ_RECORD_LUA}
 if not v then return 0 end
-${unpackHeadLua(4)}
+${unpackHeadLua('expires')}
 if expires > now then return 0 end
 if state == 1 and lease > now then return 0 end
 redis.call('DEL', KEYS[1])

@@ -33,13 +33,14 @@ export function packTailLua(status: string, headers: string, body: string): stri
 }
 
 /**
- * Lua that reads the first `count` fields of the head of the record value `v` into locals named as in
- * `HEAD_FIELDS` (`rp` is `nil` when no recovery point is set), then `at`, where the next field starts.
- * Only what a script needs is read: `struct.unpack` creates a Lua string for every text it reads.
+ * Lua that reads the head of the record value `v`, from its first field through `last`, into locals named
+ * as in `HEAD_FIELDS` (`rp` is `nil` when no recovery point is set), then `at`, where the next field
+ * starts. Only what a script needs is read: `struct.unpack` creates a Lua string for every text it reads.
  */
-export function unpackHeadLua(count: number): string {
+export function unpackHeadLua(last: HeadField): string {
+  const count = HEAD_FIELDS.findIndex(([name]) => name === last) + 1;
   const names = HEAD_FIELDS.slice(0, count).map(([name]) => name);
-  const unset = count >= 9 ? ' if has_rp == 0 then rp = nil end' : '';
+  const unset = names.includes('rp') ? ' if has_rp == 0 then rp = nil end' : '';
   return `local ${names.join(', ')}, at = struct.unpack('${headFormat(count)}', v)${unset}`;
 }
 

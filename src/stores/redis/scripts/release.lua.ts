@@ -17,7 +17,7 @@ import { READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
 export const RELEASE_LUA = `
 ${READ_RECORD_LUA}
 if not v then return 0 end
-${unpackHeadLua(7)}
+${unpackHeadLua('token')}
 if state ~= 1 or token ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[1], 'released')
