@@ -4,7 +4,9 @@
  *
  * Hooks: `preParsing` keeps the raw body bytes for the fingerprint (only on requests that carry a key,
  * on methods the plugin acts on; a body over `maxBodyBytes` is answered there with a 413 problem, before
- * any claim, and the request goes no further); `preHandler` claims the key and either answers (replay, problem) or
+ * any claim, and the request goes no further). On a Node `IncomingMessage` that no earlier hook replaced,
+ * the bytes are peeked and pushed back onto it, so Fastify's parser reads the request itself; any other
+ * payload stream is read to its end and handed on as a new stream over the same bytes; `preHandler` claims the key and either answers (replay, problem) or
  * lets the handler run; `onError` marks a handler that threw; `onSend` captures the serialized response,
  * holds it until the receiver has saved it (in transactional mode: until COMMIT), then lets it go. A
  * streamed payload is buffered to be saved, so it is sent once it has ended.
@@ -15,13 +17,13 @@
  *
  * @module
  */
-import type { OutgoingHttpHeader } from 'node:http';
+import { IncomingMessage, type OutgoingHttpHeader } from 'node:http';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { fastifyPlugin } from 'fastify-plugin';
 import type { Receiver } from '../core/receiver.js';
 import { checkHealth, type HealthCheck, type HealthReport } from '../observability/health.js';
-import { BodyTooLargeError, canonicalBody, readBody } from './body.js';
+import { BodyTooLargeError, canonicalBody, peekBody, readBody } from './body.js';
 import {
   contextOf,
   createHttpExchange,
@@ -189,12 +191,17 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
       done(null, payload);
       return;
     }
-    readBody(payload, exchange.maxBodyBytes, request.headers['content-length']).then(
+    // The request itself, untouched so far: peeked, so Fastify reads it as it would without the plugin (a
+    // new stream per request costs more than the peek). `app.inject()` and HTTP/2 requests are not one.
+    const peeked = payload === request.raw && payload instanceof IncomingMessage;
+    const contentLength = request.headers['content-length'];
+    const read = peeked ? peekBody(payload, exchange.maxBodyBytes, contentLength) : readBody(payload, exchange.maxBodyBytes, contentLength);
+    read.then(
       (bytes) => {
         const call = new Call(request);
         call.rawBody = asBuffer(bytes);
         (request as unknown as Carrier)[slot] = call;
-        done(null, replayable(call.rawBody));
+        done(null, peeked ? payload : replayable(call.rawBody));
       },
       (error: unknown) => {
         if (!(error instanceof BodyTooLargeError)) {

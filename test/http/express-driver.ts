@@ -45,6 +45,11 @@ export function expressDriver(name: string, factory: ExpressFactory): Driver {
 export async function supertestClient(app: Express): Promise<TestClient> {
   const server: Server = createServer(app).listen(0, '127.0.0.1');
   await once(server, 'listening');
+  return serverClient(server, () => new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve()))));
+}
+
+/** A supertest client over `server`, already listening, reading raw body bytes; `close` shuts the server down. */
+export function serverClient(server: Server, close: () => Promise<void>): TestClient {
   return {
     async request(req: TestRequest): Promise<TestResponse> {
       const agent = request(server) as unknown as Record<string, (path: string) => request.Test>;
@@ -69,6 +74,6 @@ export async function supertestClient(app: Express): Promise<TestClient> {
         body: Buffer.isBuffer(res.body) ? res.body : Buffer.alloc(0),
       };
     },
-    close: () => new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve()))),
+    close,
   };
 }

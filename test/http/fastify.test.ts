@@ -1,14 +1,19 @@
-import { Readable } from 'node:stream';
+import { once } from 'node:events';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable, Transform } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createReceiver } from '../../src/receiver.js';
 import { idempotency, type FastifyIdempotencyOptions } from '../../src/http/fastify.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
-import { fastifyDriver, injectClient } from './fastify-driver.js';
+import { fastifyDriver, fastifySocketDriver, injectClient } from './fastify-driver.js';
 import { BINARY, httpScenarios, transactionalScenarios } from './scenarios.js';
 import type { TestClient, TestRequest } from '../support/http.js';
 
 httpScenarios(fastifyDriver);
+httpScenarios(fastifySocketDriver);
 transactionalScenarios(fastifyDriver);
 
 describe('fastify plugin', () => {
@@ -97,6 +102,71 @@ describe('fastify plugin', () => {
     expect(seen).toEqual([{ b: [1, 2], a: 'x' }]);
     // Raw bytes are fingerprinted: another key order is another request.
     expect((await client.request({ ...post('/echo', 'e'), body: '{"a":"x","b":[1,2]}' })).status).toBe(422);
+  });
+
+  describe('over a socket', () => {
+    let server: FastifyInstance | undefined;
+    afterEach(async () => {
+      await server?.close();
+      server = undefined;
+    });
+
+    /** POSTs `chunks` to `path` on `app` (listening) as separate writes `pauseMs` apart, chunked; resolves status, replay header and body. */
+    async function upload(app: FastifyInstance, path: string, key: string, chunks: readonly string[], pauseMs: number) {
+      const { port } = app.server.address() as AddressInfo;
+      const req = httpRequest({ host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': key } });
+      const responded = once(req, 'response') as Promise<[IncomingMessage]>;
+      for (const chunk of chunks) {
+        req.write(chunk);
+        await sleep(pauseMs);
+      }
+      req.end();
+      const [res] = await responded;
+      const parts: Buffer[] = [];
+      for await (const part of res) parts.push(part as Buffer);
+      return { status: res.statusCode, replayed: res.headers['idempotent-replayed'], body: Buffer.concat(parts).toString('utf8') };
+    }
+
+    it('fingerprints a body that arrives in several packets and hands it whole to the parser', async () => {
+      const seen: unknown[] = [];
+      server = Fastify({ logger: false });
+      await server.register(idempotency, { receiver: createReceiver({ store: createMemoryStore() }) });
+      server.post('/echo', (request) => {
+        seen.push(request.body);
+        return { n: seen.length };
+      });
+      await server.listen({ port: 0, host: '127.0.0.1' });
+      const parts = ['{"amount":', '1250,"currency"', ':"EUR"}'];
+      const first = await upload(server, '/echo', 'slow', parts, 20);
+      const retry = await upload(server, '/echo', 'slow', parts, 20);
+      const other = await upload(server, '/echo', 'slow', ['{"amount":', '1251,"currency"', ':"EUR"}'], 20);
+      expect([first.status, first.body]).toEqual([200, '{"n":1}']);
+      expect([retry.status, retry.replayed, retry.body]).toEqual([200, 'true', '{"n":1}']);
+      expect(other.status).toBe(422);
+      expect(seen).toEqual([{ amount: 1250, currency: 'EUR' }]);
+    });
+
+    it('fingerprints the stream an earlier preParsing hook hands on, and the parser gets it whole', async () => {
+      const seen: unknown[] = [];
+      server = Fastify({ logger: false });
+      // Registered first: the plugin reads the stream this hook returns, not the request.
+      server.addHook('preParsing', (_request, _reply, payload, done) => {
+        const upper = new Transform({ transform: (chunk: Buffer, _encoding, next) => next(null, Buffer.from(chunk.toString('utf8').toUpperCase())) });
+        done(null, payload.pipe(upper));
+      });
+      await server.register(idempotency, { receiver: createReceiver({ store: createMemoryStore() }) });
+      server.post('/echo', (request) => {
+        seen.push(request.body);
+        return { n: seen.length };
+      });
+      await server.listen({ port: 0, host: '127.0.0.1' });
+      const first = await upload(server, '/echo', 'hooked', ['{"a":', '"x"}'], 10);
+      // Another body before the hook, the same after it: the same request to the plugin.
+      const retry = await upload(server, '/echo', 'hooked', ['{"A":"X"}'], 0);
+      expect([first.status, first.body]).toEqual([200, '{"n":1}']);
+      expect([retry.status, retry.replayed, retry.body]).toEqual([200, 'true', '{"n":1}']);
+      expect(seen).toEqual([{ A: 'X' }]);
+    });
   });
 
   it('refuses bad options at registration with a TypeError naming the option', async () => {
