@@ -122,7 +122,8 @@ function readNodeStream(stream: NodeStream, limit: number): Promise<Uint8Array> 
 
 /**
  * Reads a Node request's body of at most `limit` bytes without consuming it: the bytes are collected in
- * paused mode until the message is complete, then pushed back onto the stream (`readable.unshift`) before
+ * paused mode until the message is complete (or, given its Content-Length, until that many are buffered),
+ * then pushed back onto the stream (`readable.unshift`) before
  * its `end` event, so whoever reads the request next — `express.json()`, `express.urlencoded()`, any body
  * parser mounted after the middleware — gets the same bytes, under its own options. Nothing is read when
  * the stream has ended already (a parser consumed it): that reads as empty.
@@ -136,7 +137,8 @@ export async function peekBody(req: NodeRequest, limit: number, contentLength?: 
   if (contentLength !== undefined && Number(contentLength) > limit) throw new BodyTooLargeError(limit);
   if (contentLength !== undefined && Number(contentLength) === 0) return new Uint8Array(0);
   // The `request` event is emitted while Node's HTTP parser is still in the packet that carried the
-  // headers; one turn later, a body that came in that packet is buffered and the message marked complete.
+  // headers; one turn later, a body that came in that packet is buffered (the message may not be marked
+  // complete yet).
   await Promise.resolve();
   if (req.readableEnded) return new Uint8Array(0);
   if (req.destroyed) throw prematureClose();
@@ -144,24 +146,22 @@ export async function peekBody(req: NodeRequest, limit: number, contentLength?: 
   // which a later parser finds a drained stream (body-parser 1 fails it with a 500).
   if (req.complete && req.readableLength === 0) return new Uint8Array(0);
   const parts: Uint8Array[] = [];
+  // All received and buffered (the usual small body): taken at once, without listeners or waiting for a
+  // `readable` event. A buffer as long as the Content-Length is the whole body (counted in characters when
+  // the stream decodes text, never more than its bytes), though `complete` may not be set yet.
+  if (req.complete || (contentLength !== undefined && req.readableLength === Number(contentLength))) {
+    return handBack(req, parts, readBuffered(req, parts, 0, limit), limit);
+  }
   let length = 0;
   return settleOn(
     req,
     'readable',
     (settle) => () => {
-      // Only what is buffered: a read of an empty, ended buffer would emit `end`, after which nothing can be
-      // pushed back.
-      while (req.readableLength > 0) {
-        const chunk = req.read(req.readableLength);
-        if (chunk === null) break;
-        const part = typeof chunk === 'string' ? encoder.encode(chunk) : chunk;
-        length += part.byteLength;
-        if (length > limit) {
-          settle.fail(new BodyTooLargeError(limit));
-          req.resume();
-          return;
-        }
-        parts.push(part);
+      length = readBuffered(req, parts, length, limit);
+      if (length < 0) {
+        settle.fail(new BodyTooLargeError(limit));
+        req.resume();
+        return;
       }
       if (!req.complete) return;
       const body = concat(parts, length);
@@ -171,6 +171,36 @@ export async function peekBody(req: NodeRequest, limit: number, contentLength?: 
     // Not an `IncomingMessage` after all (`complete` never set): the body is read, but cannot be handed on.
     () => concat(parts, length),
   );
+}
+
+/**
+ * Reads what `req` holds buffered onto `parts`, `length` bytes long so far; returns their new length, or -1
+ * once it passes `limit`. Only what is buffered: a read of an empty, ended buffer would emit `end`, after
+ * which nothing can be pushed back.
+ */
+function readBuffered(req: NodeRequest, parts: Uint8Array[], length: number, limit: number): number {
+  while (req.readableLength > 0) {
+    const chunk = req.read(req.readableLength);
+    if (chunk === null) break;
+    const part = typeof chunk === 'string' ? encoder.encode(chunk) : chunk;
+    length += part.byteLength;
+    if (length > limit) return -1;
+    parts.push(part);
+  }
+  return length;
+}
+
+/**
+ * The body of a request received whole, whose bytes {@link readBuffered} took (`length`, or -1 past
+ * `limit`): pushed back onto `req` before its `end` event, and returned.
+ *
+ * @throws {@link BodyTooLargeError} past the limit (nothing is left to drain: the body is all in)
+ */
+function handBack(req: NodeRequest, parts: readonly Uint8Array[], length: number, limit: number): Uint8Array {
+  if (length < 0) throw new BodyTooLargeError(limit);
+  const body = concat(parts, length);
+  if (body.byteLength > 0) req.unshift(body);
+  return body;
 }
 
 /** Ends a {@link settleOn}: removes its listeners, then resolves or rejects. */

@@ -355,7 +355,7 @@ async function fingerprintBody(req: PlatformRequest, limit: number): Promise<Uin
   if (req.rawBody instanceof Uint8Array) {
     body = req.rawBody;
   } else if (!node.readableEnded && hasBody(node)) {
-    const bytes = await peekBody(node, limit);
+    const bytes = await peekBody(node, limit, contentLength);
     const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     req.rawBody = raw;
     req.body = (req.headers['content-type'] ?? '').toLowerCase().startsWith('text/') ? raw.toString('utf8') : raw;

@@ -26,8 +26,18 @@ describe.each<[string, ExpressFactory]>([
 
   /** An app with the middleware, then `parsers`, then a handler answering what it saw. */
   function app(...parsers: ReturnType<typeof express.json>[]): Express {
+    return appWith({}, ...parsers);
+  }
+
+  /**
+   * {@link app}, with the middleware's `maxBodyBytes` given, and `delayMs` of waiting before it (so the
+   * whole request has arrived when it reads the body).
+   */
+  function appWith(options: { maxBodyBytes?: number; delayMs?: number }, ...parsers: ReturnType<typeof express.json>[]): Express {
     const app = factory();
-    app.use(idempotency({ receiver: createReceiver({ store: createMemoryStore() }) }));
+    const delayMs = options.delayMs;
+    if (delayMs !== undefined) app.use((_req: Request, _res: Response, next: NextFunction) => void setTimeout(next, delayMs));
+    app.use(idempotency({ receiver: createReceiver({ store: createMemoryStore() }), ...(options.maxBodyBytes !== undefined && { maxBodyBytes: options.maxBodyBytes }) }));
     for (const parser of parsers) app.use(parser);
     app.post('/x', (req: Request, res: Response) => {
       res.status(201).json({ body: req.body as unknown, raw: req.rawBody?.toString('utf8') ?? null });
@@ -48,18 +58,17 @@ describe.each<[string, ExpressFactory]>([
    * POSTs `parts` chunked (Transfer-Encoding: chunked), each part written once the server has had the
    * previous one for a while, so the middleware meets a body that is still arriving.
    */
-  async function postChunked(parsers: ReturnType<typeof express.json>[], key: string, parts: readonly string[]): Promise<{ status: number; body: string }> {
-    const server = createServer(app(...parsers)).listen(0, '127.0.0.1');
+  function postChunked(parsers: ReturnType<typeof express.json>[], key: string, parts: readonly string[]): Promise<{ status: number; body: string }> {
+    return postParts(app(...parsers), { 'idempotency-key': key, 'content-type': 'text/plain', 'transfer-encoding': 'chunked' }, parts);
+  }
+
+  /** POSTs `parts` to `/x` of `served` with `headers`, each part written 20 ms after the one before. */
+  async function postParts(served: Express, headers: Record<string, string>, parts: readonly string[]): Promise<{ status: number; body: string }> {
+    const server = createServer(served).listen(0, '127.0.0.1');
     await once(server, 'listening');
     try {
       const { port } = server.address() as AddressInfo;
-      const req = request({
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/x',
-        headers: { 'idempotency-key': key, 'content-type': 'text/plain', 'transfer-encoding': 'chunked' },
-      });
+      const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/x', headers });
       const answered = once(req, 'response') as Promise<[IncomingMessage]>;
       req.flushHeaders();
       for (const part of parts) {
@@ -120,6 +129,31 @@ describe.each<[string, ExpressFactory]>([
     const res = await postChunked([factory.text()], 'k5', ['first ', 'second ', 'third']);
     expect(res.status).toBe(201);
     expect(JSON.parse(res.body)).toEqual({ body: 'first second third', raw: 'first second third' });
+  });
+
+  it('hands on a body with a Content-Length that is still arriving when the middleware reads it', async () => {
+    const res = await postParts(app(factory.text()), { 'idempotency-key': 'k7', 'content-type': 'text/plain', 'content-length': '18' }, [
+      'first ',
+      'second ',
+      'third',
+    ]);
+    expect(res.status).toBe(201);
+    expect(JSON.parse(res.body)).toEqual({ body: 'first second third', raw: 'first second third' });
+  });
+
+  it('hands on a body received whole before the middleware reads it, with or without a Content-Length', async () => {
+    const served = appWith({ delayMs: 150 }, factory.text());
+    const chunked = await postParts(served, { 'idempotency-key': 'k8', 'content-type': 'text/plain', 'transfer-encoding': 'chunked' }, ['one ', 'two']);
+    const sized = await postParts(served, { 'idempotency-key': 'k9', 'content-type': 'text/plain', 'content-length': '7' }, ['one ', 'two']);
+    expect([chunked.status, JSON.parse(chunked.body)]).toEqual([201, { body: 'one two', raw: 'one two' }]);
+    expect([sized.status, JSON.parse(sized.body)]).toEqual([201, { body: 'one two', raw: 'one two' }]);
+  });
+
+  it('answers 413 to a chunked body over maxBodyBytes received whole before the middleware reads it', async () => {
+    const served = appWith({ delayMs: 150, maxBodyBytes: 8 }, factory.text());
+    const res = await postParts(served, { 'idempotency-key': 'k10', 'content-type': 'text/plain', 'transfer-encoding': 'chunked' }, ['12345', '67890']);
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body)).toMatchObject({ type: expect.stringContaining('idempotency-request-too-large') as unknown, status: 413 });
   });
 
   it('hands on an empty chunked body without failing the parser', async () => {
