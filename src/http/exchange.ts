@@ -115,10 +115,28 @@ export interface IdempotencyContext<Tx> {
 }
 
 /**
- * The receiver each context was made under, so {@link contextOf} can hand a context back typed with that
- * receiver's transaction handle only when it really came from that receiver.
+ * A context as the exchange makes it. The receiver it was made under is kept in a private field, so
+ * {@link contextOf} can hand a context back typed with that receiver's transaction handle only when it
+ * really came from that receiver (a field, not a weak map entry per request).
  */
-const issuers = new WeakMap<object, object>();
+class IssuedContext<Tx> implements IdempotencyContext<Tx> {
+  readonly #issuer: object;
+
+  constructor(
+    readonly key: string,
+    readonly scope: string,
+    readonly claim: Claim,
+    readonly tx: Tx,
+    issuer: object,
+  ) {
+    this.#issuer = issuer;
+  }
+
+  /** Whether `context` was made by an exchange under `receiver`. */
+  static issuedBy(context: object, receiver: object): boolean {
+    return #issuer in context && context.#issuer === receiver;
+  }
+}
 
 /**
  * The request's idempotency context, typed with `receiver`'s transaction handle: what the adapters'
@@ -133,7 +151,7 @@ const issuers = new WeakMap<object, object>();
  */
 export function contextOf<Tx>(context: IdempotencyContext<unknown> | undefined, receiver: Receiver<Tx>): IdempotencyContext<Tx> | undefined {
   if (context === undefined) return undefined;
-  if (issuers.get(context) !== receiver) {
+  if (!IssuedContext.issuedBy(context, receiver)) {
     throw new TypeError("retrysafe: this request's idempotency context was made under another receiver than the one passed to idempotencyOf");
   }
   return context as IdempotencyContext<Tx>;
@@ -381,8 +399,7 @@ class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
     let captured: CapturedResponse | undefined;
     try {
       const execution = await this.options.receiver.execute(id, async ({ claim, tx }) => {
-        const context: IdempotencyContext<Tx> = { key, scope, claim, tx };
-        issuers.set(context, this.options.receiver);
+        const context = new IssuedContext(key, scope, claim, tx, this.options.receiver);
         captured = await run(context);
         if (captured.failed === true) throw new HandlerFailed(captured);
         return this.toStored(captured);
