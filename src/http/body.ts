@@ -1,10 +1,10 @@
 /**
  * Reading a request body for the fingerprint, shared by the HTTP adapters:
  * - {@link canonicalBody}: the body a parser mounted before the middleware already read;
- * - {@link readBody}: a body stream read to its end (Fastify, Hono);
- * - {@link peekBody}: a Node request (Express, NestJS) read without consuming it: its bytes are pushed
- *   back onto the stream with `readable.unshift` (Node's stream API for handing on data a reader pulled
- *   out), so a body parser mounted after the middleware reads the request as if nothing had.
+ * - {@link readBody}: a body stream read to its end (Hono; Fastify when the payload is not the request);
+ * - {@link peekBody}: a Node request (Express, NestJS, Fastify) read without consuming it: its bytes are
+ *   pushed back onto the stream with `readable.unshift` (Node's stream API for handing on data a reader
+ *   pulled out), so a body parser mounted after the middleware reads the request as if nothing had.
  *
  * Each refuses a body over its limit with {@link BodyTooLargeError} (413) before anything is claimed.
  * No module of Node's is imported here: Hono runs elsewhere too.
@@ -123,10 +123,10 @@ function readNodeStream(stream: NodeStream, limit: number): Promise<Uint8Array> 
 /**
  * Reads a Node request's body of at most `limit` bytes without consuming it: the bytes are collected in
  * paused mode until the message is complete (or, given its Content-Length, until that many are buffered),
- * then pushed back onto the stream (`readable.unshift`) before
- * its `end` event, so whoever reads the request next — `express.json()`, `express.urlencoded()`, any body
- * parser mounted after the middleware — gets the same bytes, under its own options. Nothing is read when
- * the stream has ended already (a parser consumed it): that reads as empty.
+ * then pushed back onto the stream (`readable.unshift`) before its `end` event, so whoever reads the
+ * request next — `express.json()`, `express.urlencoded()`, any body parser mounted after the middleware,
+ * Fastify's own parser — gets the same bytes, under its own options. Nothing is read when the stream has
+ * ended already (a parser consumed it): that reads as empty.
  *
  * @param contentLength - the Content-Length header, if any
  * @throws {@link BodyTooLargeError} (as a rejection) when the body is longer than `limit` bytes; the rest

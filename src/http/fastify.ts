@@ -2,14 +2,17 @@
  * Idempotency-Key plugin for Fastify 5, built with `fastify-plugin` so its hooks apply to every route of
  * the instance it is registered on. Behaviour: see {@link HttpExchange.handle}.
  *
- * Hooks: `preParsing` keeps the raw body bytes for the fingerprint (only on requests that carry a key,
- * on methods the plugin acts on; a body over `maxBodyBytes` is answered there with a 413 problem, before
- * any claim, and the request goes no further). On a Node `IncomingMessage` that no earlier hook replaced,
- * the bytes are peeked and pushed back onto it, so Fastify's parser reads the request itself; any other
- * payload stream is read to its end and handed on as a new stream over the same bytes; `preHandler` claims the key and either answers (replay, problem) or
- * lets the handler run; `onError` marks a handler that threw; `onSend` captures the serialized response,
- * holds it until the receiver has saved it (in transactional mode: until COMMIT), then lets it go. A
- * streamed payload is buffered to be saved, so it is sent once it has ended.
+ * Hooks:
+ * - `preParsing` keeps the raw body bytes for the fingerprint (only on requests that carry a key, on
+ *   methods the plugin acts on; a body over `maxBodyBytes` is answered there with a 413 problem, before any
+ *   claim, and the request goes no further). On a Node `IncomingMessage` that no earlier hook replaced, the
+ *   bytes are peeked and pushed back onto it, so Fastify's parser reads the request itself; any other
+ *   payload stream is read to its end and handed on as a new stream over the same bytes.
+ * - `preHandler` claims the key and either answers (replay, problem) or lets the handler run.
+ * - `onError` marks a handler that threw.
+ * - `onSend` captures the serialized response, holds it until the receiver has saved it (in transactional
+ *   mode: until COMMIT), then lets it go. A streamed payload is buffered to be saved, so it is sent once it
+ *   has ended.
  *
  * Fastify's own `bodyLimit` still applies after `preParsing`, answered by Fastify's error handler: keep
  * `maxBodyBytes` at or below it (both default to 1 MiB) so an oversized request with a key always gets the

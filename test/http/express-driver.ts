@@ -4,9 +4,8 @@ import { createServer, type Server } from 'node:http';
 import type express from 'express';
 import type { Express, NextFunction, Request, Response } from 'express';
 import express4 from 'express4';
-import request from 'supertest';
 import { idempotency } from '../../src/http/express.js';
-import { headerEntries, type Driver, type TestClient, type TestRequest, type TestResponse } from '../support/http.js';
+import { headerEntries, serverClient, type Driver, type TestClient } from '../support/http.js';
 
 /** The subset of `express()` the drivers use; Express 4 and 5 share it. */
 export type ExpressFactory = typeof express;
@@ -46,34 +45,4 @@ export async function supertestClient(app: Express): Promise<TestClient> {
   const server: Server = createServer(app).listen(0, '127.0.0.1');
   await once(server, 'listening');
   return serverClient(server, () => new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve()))));
-}
-
-/** A supertest client over `server`, already listening, reading raw body bytes; `close` shuts the server down. */
-export function serverClient(server: Server, close: () => Promise<void>): TestClient {
-  return {
-    async request(req: TestRequest): Promise<TestResponse> {
-      const agent = request(server) as unknown as Record<string, (path: string) => request.Test>;
-      const method = agent[req.method.toLowerCase()];
-      if (!method) throw new Error(`no supertest method for ${req.method}`);
-      let test = method(req.path);
-      for (const [name, value] of Object.entries(req.headers ?? {})) test = test.set(name, value);
-      if (req.body !== undefined) test = test.send(typeof req.body === 'string' ? req.body : Buffer.from(req.body));
-      const res = await test.buffer(true).parse((incoming, callback) => {
-        const chunks: Buffer[] = [];
-        incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
-        incoming.on('end', () => callback(null, Buffer.concat(chunks)));
-      });
-      const headers = res.headers as Record<string, string | string[] | undefined>;
-      return {
-        status: res.status,
-        header: (name) => {
-          const value = headers[name];
-          return Array.isArray(value) ? value.join(', ') : value;
-        },
-        cookies: [headers['set-cookie'] ?? []].flat(),
-        body: Buffer.isBuffer(res.body) ? res.body : Buffer.alloc(0),
-      };
-    },
-    close,
-  };
 }

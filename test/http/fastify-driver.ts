@@ -6,8 +6,7 @@
 import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { idempotency } from '../../src/http/fastify.js';
-import { headerEntries, type Driver, type ScenarioOptions, type TestClient, type TestHandler, type TestResponse } from '../support/http.js';
-import { serverClient } from './express-driver.js';
+import { headerEntries, serverClient, type Driver, type ScenarioOptions, type TestClient, type TestHandler, type TestResponse } from '../support/http.js';
 
 export const fastifyDriver: Driver = {
   name: 'fastify',

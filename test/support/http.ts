@@ -1,7 +1,10 @@
 /**
  * What the HTTP adapter tests share: a neutral handler/request/response shape that each framework driver
- * translates, and a store wrapper that counts claims and injects faults.
+ * translates, a supertest client over a listening server, and a store wrapper that counts claims and
+ * injects faults.
  */
+import type { Server } from 'node:http';
+import request from 'supertest';
 import type { IdempotencyContext, IdempotencyOptions } from '../../src/http/exchange.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 
@@ -107,4 +110,34 @@ export function gate(): { readonly promise: Promise<void>; open(): void } {
 /** Header values of a reply as the frameworks' `setHeader`/`append` take them. */
 export function headerEntries(reply: HandlerReply): [string, string | string[]][] {
   return Object.entries(reply.headers ?? {}).map(([name, value]) => [name, typeof value === 'string' ? value : [...value]]);
+}
+
+/** A supertest client over `server`, already listening, reading raw body bytes; `close` shuts the server down. */
+export function serverClient(server: Server, close: () => Promise<void>): TestClient {
+  return {
+    async request(req: TestRequest): Promise<TestResponse> {
+      const agent = request(server) as unknown as Record<string, (path: string) => request.Test>;
+      const method = agent[req.method.toLowerCase()];
+      if (!method) throw new Error(`no supertest method for ${req.method}`);
+      let test = method(req.path);
+      for (const [name, value] of Object.entries(req.headers ?? {})) test = test.set(name, value);
+      if (req.body !== undefined) test = test.send(typeof req.body === 'string' ? req.body : Buffer.from(req.body));
+      const res = await test.buffer(true).parse((incoming, callback) => {
+        const chunks: Buffer[] = [];
+        incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
+        incoming.on('end', () => callback(null, Buffer.concat(chunks)));
+      });
+      const headers = res.headers as Record<string, string | string[] | undefined>;
+      return {
+        status: res.status,
+        header: (name) => {
+          const value = headers[name];
+          return Array.isArray(value) ? value.join(', ') : value;
+        },
+        cookies: [headers['set-cookie'] ?? []].flat(),
+        body: Buffer.isBuffer(res.body) ? res.body : Buffer.alloc(0),
+      };
+    },
+    close,
+  };
 }

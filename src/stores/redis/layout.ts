@@ -59,7 +59,7 @@ export type RecordHead = Omit<IdempotencyRecord, 'completedAt' | 'response'>;
  * and every read after it returns a placeholder (0, `''`), so a caller checks `short` once at the end.
  */
 class Reader {
-  at = 0;
+  private at = 0;
   short = false;
 
   constructor(private readonly value: Buffer) {}
