@@ -42,7 +42,14 @@ export function statement(text: string, prepared: boolean): Statement {
   return Object.freeze({ name: prepared ? `retrysafe_${createHash('sha256').update(text).digest('hex').slice(0, 24)}` : undefined, text });
 }
 
-/** Runs a {@link Statement} with its values. */
+/**
+ * Runs a {@link Statement} with its values. The query config inherits `name` and `text` from the statement
+ * and holds only `values` of its own: node-postgres copies every config it is given, own property by own
+ * property (`Object.getOwnPropertyDescriptors`), keeping its prototype, so one own property is the
+ * cheapest config to copy.
+ */
 export function run<R extends pg.QueryResultRow>(db: Queryable, prepared: Statement, values: unknown[]): Promise<pg.QueryResult<R>> {
-  return db.query<R>({ name: prepared.name, text: prepared.text, values });
+  const config = Object.create(prepared) as { values: unknown[] } & Statement;
+  config.values = values;
+  return db.query<R>(config);
 }
