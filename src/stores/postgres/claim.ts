@@ -24,10 +24,10 @@
  *
  * @module
  */
-import { claimOf, type Claim } from '../../core/record.js';
+import { claimOf, type Claim, type IdempotencyRecord } from '../../core/record.js';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
-import { encodeToken, decodeToken } from './codec.js';
-import { RECORD_COLUMNS, toRecord, type RecordRow } from './rows.js';
+import { decodeHexToken, decodeToken, encodeToken } from './codec.js';
+import { RECORD_COLUMNS, recordOf, toRecord, type RecordRow } from './rows.js';
 import { nowOf, run, statement, type Queryable, type Statement } from './statement.js';
 
 /** The row `claim()` returns: the outcome flags, then the record (`RECORD_COLUMNS`). */
@@ -117,7 +117,7 @@ export async function claimOn(db: Queryable, sql: ClaimStatements, input: ClaimI
       claim: { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt: Number(read.leaseExpiresAt), takeover: false },
     };
   }
-  if (read?.stands === true) return { acquired: false, record: toRecord(input.scope, input.key, standingRow(read.fields, read.body, read.leaseExpiresAt)) };
+  if (read?.stands === true) return { acquired: false, record: standingRecord(input.scope, input.key, read.fields, read.body, read.leaseExpiresAt) };
   const row = (await run<ClaimRow>(db, sql.claimFunction, values)).rows[0];
   if (row === undefined) throw new Error('retrysafe: the claim() function returned no row');
   return row.acquired
@@ -125,12 +125,10 @@ export async function claimOn(db: Queryable, sql: ClaimStatements, input: ClaimI
     : { acquired: false, record: toRecord(input.scope, input.key, row) };
 }
 
-/** The record row of a standing record's fields as the read-or-insert statement returns them. */
-function standingRow(fields: StandingFields, body: Buffer | null, leaseExpiresAt: string): RecordRow {
+/** The record of (scope, key) from a standing record's fields as the read-or-insert statement returns them. */
+function standingRecord(scope: string, key: string, fields: StandingFields, body: Buffer | null, leaseExpiresAt: string): IdempotencyRecord {
   const [fingerprint, leaseToken, createdAt, expiresAt, completedAt, status, headers, recoveryPoint] = fields;
-  return {
-    fingerprint: Buffer.from(fingerprint, 'hex'),
-    leaseToken: Buffer.from(leaseToken, 'hex'),
+  return recordOf(scope, key, decodeHexToken(fingerprint), decodeHexToken(leaseToken), {
     leaseExpiresAt,
     createdAt,
     expiresAt,
@@ -139,7 +137,7 @@ function standingRow(fields: StandingFields, body: Buffer | null, leaseExpiresAt
     headers,
     body,
     recoveryPoint,
-  };
+  });
 }
 
 /** The winner's claim; a takeover carries the recovery point the previous holder reached. */

@@ -52,3 +52,23 @@ export function decodeToken(bytes: Buffer): string {
       throw new Error(`retrysafe: unknown token encoding tag ${String(tag)} in the records table`);
   }
 }
+
+/**
+ * Decodes what {@link encodeToken} produced, given as hex text (SQL `encode(column, 'hex')`, as the claim
+ * returns a standing record's tokens), without turning the text into bytes and back: the tag is the first
+ * two hex digits, and a hex or UUID token is the rest of the text as it is.
+ *
+ * @throws Error when the text carries an unknown tag (the column was written by something else)
+ */
+export function decodeHexToken(hex: string): string {
+  switch (hex.slice(0, 2)) {
+    case '00':
+      return Buffer.from(hex.slice(2), 'hex').toString('utf8');
+    case '01':
+      return hex.slice(2);
+    case '02':
+      return `${hex.slice(2, 10)}-${hex.slice(10, 14)}-${hex.slice(14, 18)}-${hex.slice(18, 22)}-${hex.slice(22)}`;
+    default:
+      throw new Error(`retrysafe: unknown token encoding tag ${JSON.stringify(hex.slice(0, 2))} in the records table`);
+  }
+}

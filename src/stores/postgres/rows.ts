@@ -41,16 +41,24 @@ export interface KeyedRecordRow extends RecordRow {
   readonly key: string;
 }
 
+/** A record's columns other than its two tokens, as {@link RecordRow} holds them. */
+export type RecordFields = Omit<RecordRow, 'fingerprint' | 'leaseToken'>;
+
 /** Builds the engine's record from a row of (scope, key). */
 export function toRecord(scope: string, key: string, row: RecordRow): IdempotencyRecord {
+  return recordOf(scope, key, decodeToken(row.fingerprint), decodeToken(row.leaseToken), row);
+}
+
+/** Builds the engine's record of (scope, key) from its decoded `fingerprint` and `leaseToken` and its other columns. */
+export function recordOf(scope: string, key: string, fingerprint: string, leaseToken: string, row: RecordFields): IdempotencyRecord {
   // One object, its fields assigned in place: in V8 11 (Node.js 20), spreading a record into a new object
   // with more fields cost about 3 µs per record here.
   const record: RecordDraft = {
     scope,
     key,
-    fingerprint: decodeToken(row.fingerprint),
+    fingerprint,
     state: 'in_progress',
-    leaseToken: decodeToken(row.leaseToken),
+    leaseToken,
     leaseExpiresAt: Number(row.leaseExpiresAt),
     createdAt: Number(row.createdAt),
     expiresAt: Number(row.expiresAt),
