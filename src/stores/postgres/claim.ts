@@ -17,10 +17,11 @@
  * standing record unchanged, retrying its steps when a concurrent change slips between them. It returns
  * exactly one row: `acquired`, `takeover`, then the record's columns.
  *
- * The read-or-insert statement returns five columns, not one per field: the standing record's small
- * fields come as one JSON array. node-postgres's cost per result grows with its columns (a type parser
- * and a property per column, set up again for every result): with one column per field, a replay cost
- * the server process about 10 % more instructions (`bench/cpu-instructions.mjs . pg-replay 3000 16`).
+ * The read-or-insert statement returns two columns, not one per field: the decision and the record's
+ * small fields as one JSON array, and the body. node-postgres's cost per result grows with its columns (it
+ * parses a description of each column and sets up a type parser and a property for it, again for every
+ * result): with one column per field, a replay cost the server process about 10 % more instructions, and
+ * with five columns about 2 % more (`bench/cpu-instructions.mjs . pg-replay 3000 16`).
  *
  * @module
  */
@@ -37,25 +38,24 @@ interface ClaimRow extends RecordRow {
 }
 
 /**
- * The row of the read-or-insert statement: `acquired` with the new lease's end when it inserted; otherwise
- * the record as read, with `stands` telling whether `claim()` would return it unchanged. The record comes
- * as its lease end, its body, and its other fields in one JSON array ({@link StandingFields}).
+ * The row of the read-or-insert statement: its decision and the record's small fields in one JSON array
+ * (`head`), and the saved body. `head` is `[true, leaseExpiresAt]` when it inserted (the new lease's end);
+ * otherwise the record as read, `[false, stands, …]` ({@link StandingHead}), `stands` telling whether
+ * `claim()` would return it unchanged.
  */
-type ReadOrInsertRow =
-  | { readonly acquired: true; readonly leaseExpiresAt: string }
-  | {
-      readonly acquired: false;
-      readonly stands: boolean;
-      readonly fields: StandingFields;
-      readonly body: Buffer | null;
-      readonly leaseExpiresAt: string;
-    };
+interface ReadOrInsertRow {
+  readonly head: readonly [acquired: true, leaseExpiresAt: number] | StandingHead;
+  readonly body: Buffer | null;
+}
 
 /**
- * A standing record's fields as the read-or-insert statement's `json_build_array` lists them: the encoded
+ * A standing record's head as the read-or-insert statement's `json_build_array` lists it: the encoded
  * tokens in hex, the times in milliseconds since the epoch (JSON numbers), the headers as a JSON object.
  */
-type StandingFields = readonly [
+type StandingHead = readonly [
+  acquired: false,
+  stands: boolean,
+  leaseExpiresAt: number,
   fingerprint: string,
   leaseToken: string,
   createdAt: number,
@@ -91,15 +91,17 @@ export function claimStatements(s: string, prepared: boolean): ClaimStatements {
         WHERE NOT EXISTS (SELECT FROM standing)
         ON CONFLICT (scope, key) DO NOTHING
         RETURNING lease_expires_at)
-      SELECT true AS acquired, NULL::boolean AS stands, NULL::json AS fields, NULL::bytea AS body, lease_expires_at AS "leaseExpiresAt"
+      SELECT json_build_array(true, lease_expires_at) AS head, NULL::bytea AS body
       FROM inserted
       UNION ALL
-      SELECT false, standing."expiresAt" > clock.ms
-          AND NOT (standing."completedAt" IS NULL AND standing.fingerprint = $3::bytea
-                   AND (standing."leaseExpiresAt" <= clock.ms OR standing."leaseToken" = $4::bytea)),
-        json_build_array(encode(standing.fingerprint, 'hex'), encode(standing."leaseToken", 'hex'), standing."createdAt",
-          standing."expiresAt", standing."completedAt", standing.status, standing.headers, standing."recoveryPoint"),
-        standing.body, standing."leaseExpiresAt"
+      SELECT json_build_array(false,
+          standing."expiresAt" > clock.ms
+            AND NOT (standing."completedAt" IS NULL AND standing.fingerprint = $3::bytea
+                     AND (standing."leaseExpiresAt" <= clock.ms OR standing."leaseToken" = $4::bytea)),
+          standing."leaseExpiresAt", encode(standing.fingerprint, 'hex'), encode(standing."leaseToken", 'hex'),
+          standing."createdAt", standing."expiresAt", standing."completedAt", standing.status, standing.headers,
+          standing."recoveryPoint"),
+        standing.body
       FROM standing, clock`,
       prepared,
     ),
@@ -111,13 +113,18 @@ export function claimStatements(s: string, prepared: boolean): ClaimStatements {
 export async function claimOn(db: Queryable, sql: ClaimStatements, input: ClaimInput, now: number | null, leaseToken: string): Promise<ClaimResult> {
   const values = [input.scope, input.key, encodeToken(input.fingerprint), encodeToken(leaseToken), now, input.leaseMs, input.retentionMs];
   const read = (await run<ReadOrInsertRow>(db, sql.claim, values)).rows[0];
-  if (read?.acquired === true) {
-    return {
-      acquired: true,
-      claim: { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt: Number(read.leaseExpiresAt), takeover: false },
-    };
+  // No row (another transaction inserted the key after the statement's snapshot), or a record that does
+  // not simply stand: `claim()` decides.
+  if (read !== undefined) {
+    const { head, body } = read;
+    if (head[0]) {
+      return {
+        acquired: true,
+        claim: { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt: head[1], takeover: false },
+      };
+    }
+    if (head[1]) return { acquired: false, record: standingRecord(input.scope, input.key, head, body) };
   }
-  if (read?.stands === true) return { acquired: false, record: standingRecord(input.scope, input.key, read.fields, read.body, read.leaseExpiresAt) };
   const row = (await run<ClaimRow>(db, sql.claimFunction, values)).rows[0];
   if (row === undefined) throw new Error('retrysafe: the claim() function returned no row');
   return row.acquired
@@ -125,9 +132,9 @@ export async function claimOn(db: Queryable, sql: ClaimStatements, input: ClaimI
     : { acquired: false, record: toRecord(input.scope, input.key, row) };
 }
 
-/** The record of (scope, key) from a standing record's fields as the read-or-insert statement returns them. */
-function standingRecord(scope: string, key: string, fields: StandingFields, body: Buffer | null, leaseExpiresAt: string): IdempotencyRecord {
-  const [fingerprint, leaseToken, createdAt, expiresAt, completedAt, status, headers, recoveryPoint] = fields;
+/** The record of (scope, key) from a standing record's head and body as the read-or-insert statement returns them. */
+function standingRecord(scope: string, key: string, head: StandingHead, body: Buffer | null): IdempotencyRecord {
+  const [, , leaseExpiresAt, fingerprint, leaseToken, createdAt, expiresAt, completedAt, status, headers, recoveryPoint] = head;
   return recordOf(scope, key, decodeHexToken(fingerprint), decodeHexToken(leaseToken), {
     leaseExpiresAt,
     createdAt,
