@@ -42,7 +42,7 @@ export interface KeyedRecordRow extends RecordRow {
 }
 
 /** A record's columns other than its two tokens, as {@link RecordRow} holds them. */
-export type RecordFields = Omit<RecordRow, 'fingerprint' | 'leaseToken'>;
+type RecordFields = Omit<RecordRow, 'fingerprint' | 'leaseToken'>;
 
 /** Builds the engine's record from a row of (scope, key). */
 export function toRecord(scope: string, key: string, row: RecordRow): IdempotencyRecord {
