@@ -20,8 +20,9 @@
  * The read-or-insert statement returns two columns, not one per field: the decision and the record's
  * small fields as one JSON array, and the body. node-postgres's cost per result grows with its columns (it
  * parses a description of each column and sets up a type parser and a property for it, again for every
- * result): with one column per field, a replay cost the server process about 10 % more instructions, and
- * with five columns about 2 % more (`bench/cpu-instructions.mjs . pg-replay 3000 16`).
+ * result). A replay cost the server process about 10 % more instructions with twelve columns (one per
+ * field) than with five, and about 6 % more with five than with two
+ * (`bench/cpu-instructions.mjs . pg-replay 3000 16`).
  *
  * @module
  */
