@@ -44,10 +44,8 @@ export function decodeToken(bytes: Buffer): string {
       return rest.toString('utf8');
     case TAG_HEX:
       return rest.toString('hex');
-    case TAG_UUID: {
-      const hex = rest.toString('hex');
-      return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-    }
+    case TAG_UUID:
+      return dashed(rest.toString('hex'));
     default:
       throw new Error(`retrysafe: unknown token encoding tag ${String(tag)} in the records table`);
   }
@@ -61,14 +59,20 @@ export function decodeToken(bytes: Buffer): string {
  * @throws Error when the text carries an unknown tag (the column was written by something else)
  */
 export function decodeHexToken(hex: string): string {
+  // The tags in hex: TAG_TEXT, TAG_HEX, TAG_UUID.
   switch (hex.slice(0, 2)) {
     case '00':
       return Buffer.from(hex.slice(2), 'hex').toString('utf8');
     case '01':
       return hex.slice(2);
     case '02':
-      return `${hex.slice(2, 10)}-${hex.slice(10, 14)}-${hex.slice(14, 18)}-${hex.slice(18, 22)}-${hex.slice(22)}`;
+      return dashed(hex.slice(2));
     default:
       throw new Error(`retrysafe: unknown token encoding tag ${JSON.stringify(hex.slice(0, 2))} in the records table`);
   }
+}
+
+/** A UUID's 32 hex digits in its canonical 8-4-4-4-12 form. */
+function dashed(hex: string): string {
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
