@@ -10,9 +10,13 @@
 //
 // Defaults: 40,000 measured requests after 10,000, 16 connections. Only the configs that need no server
 // (`bare`, `memory`, `sqlite`) are meant here. Needs `perf` (Debian's linux-perf) with access to this
-// process's children. Prints one JSON line.
+// process's children. Prints one JSON line. Environment:
+// - `FILL=N`: N new keys sent before the warm-up, so the store already holds that many records;
+// - `REPLAY_KEYS=N`: the number of completed keys `replay` cycles through (64 by default);
+// - `PERF_DATA=<file>`: record call graphs too (`perf record -g`) and keep the profile in <file>, for
+//   `perf report -i <file>`.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
@@ -28,13 +32,20 @@ const { child: server, exited, port } = await startBenchServer(
   ['--perf-basic-prof-only-functions', benchServerScript(), framework, config],
   `${framework}/${config}`,
 );
-const { send, close } = requestSender(port, scenario, connections);
+const replayKeys = Number(process.env.REPLAY_KEYS ?? 64);
+const keep = process.env.PERF_DATA;
+const { send, close } = requestSender(port, scenario, connections, replayKeys);
 
-if (scenario === 'replay') await send(64);
+if (process.env.FILL) {
+  const fill = requestSender(port, 'new', connections);
+  await fill.send(Number(process.env.FILL));
+  await fill.close();
+}
+if (scenario === 'replay') await send(replayKeys);
 await send(Number(warmArg));
 const dir = mkdtempSync(join(tmpdir(), 'retrysafe-server-perf-'));
 const data = join(dir, 'perf.data');
-const perf = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(RATE), '-o', data, '-p', String(server.pid)], { stdio: 'ignore' });
+const perf = spawn('perf', ['record', ...(keep ? ['-g'] : []), '-e', 'cpu-clock', '-F', String(RATE), '-o', data, '-p', String(server.pid)], { stdio: 'ignore' });
 await sleep(500);
 const measured = Number(measuredArg);
 await send(measured);
@@ -49,6 +60,7 @@ const report = execFileSync('perf', ['report', '-i', data, '--stdio', '--no-chil
   maxBuffer: 1 << 26,
   stdio: ['ignore', 'pipe', 'ignore'],
 });
+if (keep) copyFileSync(data, keep);
 rmSync(dir, { recursive: true, force: true });
 const perRequest = (samples) => Math.round((samples / RATE / measured) * 1e7) / 10;
 const where = {};
