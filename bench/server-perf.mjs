@@ -34,10 +34,10 @@ const { child: server, exited, port } = await startBenchServer(
 );
 const replayKeys = Number(process.env.REPLAY_KEYS ?? 64);
 const keep = process.env.PERF_DATA;
-const { send, close } = requestSender(port, scenario, connections, replayKeys);
+const { send, close } = requestSender(port, scenario, connections, { replayKeys });
 
 if (process.env.FILL) {
-  const fill = requestSender(port, 'new', connections);
+  const fill = requestSender(port, 'new', connections, { prefix: 'fill' });
   await fill.send(Number(process.env.FILL));
   await fill.close();
 }

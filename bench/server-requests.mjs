@@ -32,15 +32,16 @@ export async function startBenchServer(command, args, label) {
 
 /**
  * A sender of POST /payments requests to `port` over `connections` undici connections: `new` sends a new
- * key each time, `replay` cycles through `replayKeys` keys (64 unless given), `no-key` sends none. `send(count)` sends `count` requests,
- * `connections` at a time, request numbers going on from the previous call's; any status of 300 or more
- * throws.
+ * key each time (`<prefix>-<n>`), `replay` cycles through `replayKeys` keys (`<prefix>-<n mod replayKeys>`),
+ * `no-key` sends none. The prefix is the scenario's name unless given; `replayKeys` is 64 unless given.
+ * `send(count)` sends `count` requests, `connections` at a time, request numbers going on from the previous
+ * call's; any status of 300 or more throws.
  */
-export function requestSender(port, scenario, connections, replayKeys = 64) {
+export function requestSender(port, scenario, connections, { replayKeys = 64, prefix = scenario } = {}) {
   const body = JSON.stringify({ amount: 1250, currency: 'EUR', customer: 'cus_42' });
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections, pipelining: 1 });
   let sent = 0;
-  const keyFor = (n) => (scenario === 'new' ? `new-${n}` : scenario === 'replay' ? `replay-${n % replayKeys}` : undefined);
+  const keyFor = (n) => (scenario === 'new' ? `${prefix}-${n}` : scenario === 'replay' ? `${prefix}-${n % replayKeys}` : undefined);
   const send = async (count) => {
     const last = sent + count;
     const worker = async () => {
