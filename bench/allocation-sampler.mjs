@@ -11,6 +11,7 @@ if (!out) throw new Error('RETRYSAFE_ALLOCATION_PROFILE is not set');
 const session = new Session();
 session.connect();
 await session.post('HeapProfiler.enable');
+// Node reserves SIGUSR1 for starting its inspector; a listener takes the signal over, which this preload wants.
 process.on('SIGUSR1', () => {
   void session.post('HeapProfiler.startSampling', {
     samplingInterval: 256,

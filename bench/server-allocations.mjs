@@ -27,8 +27,8 @@ const { child: server, exited, port } = await startBenchServer(
   ['--import', join(import.meta.dirname, 'allocation-sampler.mjs'), benchServerScript(), framework, config],
   `${framework}/${config}`,
 );
-const { send, close } = requestSender(port, scenario, Number(connArg));
-if (scenario === 'replay') await send(64);
+const { send, prime, close } = requestSender(port, scenario, Number(connArg));
+await prime();
 await send(Number(warmArg));
 server.kill('SIGUSR1');
 await sleep(200);

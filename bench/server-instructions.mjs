@@ -35,9 +35,9 @@ const { child, exited, port } = await startBenchServer(
   ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, process.execPath, '--single-threaded', serverScript, framework, config],
   `${framework}/${config}`,
 );
-const { send, close } = requestSender(port, scenario, connections);
+const { send, prime, close } = requestSender(port, scenario, connections);
 
-if (scenario === 'replay') await send(64);
+await prime();
 await send(warm);
 execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
 await send(measured);

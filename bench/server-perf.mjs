@@ -34,14 +34,14 @@ const { child: server, exited, port } = await startBenchServer(
 );
 const replayKeys = Number(process.env.REPLAY_KEYS ?? 64);
 const keep = process.env.PERF_DATA;
-const { send, close } = requestSender(port, scenario, connections, { replayKeys });
+const { send, prime, close } = requestSender(port, scenario, connections, { replayKeys });
 
 if (process.env.FILL) {
   const fill = requestSender(port, 'new', connections, { prefix: 'fill' });
   await fill.send(Number(process.env.FILL));
   await fill.close();
 }
-if (scenario === 'replay') await send(replayKeys);
+await prime();
 await send(Number(warmArg));
 const dir = mkdtempSync(join(tmpdir(), 'retrysafe-server-perf-'));
 const data = join(dir, 'perf.data');

@@ -35,7 +35,8 @@ export async function startBenchServer(command, args, label) {
  * key each time (`<prefix>-<n>`), `replay` cycles through `replayKeys` keys (`<prefix>-<n mod replayKeys>`),
  * `no-key` sends none. The prefix is the scenario's name unless given; `replayKeys` is 64 unless given.
  * `send(count)` sends `count` requests, `connections` at a time, request numbers going on from the previous
- * call's; any status of 300 or more throws.
+ * call's; any status of 300 or more throws. `prime()` completes the replay pool's keys once (for `replay`;
+ * nothing for the other scenarios), before a warm-up.
  */
 export function requestSender(port, scenario, connections, { replayKeys = 64, prefix = scenario } = {}) {
   const body = JSON.stringify({ amount: 1250, currency: 'EUR', customer: 'cus_42' });
@@ -55,5 +56,6 @@ export function requestSender(port, scenario, connections, { replayKeys = 64, pr
     };
     await Promise.all(Array.from({ length: connections }, worker));
   };
-  return { send, close: () => pool.close() };
+  const prime = () => (scenario === 'replay' ? send(replayKeys) : Promise.resolve());
+  return { send, prime, close: () => pool.close() };
 }
