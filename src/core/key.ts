@@ -83,24 +83,26 @@ function decodeStringItem(value: string): string {
 
 // RFC 9651 section 4.2.5: DQUOTE *( unescaped / "\" ( DQUOTE / "\" ) ) DQUOTE, unescaped = %x20-21 / %x23-5B / %x5D-7E.
 // Stops as soon as the decoded text exceeds `limit`, so a huge value costs no more than a long key.
+// The text is taken as runs of unescaped characters sliced out of `value`, not built a character at a time:
+// that would make a rope of one piece per character, which a store keeping the key in the heap would keep.
 function scanString(value: string, start: number, limit: number): { text: string; end: number } {
   let text = '';
+  let run = start + 1;
   for (let i = start + 1; i < value.length; i++) {
     const c = value.charCodeAt(i);
     if (c === 0x5c) {
-      const next = value.charCodeAt(++i);
+      const next = value.charCodeAt(i + 1);
       if (next !== 0x22 && next !== 0x5c) {
         throw new IdempotencyKeyInvalidError('an sf-string may escape only a quote or a backslash');
       }
-      text += String.fromCharCode(next);
+      text += value.slice(run, i);
+      run = ++i;
     } else if (c === 0x22) {
-      return { text, end: i + 1 };
+      return { text: text + value.slice(run, i), end: i + 1 };
     } else if (c < 0x20 || c > 0x7e) {
       throw new IdempotencyKeyInvalidError('an sf-string may hold only printable ASCII');
-    } else {
-      text += value[i];
     }
-    if (text.length > limit) throw tooLong();
+    if (text.length + (i + 1 - run) > limit) throw tooLong();
   }
   throw new IdempotencyKeyInvalidError('the sf-string has no closing quote');
 }

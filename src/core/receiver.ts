@@ -9,7 +9,6 @@
  *
  * @module
  */
-import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from './clock.js';
 import { describe, requireDurationMs } from './duration.js';
 import {
@@ -20,6 +19,7 @@ import {
   StoreUnavailableError,
 } from './errors.js';
 import { receiverHealth, type ReceiverHealth } from './health.js';
+import { randomLeaseToken } from './lease-token.js';
 import {
   SILENT_OBSERVER,
   type ReceiverObserver,
@@ -82,7 +82,7 @@ export interface ReceiverOptions {
    * the claim fails with a store error (e.g. the connection dropped, perhaps after the claim committed), it
    * is sent once more with the same token, so a claim that did commit is recognised as this request's own
    * instead of answered "in progress" (409) until its lease expires. Must return a fresh unguessable id
-   * each call. @defaultValue `crypto.randomUUID`
+   * each call. @defaultValue a random UUID (version 4), as `crypto.randomUUID` makes
    */
   readonly generateId?: () => string;
 }
@@ -241,7 +241,7 @@ class Engine<Tx> implements Receiver<Tx> {
     if (typeof clock.now !== 'function') {
       throw new TypeError(`retrysafe: option "clock" must have a now() method, got ${describe(clock)}`);
     }
-    const generateId = requireGenerateId(options.generateId ?? randomUUID);
+    const generateId = requireGenerateId(options.generateId ?? randomLeaseToken);
     this.options = Object.freeze({
       generateId,
       leaseMs,

@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
+import { randomLeaseToken } from '../core/lease-token.js';
 import { claimOf, type Claim, type IdempotencyRecord, type StoredResponse } from '../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../core/store.js';
 
@@ -13,7 +13,7 @@ import type { ClaimInput, ClaimResult, IdempotencyStore } from '../core/store.js
 export interface MemoryStoreOptions {
   /** Time source. @defaultValue the system clock */
   readonly clock?: Clock;
-  /** Fencing-token generator. @defaultValue `crypto.randomUUID` */
+  /** Fencing-token generator. @defaultValue a random UUID (version 4), as `crypto.randomUUID` makes */
   readonly generateId?: () => string;
 }
 
@@ -42,7 +42,7 @@ const SWEEP_INTERVAL_MS = 1_000;
  * ```
  */
 export function createMemoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
-  return new MemoryStore(options.clock ?? systemClock, options.generateId ?? randomUUID);
+  return new MemoryStore(options.clock ?? systemClock, options.generateId ?? randomLeaseToken);
 }
 
 type Waiter = (record: IdempotencyRecord | undefined) => void;

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { IdempotencyKeyInvalidError } from '../../src/core/errors.js';
 import { MAX_KEY_LENGTH, parseIdempotencyKey } from '../../src/core/key.js';
@@ -26,6 +27,18 @@ describe('parseIdempotencyKey', () => {
     expect(parseIdempotencyKey('"8e03978e-40d5"')).toBe('8e03978e-40d5');
     expect(parseIdempotencyKey('"a b"')).toBe('a b');
     expect(parseIdempotencyKey('"say \\"hi\\" \\\\ bye"')).toBe('say "hi" \\ bye');
+  });
+
+  it('decodes every sf-string of printable ASCII back to its text, and refuses a text over the limit', () => {
+    const printable = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), minLength: 1, maxLength: MAX_KEY_LENGTH + 5 });
+    fc.assert(
+      fc.property(printable, (text) => {
+        const encoded = `"${text.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+        if (text.length > MAX_KEY_LENGTH) expect(invalid(encoded).reason).toMatch(/longer than/);
+        else expect(parseIdempotencyKey(encoded)).toBe(text);
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('ignores surrounding spaces and tabs', () => {
