@@ -321,11 +321,33 @@ class Engine<Tx> implements Receiver<Tx> {
     return (body.byteLength === 0 ? undefined : JSON.parse(decoder.decode(body))) as T;
   }
 
-  /** Plain mode: claim, work, complete (or release) as separate store operations. */
+  /**
+   * Plain mode: claim, work, complete (or release) as separate store operations. The claim and the
+   * completion are observed here rather than through {@link Engine.call}: each layer of `async` functions
+   * costs every request a promise and a hop.
+   */
   private async attempt(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Attempt> {
-    const claimed = await this.claim(id);
-    if (!('claim' in claimed)) return claimed;
-    const claim = claimed.claim;
+    const input = this.claimInput(id);
+    let observation = this.observer.storeCall('claim');
+    let result: ClaimResult;
+    try {
+      result = await this.store.claim(input);
+    } catch (first) {
+      observation.fail(first);
+      // A claim whose reply was lost may have committed: the second try, with the same owner token, is
+      // then answered as this request's own claim.
+      observation = this.observer.storeCall('claim');
+      try {
+        result = await this.store.claim(input);
+      } catch (error) {
+        observation.fail(error);
+        throw new StoreUnavailableError(error);
+      }
+    }
+    observation.end(claimResult(input, result));
+    if (!result.acquired) return this.lost(id, result.record);
+    const claim = result.claim;
+    if (claim.takeover) this.observer.takeover(id.scope, id.key);
     let response: StoredResponse;
     try {
       response = await work({ claim, tx: undefined as Tx });
@@ -337,13 +359,16 @@ class Engine<Tx> implements Receiver<Tx> {
       await this.release(claim);
       return { done: { response, replayed: false, saved: false } };
     }
+    const completion = this.observer.storeCall('complete');
     let saved: boolean;
     try {
-      saved = await this.call('complete', () => this.store.complete(claim, response, this.options.retentionMs), TOOK_EFFECT);
-    } catch {
+      saved = await this.store.complete(claim, response, this.options.retentionMs);
+    } catch (error) {
+      completion.fail(error);
       // The effect happened; answer it. The key stays claimed until its lease expires.
       return { done: { response, replayed: false, saved: false } };
     }
+    completion.end(saved);
     if (!saved) throw new LeaseLostError(id.scope, id.key);
     return { done: { response, replayed: false, saved: true } };
   }
@@ -391,23 +416,6 @@ class Engine<Tx> implements Receiver<Tx> {
       throw new StoreUnavailableError(failure);
     }
     return outcome.acquired ? outcome.value : this.lost(id, outcome.record);
-  }
-
-  /** Claims on the store, and turns a lost claim into an attempt result or a typed error. */
-  private async claim(id: OperationId): Promise<Attempt | { readonly claim: Claim }> {
-    const input = this.claimInput(id);
-    const claim = (): Promise<ClaimResult> => this.call('claim', () => this.store.claim(input), (result) => claimResult(input, result));
-    let result;
-    try {
-      // A claim whose reply was lost may have committed: the second try, with the same owner token, is
-      // then answered as this request's own claim.
-      result = await claim().catch(claim);
-    } catch (error) {
-      throw new StoreUnavailableError(error);
-    }
-    if (!result.acquired) return this.lost(id, result.record);
-    if (result.claim.takeover) this.observer.takeover(id.scope, id.key);
-    return { claim: result.claim };
   }
 
   /**
