@@ -7,7 +7,7 @@
 //   node bench/server-allocations.mjs <fastify|express> <config> <no-key|new|replay> [measured] [warm] [connections] [top]
 //
 // Defaults: 20,000 measured requests after 8,000, 32 connections, the 30 functions that allocate most.
-// Only the configs that need no server (`bare`, `memory`, `sqlite`) are meant here. Prints one JSON line:
+// Only the configs that need no server (`bare`, `minimal`, `memory`, `sqlite`) are meant here. Prints one JSON line:
 // the bytes per request in all, and per function (`name file:line`).
 import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -10,7 +10,7 @@
 //
 // Defaults: 4,000 measured requests after 6,000 warm-up requests, 16 connections. `replay` cycles through
 // 64 keys completed before the warm-up, as `npm run bench` does. Only the configs that need no server
-// (`bare`, `memory`, `memory-otel`, `sqlite`) are meant here. Prints one JSON line: instructions per
+// (`bare`, `minimal`, `memory`, `memory-otel`, `sqlite`) are meant here. Prints one JSON line: instructions per
 // request, also without V8's optimising compilers and without its garbage collector.
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';

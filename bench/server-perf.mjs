@@ -9,7 +9,7 @@
 //   node bench/server-perf.mjs <fastify|express> <config> <no-key|new|replay> [measured] [warm] [connections]
 //
 // Defaults: 40,000 measured requests after 10,000, 16 connections. Only the configs that need no server
-// (`bare`, `memory`, `sqlite`) are meant here. Needs `perf` (Debian's linux-perf) with access to this
+// (`bare`, `minimal`, `memory`, `sqlite`) are meant here. Needs `perf` (Debian's linux-perf) with access to this
 // process's children. Prints one JSON line. Environment:
 // - `FILL=N`: N new keys sent before the warm-up, so the store already holds that many records;
 // - `REPLAY_KEYS=N`: the number of completed keys `replay` cycles through (64 by default);

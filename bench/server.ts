@@ -10,6 +10,8 @@
  *                              round trips and durable commits of a new key in transactional mode (claim,
  *                              BEGIN, complete, COMMIT)
  *   memory | sqlite | postgres | postgres-tx | redis   the handler behind retrysafe on that store
+ *   minimal                    (Fastify only) the handler behind the least an idempotency layer does
+ *                              (servers/minimal-layer.ts): a reference point, not a product
  *   memory-otel                the memory store with the OpenTelemetry metrics SDK installed as the global
  *                              meter provider (a periodic reader exporting every second to memory): what
  *                              the receiver's metrics cost an application that collects them
@@ -93,6 +95,8 @@ function configure(): BenchApp {
   switch (config) {
     case 'bare':
       return {};
+    case 'minimal':
+      return { minimalLayer: true };
     case 'memory':
       return { receiver: createReceiver({ store: createMemoryStore() }) };
     case 'memory-otel': {

@@ -8,6 +8,8 @@ export interface BenchApp {
   readonly receiver?: Receiver<unknown>;
   /** Run these raw driver round trips inside the handler (the baseline of a store's cost). */
   readonly roundTrips?: () => Promise<void>;
+  /** Put the handler behind the minimal idempotency layer instead (Fastify only; see minimal-layer.ts). */
+  readonly minimalLayer?: boolean;
 }
 
 /** Handler executions so far (for the duplicate-burst check) and HTTP requests served (for CPU per request). */

@@ -5,6 +5,7 @@ import { idempotency } from '../../src/http/express.js';
 import { charge, countRequests, snapshot, type BenchApp } from './app.js';
 
 export async function startExpress(bench: BenchApp): Promise<number> {
+  if (bench.minimalLayer === true) throw new TypeError('the minimal layer is Fastify only');
   const app = express();
   if (bench.receiver) app.use(idempotency({ receiver: bench.receiver }));
   app.use(express.json());
