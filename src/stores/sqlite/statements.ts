@@ -5,7 +5,7 @@
  * @module
  */
 import type { Database, Statement } from 'better-sqlite3';
-import type { IdempotencyRecord } from '../../core/record.js';
+import type { IdempotencyRecord, RecordDraft } from '../../core/record.js';
 import { quoteIdentifier } from './open.js';
 
 /**
@@ -215,7 +215,9 @@ function fieldsOf(scope: string, key: string, f: FieldValues): RecordRow {
  * SQLite for this row (a buffer of their own, never a slice of a shared pool), so nothing is copied again.
  */
 export function toRecord(row: RecordRow): IdempotencyRecord {
-  return {
+  // One object, its optional fields assigned in place: in V8 11 (Node.js 20) conditional spreads send
+  // every record down the slow object-cloning path.
+  const record: RecordDraft = {
     scope: row.scope,
     key: row.key,
     fingerprint: row.fingerprint,
@@ -224,17 +226,17 @@ export function toRecord(row: RecordRow): IdempotencyRecord {
     leaseExpiresAt: row.leaseExpiresAt,
     createdAt: row.createdAt,
     expiresAt: row.expiresAt,
-    ...(row.recoveryPoint !== null && { recoveryPoint: row.recoveryPoint }),
-    ...(row.completedAt !== null && { completedAt: row.completedAt }),
-    ...(row.state === 'completed' &&
-      row.status !== null && {
-        response: {
-          status: row.status,
-          headers: JSON.parse(row.headers ?? '{}') as Record<string, string>,
-          body: row.body === null ? new Uint8Array() : bytesOf(row.body),
-        },
-      }),
   };
+  if (row.recoveryPoint !== null) record.recoveryPoint = row.recoveryPoint;
+  if (row.completedAt !== null) record.completedAt = row.completedAt;
+  if (row.state === 'completed' && row.status !== null) {
+    record.response = {
+      status: row.status,
+      headers: JSON.parse(row.headers ?? '{}') as Record<string, string>,
+      body: row.body === null ? new Uint8Array() : bytesOf(row.body),
+    };
+  }
+  return record;
 }
 
 /** A plain `Uint8Array` view of `buffer` when it owns its memory; a copy otherwise. */
