@@ -82,7 +82,7 @@ export interface ReceiverOptions {
    * the claim fails with a store error (e.g. the connection dropped, perhaps after the claim committed), it
    * is sent once more with the same token, so a claim that did commit is recognised as this request's own
    * instead of answered "in progress" (409) until its lease expires. Must return a fresh unguessable id
-   * each call. @defaultValue a random UUID (version 4), as `crypto.randomUUID` makes
+   * each call. @defaultValue a random UUID (version 4), as `crypto.randomUUID` makes one
    */
   readonly generateId?: () => string;
 }

@@ -13,7 +13,7 @@ import type { ClaimInput, ClaimResult, IdempotencyStore } from '../core/store.js
 export interface MemoryStoreOptions {
   /** Time source. @defaultValue the system clock */
   readonly clock?: Clock;
-  /** Fencing-token generator. @defaultValue a random UUID (version 4), as `crypto.randomUUID` makes */
+  /** Fencing-token generator. @defaultValue a random UUID (version 4), as `crypto.randomUUID` makes one */
   readonly generateId?: () => string;
 }
 
