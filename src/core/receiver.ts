@@ -321,30 +321,22 @@ class Engine<Tx> implements Receiver<Tx> {
     return (body.byteLength === 0 ? undefined : JSON.parse(decoder.decode(body))) as T;
   }
 
-  /**
-   * Plain mode: claim, work, complete (or release) as separate store operations. The claim and the
-   * completion are observed here rather than through {@link Engine.call}: each layer of `async` functions
-   * costs every request a promise and a hop.
-   */
+  /** Plain mode: claim, work, complete (or release) as separate store operations. */
   private async attempt(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Attempt> {
     const input = this.claimInput(id);
-    let observation = this.observer.storeCall('claim');
+    const claimOnce = (): Promise<ClaimResult> => this.call('claim', () => this.store.claim(input), (found) => claimResult(input, found));
     let result: ClaimResult;
     try {
-      result = await this.store.claim(input);
-    } catch (first) {
-      observation.fail(first);
+      result = await claimOnce();
+    } catch {
       // A claim whose reply was lost may have committed: the second try, with the same owner token, is
       // then answered as this request's own claim.
-      observation = this.observer.storeCall('claim');
       try {
-        result = await this.store.claim(input);
+        result = await claimOnce();
       } catch (error) {
-        observation.fail(error);
         throw new StoreUnavailableError(error);
       }
     }
-    observation.end(claimResult(input, result));
     if (!result.acquired) return this.lost(id, result.record);
     const claim = result.claim;
     if (claim.takeover) this.observer.takeover(id.scope, id.key);
@@ -359,16 +351,13 @@ class Engine<Tx> implements Receiver<Tx> {
       await this.release(claim);
       return { done: { response, replayed: false, saved: false } };
     }
-    const completion = this.observer.storeCall('complete');
     let saved: boolean;
     try {
-      saved = await this.store.complete(claim, response, this.options.retentionMs);
-    } catch (error) {
-      completion.fail(error);
+      saved = await this.call('complete', () => this.store.complete(claim, response, this.options.retentionMs), TOOK_EFFECT);
+    } catch {
       // The effect happened; answer it. The key stays claimed until its lease expires.
       return { done: { response, replayed: false, saved: false } };
     }
-    completion.end(saved);
     if (!saved) throw new LeaseLostError(id.scope, id.key);
     return { done: { response, replayed: false, saved: true } };
   }
@@ -452,18 +441,31 @@ class Engine<Tx> implements Receiver<Tx> {
     await this.call('release', () => this.store.release(claim), TOOK_EFFECT).catch(() => false);
   }
 
-  /** Makes one store call, observed as `operation`; `result` tells the observer how it ended. */
-  private async call<T>(operation: StoreOperation, call: () => Promise<T>, result: (value: T) => StoreCallResult): Promise<T> {
+  /**
+   * Makes one store call, observed as `operation`; `result` tells the observer how it ended. Not an `async`
+   * function: it chains once onto the store's own promise, where an `async` wrapper would cost every store
+   * call one more promise and hop.
+   */
+  private call<T>(operation: StoreOperation, call: () => Promise<T>, result: (value: T) => StoreCallResult): Promise<T> {
     const observation = this.observer.storeCall(operation);
-    let value: T;
+    let pending: Promise<T>;
     try {
-      value = await call();
+      pending = Promise.resolve(call());
     } catch (error) {
       observation.fail(error);
-      throw error;
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the store's own throw, passed on as it came, as an `async` function would
+      return Promise.reject(error);
     }
-    observation.end(result(value));
-    return value;
+    return pending.then(
+      (value) => {
+        observation.end(result(value));
+        return value;
+      },
+      (error: unknown) => {
+        observation.fail(error);
+        throw error;
+      },
+    );
   }
 
   /** The claim input of `id`, with a fresh owner token for this attempt. */
