@@ -22,6 +22,7 @@ import { receiverHealth, type ReceiverHealth } from './health.js';
 import { randomLeaseToken } from './lease-token.js';
 import {
   SILENT_OBSERVER,
+  type Observation,
   type ReceiverObserver,
   type RequestOutcome,
   type StoreCallResult,
@@ -197,7 +198,37 @@ class WorkFailed extends Error {
   }
 }
 
-type Attempt = { readonly done: Execution } | { readonly inFlight: IdempotencyRecord };
+/**
+ * One request through {@link Engine.execute}: its observation, its work, the time it may still wait for a
+ * request in flight, and how it went so far.
+ */
+class RequestRun<Tx> {
+  /** Milliseconds left of `waitTimeoutMs`, counted in the time actually waited. */
+  budgetMs: number;
+  /** Whether the request waited for another's response (`wait` mode). */
+  waited = false;
+  /** The work's own throw, told apart from the receiver's (the work may call another receiver). */
+  private thrown: { readonly error: unknown } | undefined;
+
+  constructor(
+    readonly observation: Observation,
+    readonly work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>,
+    waitTimeoutMs: number,
+  ) {
+    this.budgetMs = waitTimeoutMs;
+  }
+
+  /** The work threw `error`. */
+  workFailed(error: unknown): void {
+    this.thrown = { error };
+    this.observation.workEnded(true);
+  }
+
+  /** Whether `error` is the work's own throw. */
+  threw(error: unknown): boolean {
+    return this.thrown !== undefined && this.thrown.error === error;
+  }
+}
 
 /** The result of a store call that says nothing beyond its success. */
 const NO_RESULT = (): StoreCallResult => undefined;
@@ -260,55 +291,43 @@ class Engine<Tx> implements Receiver<Tx> {
   }
 
   async execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution> {
-    const observation = this.observer.request(id.scope, id.key);
-    let waited = false;
-    /** The work's own throw, told apart from the receiver's (the work may call another receiver). */
-    let thrown: { readonly error: unknown } | undefined;
-    const observed = async (context: ExecutionContext<Tx>): Promise<StoredResponse> => {
-      observation.workStarted();
-      let response: StoredResponse;
-      try {
-        response = await work(context);
-      } catch (error) {
-        thrown = { error };
-        observation.workEnded(true);
-        throw error;
-      }
-      observation.workEnded(false);
-      return response;
-    };
+    const request = new RequestRun(this.observer.request(id.scope, id.key), work, this.options.waitTimeoutMs);
     let execution: Execution;
     try {
-      execution = await observation.within(() => this.attempts(id, observed, () => (waited = true)));
+      execution = await request.observation.within(() => this.attempt(id, request));
     } catch (error) {
-      observation.end(thrown !== undefined && thrown.error === error ? 'released_after_error' : outcomeOf(error), error);
+      request.observation.end(request.threw(error) ? 'released_after_error' : outcomeOf(error), error);
       throw error;
     }
-    observation.end(execution.replayed ? (waited ? 'waited' : 'replayed') : 'executed');
+    request.observation.end(execution.replayed ? (request.waited ? 'waited' : 'replayed') : 'executed');
     return execution;
   }
 
-  private async attempts(
-    id: OperationId,
-    work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>,
-    waiting: () => void,
-  ): Promise<Execution> {
+  /**
+   * One attempt at `id`: a claim, then the work on a won claim. A claim lost to a running request is
+   * answered by {@link Engine.inFlight}, which may wait and attempt again.
+   */
+  private attempt(id: OperationId, request: RequestRun<Tx>): Promise<Execution> {
+    return this.transactional ? this.attemptInTransaction(id, request) : this.attemptPlain(id, request);
+  }
+
+  /**
+   * A claim lost to a request still in flight: `reject` mode answers 409 at once; `wait` mode waits for
+   * the record to change, within the wait budget, and attempts again.
+   */
+  private async inFlight(id: OperationId, request: RequestRun<Tx>, holder: IdempotencyRecord): Promise<Execution> {
     // The wait budget is counted in the time actually waited, so a fake clock cannot stall it.
-    let budget = this.options.waitTimeoutMs;
-    for (;;) {
-      const attempt = this.transactional ? await this.attemptInTransaction(id, work) : await this.attempt(id, work);
-      if ('done' in attempt) return attempt.done;
-      if (this.options.inFlight === 'reject' || budget <= 0) throw new RequestInProgressError(attempt.inFlight);
-      // Wake no later than the holder's lease expiry, when a takeover becomes possible. A lease the store
-      // called live but this clock calls over means the clocks differ (PostgreSQL and Redis decide by the
-      // server's): look again after a poll interval rather than spinning on claims.
-      const untilLeaseEnds = attempt.inFlight.leaseExpiresAt - this.options.clock.now();
-      const slice = Math.min(budget, untilLeaseEnds > 0 ? untilLeaseEnds : this.options.pollIntervalMs);
-      budget -= slice;
-      waiting();
-      await this.waitForChange(id, slice);
-      // Completed, released or taken over: claim again and let the store decide.
-    }
+    if (this.options.inFlight === 'reject' || request.budgetMs <= 0) throw new RequestInProgressError(holder);
+    // Wake no later than the holder's lease expiry, when a takeover becomes possible. A lease the store
+    // called live but this clock calls over means the clocks differ (PostgreSQL and Redis decide by the
+    // server's): look again after a poll interval rather than spinning on claims.
+    const untilLeaseEnds = holder.leaseExpiresAt - this.options.clock.now();
+    const slice = Math.min(request.budgetMs, untilLeaseEnds > 0 ? untilLeaseEnds : this.options.pollIntervalMs);
+    request.budgetMs -= slice;
+    request.waited = true;
+    await this.waitForChange(id, slice);
+    // Completed, released or taken over: claim again and let the store decide.
+    return await this.attempt(id, request);
   }
 
   async run<T>(id: OperationId, fn: (context: ExecutionContext<Tx>) => Promise<T>): Promise<T> {
@@ -321,73 +340,87 @@ class Engine<Tx> implements Receiver<Tx> {
     return (body.byteLength === 0 ? undefined : JSON.parse(decoder.decode(body))) as T;
   }
 
-  /** Plain mode: claim, work, complete (or release) as separate store operations. */
-  private async attempt(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Attempt> {
+  /**
+   * Plain mode: claim, work, complete (or release) as separate store operations. The store calls are
+   * observed in place (not through {@link Engine.call}): on the path every request takes, a wrapper would
+   * cost each call one more promise.
+   */
+  private async attemptPlain(id: OperationId, request: RequestRun<Tx>): Promise<Execution> {
     const input = this.claimInput(id);
-    const claimOnce = (): Promise<ClaimResult> => this.call('claim', () => this.store.claim(input), (found) => claimResult(input, found));
     let result: ClaimResult;
+    let claiming = this.observer.storeCall('claim');
     try {
-      result = await claimOnce();
-    } catch {
+      result = await this.store.claim(input);
+    } catch (first) {
+      claiming.fail(first);
       // A claim whose reply was lost may have committed: the second try, with the same owner token, is
       // then answered as this request's own claim.
+      claiming = this.observer.storeCall('claim');
       try {
-        result = await claimOnce();
+        result = await this.store.claim(input);
       } catch (error) {
+        claiming.fail(error);
         throw new StoreUnavailableError(error);
       }
     }
-    if (!result.acquired) return this.lost(id, result.record);
+    claiming.end(claimResult(input, result));
+    if (!result.acquired) return this.lost(id, request, result.record);
     const claim = result.claim;
     if (claim.takeover) this.observer.takeover(id.scope, id.key);
     let response: StoredResponse;
+    request.observation.workStarted();
     try {
-      response = await work({ claim, tx: undefined as Tx });
+      response = await request.work({ claim, tx: undefined as Tx });
     } catch (error) {
+      request.workFailed(error);
       await this.release(claim);
       throw error;
     }
+    request.observation.workEnded(false);
     if (!this.options.shouldPersist(response)) {
       await this.release(claim);
-      return { done: { response, replayed: false, saved: false } };
+      return { response, replayed: false, saved: false };
     }
+    const completing = this.observer.storeCall('complete');
     let saved: boolean;
     try {
-      saved = await this.call('complete', () => this.store.complete(claim, response, this.options.retentionMs), TOOK_EFFECT);
-    } catch {
+      saved = await this.store.complete(claim, response, this.options.retentionMs);
+    } catch (error) {
+      completing.fail(error);
       // The effect happened; answer it. The key stays claimed until its lease expires.
-      return { done: { response, replayed: false, saved: false } };
+      return { response, replayed: false, saved: false };
     }
+    completing.end(saved);
     if (!saved) throw new LeaseLostError(id.scope, id.key);
-    return { done: { response, replayed: false, saved: true } };
+    return { response, replayed: false, saved: true };
   }
 
   /**
    * Transactional mode: the store claims, then work and complete run in one transaction on a won claim.
    * A rolled-back transaction leaves the claim to release here (where the store committed it apart).
    */
-  private async attemptInTransaction(
-    id: OperationId,
-    work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>,
-  ): Promise<Attempt> {
+  private async attemptInTransaction(id: OperationId, request: RequestRun<Tx>): Promise<Execution> {
     const store = this.store as TransactionalStore<Tx>;
     let claim: Claim | undefined;
-    let outcome: ClaimedTransaction<Attempt>;
+    let outcome: ClaimedTransaction<Execution>;
     const input = this.claimInput(id);
     try {
-      const run = (): Promise<ClaimedTransaction<Attempt>> => this.claimTransaction(store, input, async (tx, view, held): Promise<Attempt> => {
+      const run = (): Promise<ClaimedTransaction<Execution>> => this.claimTransaction(store, input, async (tx, view, held): Promise<Execution> => {
         claim = held;
         let response: StoredResponse;
+        request.observation.workStarted();
         try {
-          response = await work({ claim: held, tx });
+          response = await request.work({ claim: held, tx });
         } catch (error) {
+          request.workFailed(error);
           throw new WorkFailed(error);
         }
+        request.observation.workEnded(false);
         if (!this.options.shouldPersist(response)) throw new Rollback(response);
         if (!(await this.call('complete', () => view.complete(held, response, this.options.retentionMs), TOOK_EFFECT))) {
           throw new WorkFailed(new LeaseLostError(id.scope, id.key));
         }
-        return { done: { response, replayed: false, saved: true } };
+        return { response, replayed: false, saved: true };
       });
       outcome = await run().catch((failure: unknown) => {
         // Failed before the work ran, perhaps after the claim committed: claim again with the same owner
@@ -397,14 +430,14 @@ class Engine<Tx> implements Receiver<Tx> {
       });
     } catch (failure) {
       if (claim) await this.release(claim);
-      if (failure instanceof Rollback) return { done: { response: failure.response, replayed: false, saved: false } };
+      if (failure instanceof Rollback) return { response: failure.response, replayed: false, saved: false };
       if (failure instanceof WorkFailed) throw failure.error;
       // A store's own typed faults (closed, misused, an aborted transaction) still mean the store could
       // not do its part: fail closed as unavailable, with the fault as the cause.
       if (failure instanceof IdempotencyError && !failure.code.startsWith('store-')) throw failure;
       throw new StoreUnavailableError(failure);
     }
-    return outcome.acquired ? outcome.value : this.lost(id, outcome.record);
+    return outcome.acquired ? outcome.value : this.lost(id, request, outcome.record);
   }
 
   /**
@@ -473,14 +506,12 @@ class Engine<Tx> implements Receiver<Tx> {
     return claimInputOf(id, this.options, this.options.generateId());
   }
 
-  /** The attempt result of a claim lost to `record`: a replay, in flight, or a reused key. */
-  private lost(id: OperationId, record: IdempotencyRecord): Attempt {
+  /** The answer to a claim lost to `record`: a replay, a reused key (422), or a request in flight. */
+  private lost(id: OperationId, request: RequestRun<Tx>, record: IdempotencyRecord): Execution | Promise<Execution> {
     // Mismatch is checked before in-flight: a reused key is an error however it stands.
     if (record.fingerprint !== id.fingerprint) throw new IdempotencyKeyReusedError(record);
-    if (record.state === 'completed' && record.response) {
-      return { done: { response: record.response, replayed: true, saved: true } };
-    }
-    return { inFlight: record };
+    if (record.state === 'completed' && record.response) return { response: record.response, replayed: true, saved: true };
+    return this.inFlight(id, request, record);
   }
 
   /** Waits until the record changes state (completed, released, lease expired) or `timeoutMs` passes. */

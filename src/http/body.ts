@@ -133,27 +133,72 @@ function readNodeStream(stream: NodeStream, limit: number): Promise<Uint8Array> 
  *   of the body is then drained, so the 413 still reaches the client
  * @throws the stream's own error; `ERR_STREAM_PREMATURE_CLOSE` when it closes before the message is complete
  */
-export async function peekBody(req: NodeRequest, limit: number, contentLength?: string): Promise<Uint8Array> {
-  if (contentLength !== undefined && Number(contentLength) > limit) throw new BodyTooLargeError(limit);
-  if (contentLength !== undefined && Number(contentLength) === 0) return new Uint8Array(0);
+export function peekBody(req: NodeRequest, limit: number, contentLength?: string): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    peekBodyThen(req, limit, contentLength, (error, body) => {
+      if (error === null) resolve(body);
+      else reject(error);
+    });
+  });
+}
+
+/** How {@link peekBodyThen} ends: with an error, or with the body. */
+type PeekCallback = (...result: [error: Error, body: undefined] | [error: null, body: Uint8Array]) => void;
+
+/**
+ * {@link peekBody} for a caller that takes callbacks (Fastify's hooks): `done` is called once, with the
+ * error `peekBody` would reject with, or with the body. It costs no promise.
+ */
+export function peekBodyThen(req: NodeRequest, limit: number, contentLength: string | undefined, done: PeekCallback): void {
+  if (contentLength !== undefined && Number(contentLength) > limit) {
+    done(new BodyTooLargeError(limit), undefined);
+    return;
+  }
+  if (contentLength !== undefined && Number(contentLength) === 0) {
+    done(null, new Uint8Array(0));
+    return;
+  }
   // The `request` event is emitted while Node's HTTP parser is still in the packet that carried the
   // headers; one turn later, a body that came in that packet is buffered (the message may not be marked
   // complete yet).
-  await Promise.resolve();
-  if (req.readableEnded) return new Uint8Array(0);
-  if (req.destroyed) throw prematureClose();
+  queueMicrotask(() => {
+    peekBuffered(req, limit, contentLength, done);
+  });
+}
+
+/** The rest of {@link peekBodyThen}, once what came with the headers is buffered. */
+function peekBuffered(req: NodeRequest, limit: number, contentLength: string | undefined, done: PeekCallback): void {
+  if (req.readableEnded) {
+    done(null, new Uint8Array(0));
+    return;
+  }
+  if (req.destroyed) {
+    done(prematureClose(), undefined);
+    return;
+  }
   // An empty body, all received: adding a `readable` listener would read the end and emit `end`, after
   // which a later parser finds a drained stream (body-parser 1 fails it with a 500).
-  if (req.complete && req.readableLength === 0) return new Uint8Array(0);
+  if (req.complete && req.readableLength === 0) {
+    done(null, new Uint8Array(0));
+    return;
+  }
   const parts: Uint8Array[] = [];
   // All received and buffered (the usual small body): taken at once, without listeners or waiting for a
   // `readable` event. A buffer as long as the Content-Length is the whole body (counted in characters when
   // the stream decodes text, never more than its bytes), though `complete` may not be set yet.
   if (req.complete || (contentLength !== undefined && req.readableLength === Number(contentLength))) {
-    return handBack(req, parts, readBuffered(req, parts, 0, limit), limit);
+    const length = readBuffered(req, parts, 0, limit);
+    if (length < 0) {
+      done(new BodyTooLargeError(limit), undefined);
+      return;
+    }
+    const body = concat(parts, length);
+    if (body.byteLength > 0) req.unshift(body);
+    done(null, body);
+    return;
   }
   let length = 0;
-  return settleOn(
+  settleOn(
     req,
     'readable',
     (settle) => () => {
@@ -170,6 +215,9 @@ export async function peekBody(req: NodeRequest, limit: number, contentLength?: 
     },
     // Not an `IncomingMessage` after all (`complete` never set): the body is read, but cannot be handed on.
     () => concat(parts, length),
+  ).then(
+    (body) => done(null, body),
+    (error: unknown) => done(error as Error, undefined),
   );
 }
 
@@ -188,19 +236,6 @@ function readBuffered(req: NodeRequest, parts: Uint8Array[], length: number, lim
     parts.push(part);
   }
   return length;
-}
-
-/**
- * The body of a request received whole, whose bytes {@link readBuffered} took (`length`, or -1 past
- * `limit`): pushed back onto `req` before its `end` event, and returned.
- *
- * @throws {@link BodyTooLargeError} past the limit (nothing is left to drain: the body is all in)
- */
-function handBack(req: NodeRequest, parts: readonly Uint8Array[], length: number, limit: number): Uint8Array {
-  if (length < 0) throw new BodyTooLargeError(limit);
-  const body = concat(parts, length);
-  if (body.byteLength > 0) req.unshift(body);
-  return body;
 }
 
 /** Ends a {@link settleOn}: removes its listeners, then resolves or rejects. */

@@ -26,7 +26,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import { fastifyPlugin } from 'fastify-plugin';
 import type { Receiver } from '../core/receiver.js';
 import { checkHealth, type HealthCheck, type HealthReport } from '../observability/health.js';
-import { BodyTooLargeError, canonicalBody, peekBody, readBody } from './body.js';
+import { BodyTooLargeError, canonicalBody, peekBodyThen, readBody } from './body.js';
 import {
   contextOf,
   createHttpExchange,
@@ -118,13 +118,16 @@ class Call implements HttpExchangeRequest<FastifyRequest> {
   /** Whether the handler threw (an `onError` hook ran). */
   failed = false;
 
-  constructor(readonly request: FastifyRequest) {
+  constructor(
+    readonly request: FastifyRequest,
+    settings: IdempotencyRouteConfig | undefined,
+  ) {
     this.method = request.method;
     const url = request.url;
     const queryAt = url.indexOf('?');
     this.route = queryAt === -1 ? url : url.slice(0, queryAt);
     this.query = queryAt === -1 ? '' : url.slice(queryAt + 1);
-    this.required = request.routeOptions.config.idempotency?.required;
+    this.required = settings?.required;
   }
 
   get(name: string): string | undefined {
@@ -185,12 +188,22 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
   const callOf = (request: FastifyRequest): Call | null | undefined => (request as unknown as Carrier)[slot];
   if (!app.hasRequestDecorator('idempotency')) app.decorateRequest('idempotency', undefined);
 
-  const applies = (request: FastifyRequest): boolean =>
-    request.routeOptions.config.idempotency?.enabled !== false && exchange.applies(request.method);
+  /**
+   * A new {@link Call} for `request`, or `undefined` when the plugin does not act on it (its method, or its
+   * route's `enabled: false`). Fastify builds `routeOptions` afresh at each read: read once per request.
+   */
+  const callFor = (request: FastifyRequest): Call | undefined => {
+    const settings = request.routeOptions.config.idempotency;
+    if (settings?.enabled === false || !exchange.applies(request.method)) return undefined;
+    const call = new Call(request, settings);
+    (request as unknown as Carrier)[slot] = call;
+    return call;
+  };
 
   // Callback-style hooks: an async hook costs Fastify a promise per request and a microtask per hop.
   app.addHook('preParsing', (request, reply, payload, done) => {
-    if (!applies(request) || request.headers[IDEMPOTENCY_KEY_HEADER] === undefined) {
+    const call = request.headers[IDEMPOTENCY_KEY_HEADER] === undefined ? undefined : callFor(request);
+    if (call === undefined) {
       done(null, payload);
       return;
     }
@@ -198,43 +211,44 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
     // new stream per request costs more than the peek). `app.inject()` and HTTP/2 requests are not one.
     const peeked = payload === request.raw && payload instanceof IncomingMessage;
     const contentLength = request.headers['content-length'];
-    const read = peeked ? peekBody(payload, exchange.maxBodyBytes, contentLength) : readBody(payload, exchange.maxBodyBytes, contentLength);
-    read.then(
-      (bytes) => {
-        const call = new Call(request);
-        call.rawBody = asBuffer(bytes);
-        (request as unknown as Carrier)[slot] = call;
+    const kept = (error: Error | null, bytes: Uint8Array | undefined): void => {
+      if (error === null) {
+        call.rawBody = asBuffer(bytes ?? new Uint8Array(0));
         done(null, peeked ? payload : replayable(call.rawBody));
-      },
-      (error: unknown) => {
-        if (!(error instanceof BodyTooLargeError)) {
-          done(toError(error));
-          return;
-        }
-        // Answered here, before Fastify parses a body it never got whole: the exchange checks the key,
-        // then answers 413 from `body()` without claiming. A reply sent from a hook ends the request.
-        const call = new Call(request);
-        call.tooLarge = error;
-        exchange.handle(call, () => Promise.reject(error)).then(
-          (answer) => {
-            if (answer.kind === 'replay' || answer.kind === 'problem') send(reply, answer.response);
-            else done(error);
-          },
-          (failure: unknown) => done(toError(failure)),
-        );
-      },
+        return;
+      }
+      if (!(error instanceof BodyTooLargeError)) {
+        done(error);
+        return;
+      }
+      // Answered here, before Fastify parses a body it never got whole: the exchange checks the key,
+      // then answers 413 from `body()` without claiming. A reply sent from a hook ends the request.
+      call.tooLarge = error;
+      exchange.handle(call, () => Promise.reject(error)).then(
+        (answer) => {
+          if (answer.kind === 'replay' || answer.kind === 'problem') send(reply, answer.response);
+          else done(error);
+        },
+        (failure: unknown) => done(toError(failure)),
+      );
+    };
+    if (peeked) {
+      peekBodyThen(payload, exchange.maxBodyBytes, contentLength, kept);
+      return;
+    }
+    readBody(payload, exchange.maxBodyBytes, contentLength).then(
+      (bytes) => kept(null, bytes),
+      (error: unknown) => kept(toError(error), undefined),
     );
   });
 
   app.addHook('preHandler', (request, reply, done) => {
-    if (!applies(request)) {
+    // A request with a key got its call in `preParsing`; one without a key (or whose body Fastify did not
+    // parse) gets it here, where the exchange answers a missing key.
+    const call = callOf(request) ?? callFor(request);
+    if (call === undefined) {
       done();
       return;
-    }
-    let call = callOf(request);
-    if (!call) {
-      call = new Call(request);
-      (request as unknown as Carrier)[slot] = call;
     }
     const current = call;
     const outcome = exchange.handle(current, (context) =>
@@ -280,7 +294,7 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
       outcome.then(
         (answer) => {
           if (answer.kind !== 'replay' && answer.kind !== 'problem') {
-            done(null, body);
+            done(null, typeof payload === 'string' ? payload : body);
             return;
           }
           // The handler ran but its result was fenced off: answer the problem instead, without its headers.
@@ -306,7 +320,7 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
 }
 
 function send(reply: FastifyReply, response: OutgoingResponse): FastifyReply {
-  return reply.code(response.status).headers(response.headers).send(Buffer.from(response.body));
+  return reply.code(response.status).headers(response.headers).send(asBuffer(response.body));
 }
 
 function snapshotHeaders(headers: Readonly<Record<string, OutgoingHttpHeader | undefined>>): Record<string, string> {

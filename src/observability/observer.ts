@@ -35,6 +35,9 @@ const STORE_SPANS: Readonly<Record<StoreOperation, string | undefined>> = Object
   ping: undefined,
 });
 
+/** A store call with no span and no timing. */
+const UNREPORTED_CALL: StoreCallObservation = Object.freeze({ end: () => undefined, fail: () => undefined });
+
 /** Reports a receiver's requests as OpenTelemetry metrics and spans, and its notable outcomes to a logger. */
 export class TelemetryObserver implements ReceiverObserver {
   /** @internal */
@@ -57,8 +60,10 @@ export class TelemetryObserver implements ReceiverObserver {
 
   storeCall(operation: StoreOperation): StoreCallObservation {
     const spanName = STORE_SPANS[operation];
-    const timed = this.metrics.timesStore ? this.metrics : undefined;
-    return new StoreCallReport(timed, operation, spanName === undefined ? undefined : this.traces.start(spanName));
+    const span = spanName === undefined ? undefined : this.traces.start(spanName);
+    // Neither timed (the memory store's calls are not) nor traced: nothing to report, nothing to allocate.
+    if (span === undefined && !this.metrics.timesStore) return UNREPORTED_CALL;
+    return new StoreCallReport(this.metrics.timesStore ? this.metrics : undefined, operation, span);
   }
 
   takeover(scope: string, key: string): void {

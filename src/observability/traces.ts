@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { Context, Span, Tracer, TracerProvider } from '@opentelemetry/api';
+import type { Context, Span, SpanOptions, Tracer, TracerProvider } from '@opentelemetry/api';
 import { otel } from './api.js';
 import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from './scope.js';
 
@@ -31,6 +31,9 @@ export interface TracesOptions {
   readonly tracerProvider?: TracerProvider | undefined;
 }
 
+/** The options of every span the receiver starts: one object, not one per span. */
+const SPAN_OPTIONS: SpanOptions = Object.freeze(otel === undefined ? {} : { kind: otel.SpanKind.INTERNAL });
+
 /** Starts the receiver's spans on a tracer obtained on first use. */
 export class ReceiverTraces {
   private tracer: Tracer | undefined;
@@ -46,7 +49,7 @@ export class ReceiverTraces {
   start(name: string, parent?: Context): Span | undefined {
     if (otel === undefined) return undefined;
     this.tracer ??= (this.options.tracerProvider ?? otel.trace.getTracerProvider()).getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
-    const span = this.tracer.startSpan(name, { kind: otel.SpanKind.INTERNAL }, parent ?? otel.context.active());
+    const span = this.tracer.startSpan(name, SPAN_OPTIONS, parent ?? otel.context.active());
     return span.isRecording() ? span : undefined;
   }
 
