@@ -243,14 +243,13 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
   });
 
   app.addHook('preHandler', (request, reply, done) => {
-    // A request with a key got its call in `preParsing`; one without a key (or whose body Fastify did not
-    // parse) gets it here, where the exchange answers a missing key.
-    const call = callOf(request) ?? callFor(request);
-    if (call === undefined) {
+    // A request with a key got its call in `preParsing`; one without gets it here, where the exchange
+    // answers a missing key.
+    const current = callOf(request) ?? callFor(request);
+    if (current === undefined) {
       done();
       return;
     }
-    const current = call;
     const outcome = exchange.handle(current, (context) =>
       new Promise<CapturedResponse>((deliver) => {
         request.idempotency = context;
