@@ -3,7 +3,8 @@
 // (TickObject), timers, microtasks. Counted by an `async_hooks` init hook preloaded into the server
 // (`async-counter.mjs`) over `measured` sequential requests after `warm`, so the figure is exact and does not
 // move with the machine's load. Each promise is an allocation and, when it settles, at least one microtask.
-// With the hook on, every `await` also counts the throwaway promise V8 otherwise skips.
+// With the hook on, each `await` also shows up as a promise of its own, so the promise count is an upper
+// bound of what a request creates without it.
 //
 //   node bench/server-async.mjs <fastify|express> <config> <no-key|new|replay> [measured] [warm]
 //
