@@ -37,7 +37,10 @@ createInterface({ input: server.stderr }).on('line', (line) => {
 const snapshot = async () => {
   const before = counts.length;
   server.kill('SIGUSR2');
-  while (counts.length === before) await sleep(20);
+  while (counts.length === before) {
+    if (server.exitCode !== null) throw new Error(`the ${framework}/${config} server exited with ${server.exitCode}`);
+    await sleep(20);
+  }
   return counts[counts.length - 1];
 };
 const { send, prime, close } = requestSender(port, scenario, 1);

@@ -218,6 +218,16 @@ class RequestRun<Tx> {
     this.budgetMs = waitTimeoutMs;
   }
 
+  /** The work starts under a won claim. */
+  workStarted(): void {
+    this.observation.workStarted();
+  }
+
+  /** The work returned a response. */
+  workSucceeded(): void {
+    this.observation.workEnded(false);
+  }
+
   /** The work threw `error`. */
   workFailed(error: unknown): void {
     this.thrown = { error };
@@ -368,7 +378,7 @@ class Engine<Tx> implements Receiver<Tx> {
     const claim = result.claim;
     if (claim.takeover) this.observer.takeover(id.scope, id.key);
     let response: StoredResponse;
-    request.observation.workStarted();
+    request.workStarted();
     try {
       response = await request.work({ claim, tx: undefined as Tx });
     } catch (error) {
@@ -376,7 +386,7 @@ class Engine<Tx> implements Receiver<Tx> {
       await this.release(claim);
       throw error;
     }
-    request.observation.workEnded(false);
+    request.workSucceeded();
     if (!this.options.shouldPersist(response)) {
       await this.release(claim);
       return { response, replayed: false, saved: false };
@@ -408,14 +418,14 @@ class Engine<Tx> implements Receiver<Tx> {
       const run = (): Promise<ClaimedTransaction<Execution>> => this.claimTransaction(store, input, async (tx, view, held): Promise<Execution> => {
         claim = held;
         let response: StoredResponse;
-        request.observation.workStarted();
+        request.workStarted();
         try {
           response = await request.work({ claim: held, tx });
         } catch (error) {
           request.workFailed(error);
           throw new WorkFailed(error);
         }
-        request.observation.workEnded(false);
+        request.workSucceeded();
         if (!this.options.shouldPersist(response)) throw new Rollback(response);
         if (!(await this.call('complete', () => view.complete(held, response, this.options.retentionMs), TOOK_EFFECT))) {
           throw new WorkFailed(new LeaseLostError(id.scope, id.key));

@@ -143,11 +143,11 @@ export function peekBody(req: NodeRequest, limit: number, contentLength?: string
 }
 
 /** How {@link peekBodyThen} ends: with an error, or with the body. */
-type PeekCallback = (...result: [error: Error, body: undefined] | [error: null, body: Uint8Array]) => void;
+export type PeekCallback = (...result: [error: Error, body: undefined] | [error: null, body: Uint8Array]) => void;
 
 /**
  * {@link peekBody} for a caller that takes callbacks (Fastify's hooks): `done` is called once, with the
- * error `peekBody` would reject with, or with the body. It costs no promise.
+ * error `peekBody` would reject with, or with the body. It costs no promise, and never throws itself.
  */
 export function peekBodyThen(req: NodeRequest, limit: number, contentLength: string | undefined, done: PeekCallback): void {
   if (contentLength !== undefined && Number(contentLength) > limit) {

@@ -26,7 +26,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import { fastifyPlugin } from 'fastify-plugin';
 import type { Receiver } from '../core/receiver.js';
 import { checkHealth, type HealthCheck, type HealthReport } from '../observability/health.js';
-import { BodyTooLargeError, canonicalBody, peekBodyThen, readBody } from './body.js';
+import { BodyTooLargeError, canonicalBody, peekBodyThen, readBody, type PeekCallback } from './body.js';
 import {
   contextOf,
   createHttpExchange,
@@ -189,8 +189,9 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
   if (!app.hasRequestDecorator('idempotency')) app.decorateRequest('idempotency', undefined);
 
   /**
-   * A new {@link Call} for `request`, or `undefined` when the plugin does not act on it (its method, or its
-   * route's `enabled: false`). Fastify builds `routeOptions` afresh at each read: read once per request.
+   * A new {@link Call} for `request`, kept on the request for the later hooks, or `undefined` when the plugin
+   * does not act on it (its method, or its route's `enabled: false`). Fastify builds `routeOptions` afresh at
+   * each read: read once per request.
    */
   const callFor = (request: FastifyRequest): Call | undefined => {
     const settings = request.routeOptions.config.idempotency;
@@ -211,9 +212,9 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
     // new stream per request costs more than the peek). `app.inject()` and HTTP/2 requests are not one.
     const peeked = payload === request.raw && payload instanceof IncomingMessage;
     const contentLength = request.headers['content-length'];
-    const kept = (error: Error | null, bytes: Uint8Array | undefined): void => {
+    const kept: PeekCallback = (error, bytes) => {
       if (error === null) {
-        call.rawBody = asBuffer(bytes ?? new Uint8Array(0));
+        call.rawBody = asBuffer(bytes);
         done(null, peeked ? payload : replayable(call.rawBody));
         return;
       }
