@@ -27,7 +27,8 @@ export function isRedisConnection(value: unknown): value is RedisConnection {
   );
 }
 
-function isCluster(connection: RedisConnection): connection is Cluster {
+/** Is `connection` an ioredis `Cluster` (rather than a connection to one Redis)? */
+export function isCluster(connection: RedisConnection): connection is Cluster {
   return connection.isCluster;
 }
 

@@ -4,6 +4,7 @@
  * @module
  */
 import { createHash } from 'node:crypto';
+import { coalesceWrites } from './coalesce.js';
 import type { RedisConnection } from './connection.js';
 
 /** An argument of a Redis command: text, bytes or a number. */
@@ -35,12 +36,14 @@ export class LuaScript {
 
   /**
    * Runs the script on `client` with replies as Buffers (bulk strings) and numbers (integers), so binary
-   * fields survive untouched.
+   * fields survive untouched. The command leaves with the others sent in this turn of the event loop, in
+   * one socket write (`coalesce.ts`).
    *
    * @throws the driver's error when Redis fails or the script raises (after the NOSCRIPT retry)
    */
   run(client: RedisConnection, keys: readonly string[], args: readonly RedisArgument[]): Promise<unknown> {
     const scripting = client as unknown as BufferScripting;
+    coalesceWrites(client);
     return scripting.evalshaBuffer(this.sha, keys.length, ...keys, ...args).catch((error: unknown) => {
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
       return scripting.evalBuffer(this.source, keys.length, ...keys, ...args);

@@ -336,6 +336,58 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       await deleteUnder(client, prefix);
     });
 
+    it('sends the scripts of one turn of the event loop in one socket write, each with its own answer', async () => {
+      const prefix = `${FILE_PREFIX}:coalesced`;
+      const other = await secondConnection();
+      const store = createRedisStore({ client: other, prefix });
+      // Count what the socket hands the kernel: one `_writev` for a corked batch, one `_write` per lone chunk.
+      const socket = other.stream as unknown as Record<'_write' | '_writev', (...args: unknown[]) => unknown>;
+      let writes = 0;
+      for (const method of ['_write', '_writev'] as const) {
+        const original = socket[method].bind(socket);
+        socket[method] = (...args: unknown[]) => {
+          writes++;
+          return original(...args);
+        };
+      }
+      const keys = Array.from({ length: 20 }, (_, i) => `k${i}`);
+      const claims = await Promise.all(keys.map((key) => store.claim(input(key))));
+      expect(writes).toBe(1);
+      expect(claims.map((result) => result.acquired)).toEqual(keys.map(() => true));
+      const tokens = new Set(claims.map((result) => (result.acquired ? result.claim.leaseToken : '')));
+      expect(tokens.size).toBe(20);
+      writes = 0;
+      const again = await Promise.all(keys.map((key) => store.claim(input(key))));
+      expect(writes).toBe(1);
+      expect(again.map((result) => result.acquired)).toEqual(keys.map(() => false));
+      await store.close();
+      await other.quit();
+      await deleteUnder(client, prefix);
+    });
+
+    it('loses no claim when the socket closes with the turn\'s scripts still waiting to be written', async () => {
+      const prefix = `${FILE_PREFIX}:corked-close`;
+      // ioredis's defaults: reconnect, and resend what was sent but not answered.
+      const other = new Redis(REDIS_URL);
+      const store = createRedisStore({ client: other, prefix });
+      await store.claim(input('warm'));
+      const keys = Array.from({ length: 10 }, (_, i) => `k${i}`);
+      const pending = keys.map((key) => store.claim(input(key)));
+      // Still in the turn that sent them: the scripts sit in the corked socket, not yet written.
+      expect(other.stream.writableCorked).toBe(1);
+      expect(other.stream.writableLength).toBeGreaterThan(0);
+      other.stream.destroy();
+      const claims = await Promise.all(pending);
+      expect(claims.map((result) => result.acquired)).toEqual(keys.map(() => true));
+      for (const [i, key] of keys.entries()) {
+        const record = await store.get('shared', key);
+        expect(record?.leaseToken).toBe(claims[i]?.acquired ? claims[i].claim.leaseToken : undefined);
+      }
+      await store.close();
+      await other.quit();
+      await deleteUnder(client, prefix);
+    });
+
     it('uses the injected id generator for fencing tokens', async () => {
       const prefix = `${FILE_PREFIX}:ids`;
       let n = 0;
