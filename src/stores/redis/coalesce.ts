@@ -6,8 +6,9 @@
  * callback in the poll phase), and each request sends its own script. ioredis writes every command to the
  * socket as it is sent, one system call each, and Redis then reads and wakes once per write. Corking the
  * connection's socket at the first command of a turn and uncorking it in the turn's check phase
- * (`setImmediate`) hands the kernel those commands in one write (Node's `writev`). Nothing is reordered
- * and nothing waits for a later turn: the commands still go out before the event loop next polls. Redis
+ * (`setImmediate`) hands the kernel those commands in one write (Node's `writev`). Nothing is reordered,
+ * and nothing waits for I/O: a turn with an immediate pending polls without blocking, so the commands go
+ * out before the event loop next waits. Redis
  * answers a batch read in one write too, so the replies arrive together.
  *
  * This is the batching that ioredis's `enableAutoPipelining` also does (it too flushes in `setImmediate`),
@@ -21,13 +22,21 @@ import { isCluster, type RedisConnection } from './connection.js';
 
 /**
  * Makes the commands written to `connection` for the rest of this turn of the event loop leave together:
- * corks its socket unless it is corked already, and uncorks it in this turn's check phase. A Redis Cluster
- * connection is left as it is: its commands go to one socket per node, chosen inside ioredis. A socket
- * closed before the uncork is left to ioredis, which resends or fails the commands it had not had answered.
+ * corks its socket unless it is corked already, and uncorks it in this turn's check phase. On Redis Cluster
+ * the socket of every master is corked so, since ioredis picks the node of each command by its key's slot,
+ * each master gets this turn's commands in one write. A socket closed before the uncork is left to ioredis,
+ * which resends or fails the commands it had not had answered.
  */
 export function coalesceWrites(connection: RedisConnection): void {
-  if (isCluster(connection)) return;
-  const stream = connection.stream as Socket | undefined;
+  if (!isCluster(connection)) {
+    corkUntilCheck(connection.stream);
+    return;
+  }
+  for (const node of connection.nodes('master')) corkUntilCheck(node.stream);
+}
+
+/** Corks `stream` (absent before ioredis first connects) unless it is corked already, and uncorks it in this turn's check phase. */
+function corkUntilCheck(stream: Socket | undefined): void {
   if (stream === undefined || stream.writableCorked > 0) return;
   stream.cork();
   setImmediate(uncork, stream);

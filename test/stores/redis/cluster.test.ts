@@ -9,6 +9,7 @@ import { ManualClock } from '../../../src/core/clock.js';
 import { createRedisSessionStore } from '../../../src/sessions/index.js';
 import { scanKeys } from '../../../src/stores/redis/connection.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
+import { recordKey } from '../../../src/stores/redis/keys.js';
 import { honoDriver } from '../../http/hono-driver.js';
 import type { ScenarioStore } from '../../http/scenario-stores.js';
 import { httpScenarios } from '../../http/scenarios.js';
@@ -50,6 +51,38 @@ if (cluster) {
       Promise.resolve(createRedisStore({ client, prefix: `${FILE_PREFIX}:h${++scenarioStores}`, ...(clock && { clock }) })),
   };
   httpScenarios(honoDriver, clusterScenarioStore);
+
+  describe('redis store on Redis Cluster: one socket write per master per turn', () => {
+    it('sends the scripts of one turn of the event loop in one write to each master', async () => {
+      const prefix = `${FILE_PREFIX}:coalesced`;
+      const store = createRedisStore({ client, prefix });
+      const keys = Array.from({ length: 30 }, (_, i) => `k-${i}`);
+      // A first round in another scope connects every master (ioredis opens a node's socket on first use).
+      for (const key of keys) await store.claim({ scope: 'warm', key, fingerprint: FP, leaseMs: 1_000, retentionMs: 60_000 });
+      const masters = client.nodes('master');
+      let writes = 0;
+      for (const node of masters) {
+        const socket = node.stream as unknown as Record<'_write' | '_writev', (...args: unknown[]) => unknown>;
+        for (const method of ['_write', '_writev'] as const) {
+          const original = socket[method].bind(socket);
+          socket[method] = (...args: unknown[]) => {
+            writes++;
+            return original(...args);
+          };
+        }
+      }
+      const claims = await Promise.all(keys.map((key) => store.claim({ scope: 'shared', key, fingerprint: FP, leaseMs: 1_000, retentionMs: 60_000 })));
+      const scriptWrites = writes;
+      expect(claims.every((result) => result.acquired)).toBe(true);
+      const owners = new Set<number>();
+      for (const key of keys) owners.add(await masterOf(client, recordKey(prefix, 'shared', key)));
+      // Every master had scripts to run, and each got them in one write.
+      expect(owners.size).toBe(3);
+      expect(scriptWrites).toBe(3);
+      await store.close();
+      await deleteUnder(client, prefix);
+    });
+  });
 
   describe('redis store on Redis Cluster: key walks cover every master', () => {
     it('reaps and lists abandoned records that live on three different masters', async () => {
