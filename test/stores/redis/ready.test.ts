@@ -36,6 +36,35 @@ describe.runIf(available)('Redis store with the documented client (enableOffline
     await store.close();
   });
 
+  it('waits for the connection once for a burst of first requests: one set of listeners, no leak warning', async () => {
+    const client = documentedClient();
+    const store = createRedisStore({ client, prefix: uniqueName('rs_ready_burst') });
+    const receiver = createReceiver({ store });
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): void => {
+      warnings.push(warning);
+    };
+    process.on('warning', onWarning);
+    // ioredis listens for `ready` itself while it connects, but never for `end`: count the store's there.
+    const listeners = client.listenerCount('end');
+    const body = new TextEncoder().encode('ok');
+    const executions = Array.from({ length: 50 }, (_, i) =>
+      receiver.execute({ scope: '', key: `burst-${i}`, fingerprint: 'f' }, () => Promise.resolve({ status: 201, headers: {}, body })),
+    );
+    // Let every request reach its wait before the connection is ready.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(client.status).not.toBe('ready');
+    expect(client.listenerCount('end')).toBe(listeners + 1);
+    const settled = await Promise.all(executions);
+    expect(settled.map((execution) => execution.response.status)).toEqual(settled.map(() => 201));
+    expect(client.listenerCount('end')).toBe(listeners);
+    // A warning is emitted on the next tick after the listener that crossed the limit.
+    await new Promise((resolve) => setImmediate(resolve));
+    process.off('warning', onWarning);
+    expect(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning')).toEqual([]);
+    await store.close();
+  });
+
   it('still fails fast, without waiting out the bound, while Redis is down', async () => {
     const client = documentedClient('redis://127.0.0.1:1');
     const store = createRedisStore({ client, readyTimeoutMs: 30_000 });
