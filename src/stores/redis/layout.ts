@@ -42,7 +42,7 @@ const IN_PROGRESS = 1;
 const COMPLETED = 2;
 
 /** Bytes before the first length-prefixed field: the state byte and four doubles. */
-const FIXED_BYTES = 33;
+export const FIXED_BYTES = 33;
 
 /**
  * The first bytes of a record the listings read (`GETRANGE`) to learn its head: enough for any record whose

@@ -4,7 +4,7 @@
  * @module
  */
 import { nowLua } from './now.lua.js';
-import { packHeadLua, packTailLua, READ_RECORD_LUA, UNPACK_TAIL_LUA, unpackHeadLua } from './record.lua.js';
+import { packTailLua, READ_RECORD_LUA, repackFixedLua, UNPACK_TAIL_LUA, unpackHeadLua } from './record.lua.js';
 
 /**
  * Lua source of `complete`.
@@ -30,26 +30,19 @@ import { packHeadLua, packTailLua, READ_RECORD_LUA, UNPACK_TAIL_LUA, unpackHeadL
 export const COMPLETE_LUA = `
 ${READ_RECORD_LUA}
 if not v then return 0 end
-${unpackHeadLua('key')}
+${unpackHeadLua('token')}
 if token ~= ARGV[1] then return 0 end
 if state == 2 then
+  ${unpackHeadLua('key')}
   ${UNPACK_TAIL_LUA}
   if status == tonumber(ARGV[5]) and headers == ARGV[6] and body == ARGV[7] then return 1 end
   return 0
 end
 ${nowLua(2)}
-local record = ${packHeadLua({
-  state: '2',
-  lease: 'lease',
-  created: 'created',
-  expires: 'now + tonumber(ARGV[3])',
-  completed: 'now',
-  fp: 'fp',
-  token: 'token',
-  rp: 'rp',
-  scope: 'scope',
-  key: 'key',
-})} .. ${packTailLua('tonumber(ARGV[5])', 'ARGV[6]', 'ARGV[7]')}
+local record = ${repackFixedLua(
+  { state: '2', lease: 'lease', created: 'created', expires: 'now + tonumber(ARGV[3])', completed: 'now' },
+  'v',
+)} .. ${packTailLua('tonumber(ARGV[5])', 'ARGV[6]', 'ARGV[7]')}
 redis.call('SET', KEYS[1], record, 'PX', ARGV[4])
 redis.call('PUBLISH', KEYS[1], 'completed')
 return 1

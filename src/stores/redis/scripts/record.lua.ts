@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { HEAD_FIELDS, TAIL_FORMAT } from '../layout.js';
+import { FIXED_BYTES, HEAD_FIELDS, TAIL_FORMAT } from '../layout.js';
 
 /** The names the head's fields take in Lua, in layout order. */
 type HeadField = (typeof HEAD_FIELDS)[number][0];
@@ -22,6 +22,22 @@ export function packHeadLua(fields: Record<Exclude<HeadField, 'has_rp'>, string>
     return code === 'I4c0' ? `#${fields[name]}, ${fields[name]}` : fields[name];
   });
   return `struct.pack('${headFormat(HEAD_FIELDS.length)}', ${values.join(', ')})`;
+}
+
+/** The head's fields before its first text: the state byte and the four times. */
+type FixedField = 'state' | 'lease' | 'created' | 'expires' | 'completed';
+
+/** How many of the head's fields come before its first text (the fingerprint). */
+const FIXED_FIELDS = HEAD_FIELDS.findIndex(([, code]) => code === 'I4c0');
+
+/**
+ * Lua expression: the head of the record value `value` with its fixed fields (the state byte and the four
+ * times) packed anew from the Lua expressions given, and its texts, from the fingerprint on, copied as
+ * they stand: no text is read into Lua or packed again.
+ */
+export function repackFixedLua(fields: Record<FixedField, string>, value: string): string {
+  const values = HEAD_FIELDS.slice(0, FIXED_FIELDS).map(([name]) => fields[name as FixedField]);
+  return `struct.pack('${headFormat(FIXED_FIELDS)}', ${values.join(', ')}) .. string.sub(${value}, ${FIXED_BYTES + 1})`;
 }
 
 /**
