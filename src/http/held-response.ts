@@ -11,14 +11,28 @@ import type { CapturedResponse, OutgoingResponse } from './exchange.js';
 
 type Callback = (error?: Error | null) => void;
 
-/** The real `writeHead`/`write`/`end`/`flushHeaders` of a response whose output is being held. */
-const heldWriters = new WeakMap<ServerResponse, Writer>();
+/** The writers a hold replaces on the response object, in the order it replaces them. */
+const WRITER_NAMES = ['writeHead', 'flushHeaders', 'write', 'end'] as const;
+type WriterName = (typeof WRITER_NAMES)[number];
 type Writer = {
   writeHead: (...args: unknown[]) => unknown;
   write: (...args: unknown[]) => unknown;
   end: (...args: unknown[]) => unknown;
   flushHeaders: () => void;
 };
+
+/** What a hold replaced: the real writers, and which of them were the response's own properties. */
+interface Replaced {
+  readonly writers: Writer;
+  /**
+   * Bit `i` set when `WRITER_NAMES[i]` was set on this response object (by an earlier middleware) rather
+   * than inherited from its prototype.
+   */
+  readonly own: number;
+}
+
+/** The real `writeHead`/`write`/`end`/`flushHeaders` of a response whose output is being held. */
+const heldWriters = new WeakMap<ServerResponse, Replaced>();
 
 /**
  * Holds back what is written to `res` from now on and resolves it once `end()` is called: `writeHead`,
@@ -28,8 +42,10 @@ type Writer = {
 export function holdResponse(res: ServerResponse): Promise<CapturedResponse> {
   return new Promise((resolve) => {
     const writer = res as unknown as Writer;
-    const original = { writeHead: writer.writeHead, write: writer.write, end: writer.end, flushHeaders: writer.flushHeaders };
-    heldWriters.set(res, original);
+    const writers = { writeHead: writer.writeHead, write: writer.write, end: writer.end, flushHeaders: writer.flushHeaders };
+    let own = 0;
+    for (const [i, name] of WRITER_NAMES.entries()) if (Object.hasOwn(res, name)) own |= 1 << i;
+    heldWriters.set(res, { writers, own });
     const chunks: Buffer[] = [];
     let ended = false;
     const collect = (chunk: unknown, encoding: unknown): void => {
@@ -105,11 +121,26 @@ export function sendFresh(res: ServerResponse, response: OutgoingResponse): void
   finish(res, response.body);
 }
 
+/**
+ * Puts the real writers back. One the response inherited (the usual case: Node's own methods) is restored
+ * by deleting the stand-in, last added first, so V8 returns the object to the shape it had before the hold
+ * rather than giving it four own properties; one it had of its own (an earlier middleware's) is assigned
+ * back.
+ */
+function restoreWriters(res: ServerResponse, { writers, own }: Replaced): void {
+  const target = res as unknown as Partial<Record<WriterName, unknown>>;
+  for (let i = WRITER_NAMES.length - 1; i >= 0; i--) {
+    const name = WRITER_NAMES[i] as WriterName;
+    if (own & (1 << i)) target[name] = writers[name];
+    else delete target[name];
+  }
+}
+
 function finish(res: ServerResponse, body: Uint8Array): void {
-  const writers = heldWriters.get(res);
-  if (writers) {
+  const replaced = heldWriters.get(res);
+  if (replaced) {
     heldWriters.delete(res);
-    Object.assign(res, writers);
+    restoreWriters(res, replaced);
   }
   // The body is sent in one piece, so its length is known; a handler's own Content-Length or
   // Transfer-Encoding described its own chunks and may not match what was collected.

@@ -73,6 +73,37 @@ describe('express adapter', () => {
     expect(first.header('content-length')).toBe(String(first.body.byteLength));
   });
 
+  it("sends through an earlier middleware's own res.end, and leaves no stand-in writer on a response it held", async () => {
+    let ends = 0;
+    const leftOwn: string[][] = [];
+    const client = await serve((app, receiver) => {
+      app.use('/wrapped', (_req, res, next) => {
+        // As compression or on-headers do: the middleware's own `end`, set on this response object.
+        const end = res.end.bind(res) as (...args: unknown[]) => unknown;
+        (res as unknown as { end: (...args: unknown[]) => unknown }).end = (...args: unknown[]) => {
+          ends++;
+          return end(...args);
+        };
+        next();
+      });
+      const handler = (_req: Request, res: Response): void => {
+        res.once('finish', () => leftOwn.push(['writeHead', 'flushHeaders', 'write', 'end'].filter((name) => Object.hasOwn(res, name))));
+        res.status(201).json({ ok: true });
+      };
+      app.post('/wrapped', idempotency({ receiver }), handler);
+      app.post('/plain', idempotency({ receiver }), handler);
+    });
+    const first = await client.request({ ...withKey('k'), path: '/wrapped' });
+    const retry = await client.request({ ...withKey('k'), path: '/wrapped' });
+    expect([first.status, retry.status]).toEqual([201, 201]);
+    expect(retry.header('idempotent-replayed')).toBe('true');
+    // Once for the held response, once for the replay: the middleware's wrapper was put back, not dropped.
+    expect(ends).toBe(2);
+    expect((await client.request({ ...withKey('k2'), path: '/plain' })).status).toBe(201);
+    // The held responses keep only what they had of their own before the hold.
+    expect(leftOwn).toEqual([['end'], []]);
+  });
+
   it('holds and saves a response sent from a mounted sub-app, which sets its own prototype on res', async () => {
     // A sub-app swaps the response's prototype for its own (Express's mounted-app handling): the capture
     // must survive that, or the response would go out unsaved and the retry meet a key still in progress.
