@@ -35,3 +35,20 @@ export function redisContractFixtures(client: RedisConnection, filePrefix: strin
     });
   };
 }
+
+/**
+ * Counts what `stream` (a connection's socket) hands the kernel from now on: one `_writev` for a corked
+ * batch, one `_write` per lone chunk. Returns a reader of the count so far.
+ */
+export function countSocketWrites(stream: object): () => number {
+  const socket = stream as Record<'_write' | '_writev', (...args: unknown[]) => unknown>;
+  let writes = 0;
+  for (const method of ['_write', '_writev'] as const) {
+    const original = socket[method].bind(socket);
+    socket[method] = (...args: unknown[]) => {
+      writes++;
+      return original(...args);
+    };
+  }
+  return () => writes;
+}
