@@ -8,8 +8,8 @@
  * connection's socket at the first command of a turn and uncorking it in the turn's check phase
  * (`setImmediate`) hands the kernel those commands in one write (Node's `writev`). Nothing is reordered,
  * and nothing waits for I/O: a turn with an immediate pending polls without blocking, so the commands go
- * out before the event loop next waits. Redis
- * answers a batch read in one write too, so the replies arrive together.
+ * out before the event loop next waits. Redis answers a batch read in one write too, so the replies
+ * arrive together.
  *
  * This is the batching that ioredis's `enableAutoPipelining` also does (it too flushes in `setImmediate`),
  * without its per-batch pipeline object: the commands stay ordinary commands on the connection, with
