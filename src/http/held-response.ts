@@ -14,12 +14,7 @@ type Callback = (error?: Error | null) => void;
 /** The writers a hold replaces on the response object, in the order it replaces them. */
 const WRITER_NAMES = ['writeHead', 'flushHeaders', 'write', 'end'] as const;
 type WriterName = (typeof WRITER_NAMES)[number];
-type Writer = {
-  writeHead: (...args: unknown[]) => unknown;
-  write: (...args: unknown[]) => unknown;
-  end: (...args: unknown[]) => unknown;
-  flushHeaders: () => void;
-};
+type Writer = Record<WriterName, (...args: unknown[]) => unknown>;
 
 /** What a hold replaced: the real writers, and which of them were the response's own properties. */
 interface Replaced {
@@ -41,11 +36,6 @@ const heldWriters = new WeakMap<ServerResponse, Replaced>();
  */
 export function holdResponse(res: ServerResponse): Promise<CapturedResponse> {
   return new Promise((resolve) => {
-    const writer = res as unknown as Writer;
-    const writers = { writeHead: writer.writeHead, write: writer.write, end: writer.end, flushHeaders: writer.flushHeaders };
-    let own = 0;
-    for (const [i, name] of WRITER_NAMES.entries()) if (Object.hasOwn(res, name)) own |= 1 << i;
-    heldWriters.set(res, { writers, own });
     const chunks: Buffer[] = [];
     let ended = false;
     const collect = (chunk: unknown, encoding: unknown): void => {
@@ -57,31 +47,49 @@ export function holdResponse(res: ServerResponse): Promise<CapturedResponse> {
       const last = args[args.length - 1];
       return typeof last === 'function' ? (last as Callback) : undefined;
     };
-    writer.writeHead = (status: unknown, ...rest: unknown[]) => {
-      // A late second reply (Fastify re-sends when a route's promise settles before the response has ended) must not alter the captured one.
-      if (ended) return res;
-      res.statusCode = Number(status);
-      if (typeof rest[0] === 'string') res.statusMessage = rest.shift() as string;
-      applyHeaders(res, rest[0]);
-      return res;
-    };
-    writer.flushHeaders = () => undefined;
-    writer.write = (chunk: unknown, ...rest: unknown[]) => {
-      if (!ended) collect(chunk, rest[0]);
-      const callback = callbackOf(rest);
-      if (callback) process.nextTick(callback);
-      return true;
-    };
-    writer.end = (chunk?: unknown, ...rest: unknown[]) => {
-      if (ended) return res;
-      ended = true;
-      collect(chunk, rest[0]);
-      const callback = typeof chunk === 'function' ? (chunk as Callback) : callbackOf(rest);
-      if (callback) res.once('finish', callback);
-      resolve({ status: res.statusCode, headers: snapshotHeaders(res.getHeaders()), body: Buffer.concat(chunks) });
-      return res;
-    };
+    replaceWriters(res, {
+      writeHead: (status: unknown, ...rest: unknown[]) => {
+        // A late second reply (Fastify re-sends when a route's promise settles before the response has ended) must not alter the captured one.
+        if (ended) return res;
+        res.statusCode = Number(status);
+        if (typeof rest[0] === 'string') res.statusMessage = rest.shift() as string;
+        applyHeaders(res, rest[0]);
+        return res;
+      },
+      flushHeaders: () => undefined,
+      write: (chunk: unknown, ...rest: unknown[]) => {
+        if (!ended) collect(chunk, rest[0]);
+        const callback = callbackOf(rest);
+        if (callback) process.nextTick(callback);
+        return true;
+      },
+      end: (chunk?: unknown, ...rest: unknown[]) => {
+        if (ended) return res;
+        ended = true;
+        collect(chunk, rest[0]);
+        const callback = typeof chunk === 'function' ? (chunk as Callback) : callbackOf(rest);
+        if (callback) res.once('finish', callback);
+        resolve({ status: res.statusCode, headers: snapshotHeaders(res.getHeaders()), body: Buffer.concat(chunks) });
+        return res;
+      },
+    });
   });
+}
+
+/**
+ * Sets `standIns` on `res`, in the order of {@link WRITER_NAMES}, and keeps what they replace for
+ * {@link restoreWriters}.
+ */
+function replaceWriters(res: ServerResponse, standIns: Writer): void {
+  const target = res as unknown as Writer;
+  const writers = {} as Writer;
+  let own = 0;
+  for (const [i, name] of WRITER_NAMES.entries()) {
+    writers[name] = target[name];
+    if (Object.hasOwn(res, name)) own |= 1 << i;
+  }
+  heldWriters.set(res, { writers, own });
+  for (const name of WRITER_NAMES) target[name] = standIns[name];
 }
 
 /** `writeHead`'s headers argument: an object, or a flat `[name, value, name, value, …]` array. */
@@ -122,7 +130,7 @@ export function sendFresh(res: ServerResponse, response: OutgoingResponse): void
 }
 
 /**
- * Puts the real writers back. One the response inherited (the usual case: Node's own methods) is restored
+ * Puts the real writers back, in the reverse of {@link replaceWriters}'s order. One the response inherited (the usual case: Node's own methods) is restored
  * by deleting the stand-in, last added first, so V8 returns the object to the shape it had before the hold
  * rather than giving it four own properties; one it had of its own (an earlier middleware's) is assigned
  * back.

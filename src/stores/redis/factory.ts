@@ -64,8 +64,9 @@ export interface RedisStoreOptions {
    * Longest wait, in milliseconds, for `client`'s connection while it is still being set up (just created,
    * or reconnecting and between connect and ready) before an operation runs: with `enableOfflineQueue:
    * false`, a command sent before the connection is ready fails, so the first requests after start would
-   * get 503. A connection that is down (`reconnecting`) or closed is not waited for: operations fail fast.
-   * 0 never waits. @defaultValue 5_000
+   * get 503. Operations that arrive while one wait is in progress share it (one set of listeners on
+   * `client`), so the bound counts from the first of them. A connection that is down (`reconnecting`) or
+   * closed is not waited for: operations fail fast. 0 never waits. @defaultValue 5_000
    */
   readonly readyTimeoutMs?: number;
 }

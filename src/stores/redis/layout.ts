@@ -41,8 +41,11 @@ const IN_PROGRESS = 1;
 /** The state byte of a completed record. */
 const COMPLETED = 2;
 
-/** Bytes before the first length-prefixed field: the state byte and four doubles. */
-export const FIXED_BYTES = 33;
+/** How many of the head's fields come before its first length-prefixed one: the state byte and the four times. */
+export const FIXED_FIELDS = HEAD_FIELDS.findIndex(([, code]) => code === 'I4c0');
+
+/** Bytes those fields take: a byte (`B`) is 1, a double (`d`) 8. */
+export const FIXED_BYTES = HEAD_FIELDS.slice(0, FIXED_FIELDS).reduce((bytes, [, code]) => bytes + (code === 'B' ? 1 : 8), 0);
 
 /**
  * The first bytes of a record the listings read (`GETRANGE`) to learn its head: enough for any record whose

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { FIXED_BYTES, HEAD_FIELDS, TAIL_FORMAT } from '../layout.js';
+import { FIXED_BYTES, FIXED_FIELDS, HEAD_FIELDS, TAIL_FORMAT } from '../layout.js';
 
 /** The names the head's fields take in Lua, in layout order. */
 type HeadField = (typeof HEAD_FIELDS)[number][0];
@@ -26,9 +26,6 @@ export function packHeadLua(fields: Record<Exclude<HeadField, 'has_rp'>, string>
 
 /** The head's fields before its first text: the state byte and the four times. */
 type FixedField = 'state' | 'lease' | 'created' | 'expires' | 'completed';
-
-/** How many of the head's fields come before its first text (the fingerprint). */
-const FIXED_FIELDS = HEAD_FIELDS.findIndex(([, code]) => code === 'I4c0');
 
 /**
  * Lua expression: the head of the record value `value` with its fixed fields (the state byte and the four
