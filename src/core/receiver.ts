@@ -30,6 +30,7 @@ import {
 } from './observer.js';
 import { requireGenerateId, requireOptions } from './options.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
+import { ReplayCache, type ReplayCacheOptions } from './replay-cache.js';
 import { claimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';
 
 /** What identifies one logical operation. */
@@ -86,6 +87,19 @@ export interface ReceiverOptions {
    * each call. @defaultValue a random UUID (version 4), as `crypto.randomUUID` makes one
    */
   readonly generateId?: () => string;
+  /**
+   * Keeps up to `maxEntries` completed records in this process (least recently used out first), so a
+   * replay, or a reuse of the key with another fingerprint (422), is answered without a store round trip.
+   * A record is cached when the store returns it completed (the first replay still asks the store) and is
+   * used until its `expiresAt` and for at most `maxAgeMs` (default 60,000 ms) after that: a record deleted
+   * in the store meanwhile is still replayed by this process until then. Records in progress are never
+   * cached, so in-flight duplicates (409 or `wait`) always ask the store. Memory: up to `maxEntries` saved
+   * responses. The idea of AWS Lambda Powertools' `useLocalCache`.
+   * @defaultValue none: every claim asks the store
+   * @throws TypeError from `createReceiver` when `maxEntries` is not a positive integer or `maxAgeMs` not a
+   *   positive integer number of milliseconds
+   */
+  readonly replayCache?: ReplayCacheOptions;
 }
 
 /** Options of an engine over a plain store. */
@@ -125,7 +139,10 @@ export interface Execution {
 /** The engine. Create one with `createReceiver` (or {@link createEngine}, to choose its observer). */
 export interface Receiver<Tx = undefined> {
   /** The resolved, frozen options. */
-  readonly options: Readonly<Required<Omit<ReceiverOptions, 'clock'>>> & { readonly clock: Clock };
+  readonly options: Readonly<Required<Omit<ReceiverOptions, 'clock' | 'replayCache'>>> & {
+    readonly clock: Clock;
+    readonly replayCache: ReplayCacheOptions | undefined;
+  };
   readonly store: IdempotencyStore;
   /**
    * Runs `work` at most once per (scope, key) and returns its response, or replays the saved one.
@@ -250,6 +267,8 @@ class Engine<Tx> implements Receiver<Tx> {
   readonly store: IdempotencyStore;
   readonly observer: ReceiverObserver;
   private readonly transactional: boolean;
+  /** Completed records kept in this process (the `replayCache` option), or none. */
+  private readonly replays: ReplayCache | undefined;
 
   constructor(
     options: PlainEngineOptions | TransactionalEngineOptions<Tx>,
@@ -283,6 +302,8 @@ class Engine<Tx> implements Receiver<Tx> {
       throw new TypeError(`retrysafe: option "clock" must have a now() method, got ${describe(clock)}`);
     }
     const generateId = requireGenerateId(options.generateId ?? randomLeaseToken);
+    const replayCache = options.replayCache === undefined ? undefined : Object.freeze({ ...options.replayCache });
+    this.replays = replayCache === undefined ? undefined : new ReplayCache(replayCache);
     this.options = Object.freeze({
       generateId,
       leaseMs,
@@ -292,6 +313,7 @@ class Engine<Tx> implements Receiver<Tx> {
       pollIntervalMs: requireDurationMs('pollIntervalMs', options.pollIntervalMs ?? 25),
       shouldPersist,
       clock,
+      replayCache,
     });
     this.observer = observe(options.store);
   }
@@ -314,10 +336,20 @@ class Engine<Tx> implements Receiver<Tx> {
   }
 
   /**
-   * One attempt at `id`: a claim, then the work on a won claim. A claim lost to a running request is
-   * answered by {@link Engine.inFlight}, which may wait and attempt again.
+   * One attempt at `id`: a completed record in the replay cache answers at once; otherwise a claim, then
+   * the work on a won claim. A claim lost to a running request is answered by {@link Engine.inFlight},
+   * which may wait and attempt again.
    */
   private attempt(id: OperationId, request: RequestRun<Tx>): Promise<Execution> {
+    const cached = this.replays?.get(id.scope, id.key, this.options.clock.now());
+    if (cached !== undefined) {
+      try {
+        return Promise.resolve(this.answer(id, request, cached));
+      } catch (error) {
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the engine's own typed error (422), passed on as it came
+        return Promise.reject(error);
+      }
+    }
     return this.transactional ? this.attemptInTransaction(id, request) : this.attemptPlain(id, request);
   }
 
@@ -516,8 +548,14 @@ class Engine<Tx> implements Receiver<Tx> {
     return claimInputOf(id, this.options, this.options.generateId());
   }
 
-  /** The answer to a claim lost to `record`: a replay, a reused key (422), or a request in flight. */
+  /** The answer to a claim lost to `record`, which the store returned (and the replay cache keeps if completed). */
   private lost(id: OperationId, request: RequestRun<Tx>, record: IdempotencyRecord): Execution | Promise<Execution> {
+    this.replays?.remember(record, this.options.clock.now());
+    return this.answer(id, request, record);
+  }
+
+  /** The answer to `record` standing in the way: a replay, a reused key (422), or a request in flight. */
+  private answer(id: OperationId, request: RequestRun<Tx>, record: IdempotencyRecord): Execution | Promise<Execution> {
     // Mismatch is checked before in-flight: a reused key is an error however it stands.
     if (record.fingerprint !== id.fingerprint) throw new IdempotencyKeyReusedError(record);
     if (record.state === 'completed' && record.response) return { response: record.response, replayed: true, saved: true };

@@ -1,0 +1,97 @@
+/**
+ * The receiver's optional process-local cache of completed records: a bounded LRU that answers a replay
+ * (or a key reused with another fingerprint, 422) without a store round trip. Off unless the receiver's
+ * `replayCache` option is set.
+ *
+ * Only completed records are kept, and only as a store returned them: a completed record never changes
+ * until it expires or someone deletes it, so a cached one answers exactly as the store would, with two
+ * bounds. An entry is used until the record's `expiresAt` (the store's clock, compared with the
+ * receiver's) and for at most `maxAgeMs` after it was cached, so a record deleted in the store (by an
+ * operator, or by another process's reaper once expired) is still replayed here for up to `maxAgeMs`.
+ *
+ * The same idea as the local cache of AWS Lambda Powertools' idempotency utility (`useLocalCache`).
+ *
+ * @module
+ */
+import { describe, requireDurationMs } from './duration.js';
+import type { IdempotencyRecord } from './record.js';
+
+/** Options of the receiver's replay cache (its `replayCache` option). Durations are in milliseconds. */
+export interface ReplayCacheOptions {
+  /**
+   * Most completed records kept; the least recently used one goes first. Each keeps its saved response in
+   * memory, so the cache holds up to `maxEntries` × the largest saved response (the HTTP adapters'
+   * `maxResponseBytes`).
+   */
+  readonly maxEntries: number;
+  /**
+   * Longest a cached record is used, counted from when the store returned it: how long a record deleted in
+   * the store can still be replayed by this process. Never past the record's own `expiresAt`.
+   * @defaultValue 60_000
+   */
+  readonly maxAgeMs?: number;
+}
+
+/** A cached record and until when it may answer (ms since the epoch, the receiver's clock). */
+interface Entry {
+  readonly record: IdempotencyRecord;
+  readonly usableUntil: number;
+}
+
+/** The bounded LRU of completed records behind a receiver's `replayCache` option. */
+export class ReplayCache {
+  /** In insertion order, which a hit renews: the first entry is the least recently used. */
+  private readonly entries = new Map<string, Entry>();
+  private readonly maxEntries: number;
+  private readonly maxAgeMs: number;
+
+  /** @throws TypeError naming the option when `options` is not valid {@link ReplayCacheOptions} */
+  constructor(options: ReplayCacheOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError(`retrysafe: option "replayCache" must be an object with "maxEntries", got ${describe(options)}`);
+    }
+    const { maxEntries } = options;
+    if (typeof maxEntries !== 'number' || !Number.isSafeInteger(maxEntries) || maxEntries <= 0) {
+      throw new TypeError(`retrysafe: option "replayCache.maxEntries" must be a positive integer, got ${describe(maxEntries)}`);
+    }
+    this.maxEntries = maxEntries;
+    this.maxAgeMs = requireDurationMs('replayCache.maxAgeMs', options.maxAgeMs ?? 60_000);
+  }
+
+  /** The completed record of (scope, key) if one is cached and usable at `now` (ms); a hit renews it. */
+  get(scope: string, key: string, now: number): IdempotencyRecord | undefined {
+    const id = idOf(scope, key);
+    const entry = this.entries.get(id);
+    if (entry === undefined) return undefined;
+    this.entries.delete(id);
+    if (entry.usableUntil <= now) return undefined;
+    this.entries.set(id, entry);
+    return entry.record;
+  }
+
+  /** Keeps `record` if it is completed with a response and still usable at `now` (ms); others are ignored. */
+  remember(record: IdempotencyRecord, now: number): void {
+    if (record.state !== 'completed' || record.response === undefined) return;
+    const usableUntil = Math.min(record.expiresAt, now + this.maxAgeMs);
+    if (usableUntil <= now) return;
+    const id = idOf(record.scope, record.key);
+    this.entries.delete(id);
+    this.entries.set(id, { record, usableUntil });
+    if (this.entries.size > this.maxEntries) {
+      for (const oldest of this.entries.keys()) {
+        this.entries.delete(oldest);
+        break;
+      }
+    }
+  }
+
+  /** How many records are cached (expired ones included until they are looked up or pushed out). */
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+/** One string per (scope, key), unambiguous whatever either contains. */
+function idOf(scope: string, key: string): string {
+  return `${scope.length}:${scope}${key}`;
+}
