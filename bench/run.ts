@@ -120,6 +120,10 @@ const BASELINES: Readonly<Record<string, { readonly new: string; readonly replay
   // the claim alone, a read (no transaction is opened)
   'postgres-tx': { new: 'raw-pgtx-4', replay: 'raw-pg-1' },
   redis: { new: 'raw-redis-2', replay: 'raw-redis-1' },
+  // the same stores with the receiver's replay cache on: their own rows, read apart from the targets
+  'sqlite-replay-cache': { new: 'bare', replay: 'bare' },
+  'postgres-replay-cache': { new: 'raw-pgw-2', replay: 'raw-pg-1' },
+  'redis-replay-cache': { new: 'raw-redis-2', replay: 'raw-redis-1' },
 };
 
 async function measure(framework: string, config: string, bursts: boolean, round: number): Promise<Row[]> {
@@ -293,6 +297,7 @@ const plan: readonly (readonly [framework: string, config: string, bursts: boole
   ['fastify', 'memory', true],
   ['fastify', 'memory-otel', false],
   ['fastify', 'sqlite', false],
+  ['fastify', 'sqlite-replay-cache', false],
   ['express', 'bare', false],
   ['express', 'memory', true],
   ['express', 'memory-otel', false],
@@ -302,9 +307,11 @@ const plan: readonly (readonly [framework: string, config: string, bursts: boole
   ['fastify', 'raw-pgtx-4', false],
   ['fastify', 'postgres', true],
   ['fastify', 'postgres-tx', true],
+  ['fastify', 'postgres-replay-cache', false],
   ['fastify', 'raw-redis-1', false],
   ['fastify', 'raw-redis-2', false],
   ['fastify', 'redis', true],
+  ['fastify', 'redis-replay-cache', false],
 ];
 
 await migrate({ connectionString: postgresUrl, schema });

@@ -12,6 +12,8 @@
  *   memory | sqlite | postgres | postgres-tx | redis   the handler behind retrysafe on that store
  *   minimal                    (Fastify only) the handler behind the least an idempotency layer does
  *                              (servers/minimal-layer.ts): a reference point, not a product
+ *   sqlite-replay-cache | postgres-replay-cache | redis-replay-cache   that store with the receiver's
+ *                              replay cache on (`replayCache: { maxEntries: 10_000 }`)
  *   memory-otel                the memory store with the OpenTelemetry metrics SDK installed as the global
  *                              meter provider (a periodic reader exporting every second to memory): what
  *                              the receiver's metrics cost an application that collects them
@@ -51,8 +53,9 @@ function redisClient(): Redis {
   return client;
 }
 
-function configure(): BenchApp {
-  if (config === 'raw-pgtx-4') {
+/** The app of config `name` (see the list above). */
+function configure(name: string): BenchApp {
+  if (name === 'raw-pgtx-4') {
     const pool = pgPool();
     let n = 0;
     return {
@@ -70,7 +73,7 @@ function configure(): BenchApp {
       },
     };
   }
-  const raw = /^raw-(pg|pgw|redis)-(\d+)$/.exec(config);
+  const raw = /^raw-(pg|pgw|redis)-(\d+)$/.exec(name);
   if (raw) {
     const trips = Number(raw[2]);
     if (raw[1] === 'pg') {
@@ -92,7 +95,7 @@ function configure(): BenchApp {
     const client = redisClient();
     return { roundTrips: async () => { for (let i = 0; i < trips; i++) await client.ping(); } };
   }
-  switch (config) {
+  switch (name) {
     case 'bare':
       return {};
     case 'minimal':
@@ -119,12 +122,20 @@ function configure(): BenchApp {
           store: createRedisStore({ client: redisClient(), prefix: process.env['BENCH_REDIS_PREFIX'] ?? 'bench' }),
         }),
       };
+    case 'sqlite-replay-cache':
+    case 'postgres-replay-cache':
+    case 'redis-replay-cache': {
+      // The store's own config, with the receiver's replay cache on (its own rows; the targets are read without).
+      const base = configure(name.slice(0, -'-replay-cache'.length)).receiver;
+      if (base === undefined) throw new TypeError(`bench config ${name} has no store`);
+      return { receiver: createReceiver({ store: base.store, replayCache: { maxEntries: 10_000 } }) };
+    }
     default:
-      throw new TypeError(`unknown bench config ${config}`);
+      throw new TypeError(`unknown bench config ${name}`);
   }
 }
 
-const app = configure();
+const app = configure(config);
 const port = framework === 'fastify' ? await startFastify(app) : await startExpress(app);
 process.stdout.write(`${JSON.stringify({ port })}\n`);
 process.on('SIGTERM', () => {

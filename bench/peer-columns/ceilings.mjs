@@ -60,6 +60,17 @@ const tx = (txId, plainId) => rounds.map((r) => normalised(txId, 'w1', r) / norm
 const ours = tx('ours-postgres-tx', 'ours-postgres');
 const least = tx('ceiling-postgres-tx', 'ceiling-postgres-claim-first');
 out.push(`| PostgreSQL transactional ÷ plain | new keys | ≥ 0.80 | ${cell(ours)} | ${cell(least)} | ${cell(ours.map((x, i) => x / least[i]))} |`);
+// The replay cache's own columns, when the run has them (the targets are read with it off, above).
+const cached = [
+  ['SQLite ÷ bare Fastify', versus('bare-fastify'), 'ours-sqlite-replay-cache', 'ours-sqlite'],
+  ['PostgreSQL ÷ SELECT floor', overFloor(PG_SELECT), 'ours-postgres-replay-cache', 'ours-postgres'],
+  ['Redis ÷ node-idempotency-redis', versus('node-idempotency-redis'), 'ours-redis-replay-cache', 'ours-redis'],
+  ['Redis ÷ powertools-redis-lru', versus('powertools-redis-lru'), 'ours-redis-replay-cache', 'ours-redis'],
+].filter(([, , id]) => raw.http.some((x) => x.id === id));
+if (cached.length > 0) {
+  out.push('', '| replays, replay cache on (its own columns) | with the cache | without (same run) |', '|---|---:|---:|');
+  for (const [label, series, withCache, without] of cached) out.push(`| ${label} | ${cell(series(withCache, 'w2'))} | ${cell(series(without, 'w2'))} |`);
+}
 const executions = raw.http.filter((x) => x.id.startsWith('ours-') && !x.error);
 const double = executions.reduce((n, x) => n + x.w3.doubleExecutedKeys, 0);
 out.push('', `W3 double executions over retrysafe's columns and rounds: ${double}; rounds: ${rounds.length}; errors: ${JSON.stringify(raw.http.filter((x) => x.error).map((x) => [x.id, x.round, x.error]))}`);
