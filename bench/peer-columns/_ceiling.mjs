@@ -163,8 +163,27 @@ async function transactionalHandler(ctx, store) {
   };
 }
 
+/**
+ * The `meta` and `start` of the ceiling column on `kind` (`memory`, `redis`, `sqlite`, `postgres-claim-first`,
+ * `postgres-read-first`, `postgres-tx`), whose records the harness files under `store`.
+ */
+export function ceilingColumn(kind, store) {
+  return {
+    meta: {
+      id: `ceiling-${kind}`,
+      label: `ceiling: bare fastify + the least layer on ${kind} (measurement only, not a product)`,
+      framework: 'fastify',
+      store,
+      baseline: 'bare-fastify',
+      idempotent: false,
+      packages: ['fastify'],
+    },
+    start: (ctx) => startCeiling(kind, ctx),
+  };
+}
+
 /** Starts bare Fastify with the least layer on `kind` and the harness's POST /payments. */
-export async function startCeiling(kind, ctx) {
+async function startCeiling(kind, ctx) {
   const Fastify = dep('fastify');
   const transactional = kind === 'postgres-tx';
   const store = await openStore(transactional ? 'postgres-claim-first' : kind, ctx);

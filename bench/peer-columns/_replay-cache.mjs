@@ -2,10 +2,26 @@
 // peer benchmark's `ours-*` columns open it (`openReceiver` of its `_retrysafe.mjs`), with the receiver's
 // `replayCache` option on (10,000 records, above the 1,000 keys of the replay workload). A helper, not a
 // column (its name starts with "_"); copy it with the columns into the peer benchmark's `candidates/`.
-import { dep, openReceiver, product } from './_retrysafe.mjs';
+import { PRODUCT_LABEL, dep, openReceiver, product } from './_retrysafe.mjs';
+
+/** The `meta` and `start` of the `ours-<kind>-replay-cache` column (`kind`: `redis`, `sqlite`, `postgres`). */
+export function replayCacheColumn(kind) {
+  return {
+    meta: {
+      id: `ours-${kind}-replay-cache`,
+      label: `${PRODUCT_LABEL}: retrysafe + ${kind} store, replayCache { maxEntries: 10000 } (fastify plugin)`,
+      framework: 'fastify',
+      store: kind,
+      baseline: 'bare-fastify',
+      idempotent: true,
+      packages: ['fastify'],
+    },
+    start: (ctx) => startWithReplayCache(kind, ctx),
+  };
+}
 
 /** Serves POST /payments behind retrysafe on `kind`'s store with the replay cache on. */
-export async function startWithReplayCache(kind, ctx) {
+async function startWithReplayCache(kind, ctx) {
   const Fastify = dep('fastify');
   const { createReceiver } = await product('.');
   const { idempotency } = await product('./fastify');

@@ -1,16 +1,4 @@
-// Ceiling column: bare Fastify behind the least idempotency layer on the postgres-claim-first store (see ./_ceiling.mjs).
-import { startCeiling } from './_ceiling.mjs';
+// Ceiling column: bare Fastify behind the least idempotency layer on PostgreSQL, the claim first (for new keys) (see ./_ceiling.mjs).
+import { ceilingColumn } from './_ceiling.mjs';
 
-export const meta = {
-  id: 'ceiling-postgres-claim-first',
-  label: 'ceiling: bare fastify + the least layer on postgres-claim-first (measurement only, not a product)',
-  framework: 'fastify',
-  store: 'postgres',
-  baseline: 'bare-fastify',
-  idempotent: false,
-  packages: ['fastify'],
-};
-
-export function start(ctx) {
-  return startCeiling('postgres-claim-first', ctx);
-}
+export const { meta, start } = ceilingColumn('postgres-claim-first', 'postgres');

@@ -1,16 +1,4 @@
-// Ceiling column: bare Fastify behind the least idempotency layer on the postgres-read-first store (see ./_ceiling.mjs).
-import { startCeiling } from './_ceiling.mjs';
+// Ceiling column: bare Fastify behind the least idempotency layer on PostgreSQL, the read first (for replays) (see ./_ceiling.mjs).
+import { ceilingColumn } from './_ceiling.mjs';
 
-export const meta = {
-  id: 'ceiling-postgres-read-first',
-  label: 'ceiling: bare fastify + the least layer on postgres-read-first (measurement only, not a product)',
-  framework: 'fastify',
-  store: 'postgres',
-  baseline: 'bare-fastify',
-  idempotent: false,
-  packages: ['fastify'],
-};
-
-export function start(ctx) {
-  return startCeiling('postgres-read-first', ctx);
-}
+export const { meta, start } = ceilingColumn('postgres-read-first', 'postgres');

@@ -1,18 +1,5 @@
-// retrysafe + the redis store with the receiver's replay cache on (see ./_replay-cache.mjs): its own column, beside
-// `ours-redis`, which runs with the option off as the README shows.
-import { PRODUCT_LABEL } from './_retrysafe.mjs';
-import { startWithReplayCache } from './_replay-cache.mjs';
+// retrysafe + the redis store with the receiver's replay cache on (see ./_replay-cache.mjs): its own column,
+// beside `ours-redis`, which runs with the option off as the README shows.
+import { replayCacheColumn } from './_replay-cache.mjs';
 
-export const meta = {
-  id: 'ours-redis-replay-cache',
-  label: `${PRODUCT_LABEL}: retrysafe + redis store, replayCache { maxEntries: 10000 } (fastify plugin)`,
-  framework: 'fastify',
-  store: 'redis',
-  baseline: 'bare-fastify',
-  idempotent: true,
-  packages: ['fastify'],
-};
-
-export function start(ctx) {
-  return startWithReplayCache('redis', ctx);
-}
+export const { meta, start } = replayCacheColumn('redis');

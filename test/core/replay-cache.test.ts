@@ -40,6 +40,18 @@ function counted(store: IdempotencyStore): { store: IdempotencyStore; claims: ()
   return { store: wrapper, claims: () => claims };
 }
 
+/** Work that answers `{"run":n}` on its n-th run, and how many runs it had. */
+function numberedWork(): { work: () => Promise<StoredResponse>; runs: () => number } {
+  let runs = 0;
+  return {
+    work: () => {
+      runs++;
+      return Promise.resolve(response(`{"run":${runs}}`));
+    },
+    runs: () => runs,
+  };
+}
+
 describe('the receiver with a replay cache', () => {
   let clock: ManualClock;
 
@@ -51,15 +63,11 @@ describe('the receiver with a replay cache', () => {
     const { store, claims } = counted(createMemoryStore({ clock }));
     const receiver = createReceiver({ store, clock, retentionMs: RETENTION_MS, replayCache: { maxEntries: 10 } });
     const id: OperationId = { scope: 's', key: 'k', fingerprint: FP_A };
-    let runs = 0;
-    const work = () => {
-      runs++;
-      return Promise.resolve(response(`{"run":${runs}}`));
-    };
+    const { work, runs } = numberedWork();
     await receiver.execute(id, work);
     const replays = [];
     for (let i = 0; i < 5; i++) replays.push(await receiver.execute(id, work));
-    expect(runs).toBe(1);
+    expect(runs()).toBe(1);
     expect(claims()).toBe(2);
     for (const replay of replays) {
       expect(replay).toMatchObject({ replayed: true, saved: true });
@@ -104,11 +112,7 @@ describe('the receiver with a replay cache', () => {
     const { store, claims } = counted(createMemoryStore({ clock }));
     const receiver = createReceiver({ store, clock, leaseMs: 1_000, retentionMs: 10_000, replayCache: { maxEntries: 10, maxAgeMs: 60_000 } });
     const id: OperationId = { scope: 's', key: 'k', fingerprint: FP_A };
-    let runs = 0;
-    const work = () => {
-      runs++;
-      return Promise.resolve(response(`{"run":${runs}}`));
-    };
+    const { work, runs } = numberedWork();
     await receiver.execute(id, work);
     await receiver.execute(id, work);
     clock.advance(9_999);
@@ -116,7 +120,7 @@ describe('the receiver with a replay cache', () => {
     expect(claims()).toBe(2);
     clock.advance(1);
     expect(await receiver.execute(id, work)).toMatchObject({ replayed: false });
-    expect(runs).toBe(2);
+    expect(runs()).toBe(2);
     expect(claims()).toBe(3);
   });
 
@@ -176,11 +180,7 @@ describe('the replay cache on SQLite', () => {
     const { store, claims } = counted(sqlite);
     const receiver = createReceiver({ store, clock, replayCache: { maxEntries: 10, maxAgeMs: 5_000 } });
     const id: OperationId = { scope: 's', key: 'k', fingerprint: FP_A };
-    let runs = 0;
-    const work = () => {
-      runs++;
-      return Promise.resolve(response(`{"run":${runs}}`));
-    };
+    const { work, runs } = numberedWork();
     await receiver.execute(id, work);
     await receiver.execute(id, work);
     // An operator deletes the key behind this process's back.
@@ -192,6 +192,7 @@ describe('the replay cache on SQLite', () => {
     const after = await receiver.execute(id, work);
     expect(after).toMatchObject({ replayed: false, saved: true });
     expect(new TextDecoder().decode(after.response.body)).toBe('{"run":2}');
+    expect(runs()).toBe(2);
     expect(claims()).toBe(3);
   });
 
