@@ -302,8 +302,9 @@ class Engine<Tx> implements Receiver<Tx> {
       throw new TypeError(`retrysafe: option "clock" must have a now() method, got ${describe(clock)}`);
     }
     const generateId = requireGenerateId(options.generateId ?? randomLeaseToken);
-    const replayCache = options.replayCache === undefined ? undefined : Object.freeze({ ...options.replayCache });
-    this.replays = replayCache === undefined ? undefined : new ReplayCache(replayCache);
+    // The cache checks its options (an object, then each field) before they are copied.
+    this.replays = options.replayCache === undefined ? undefined : new ReplayCache(options.replayCache);
+    const replayCache = this.replays === undefined ? undefined : Object.freeze({ ...options.replayCache } as ReplayCacheOptions);
     this.options = Object.freeze({
       generateId,
       leaseMs,

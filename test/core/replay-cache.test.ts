@@ -157,7 +157,8 @@ describe('the receiver with a replay cache', () => {
     const store = createMemoryStore();
     expect(() => createReceiver({ store, replayCache: { maxEntries: 0 } })).toThrow(/replayCache\.maxEntries/);
     expect(() => createReceiver({ store, replayCache: { maxEntries: 10, maxAgeMs: -1 } })).toThrow(/replayCache\.maxAgeMs/);
-    expect(() => createReceiver({ store, replayCache: null as unknown as { maxEntries: number } })).toThrow(/replayCache/);
+    expect(() => createReceiver({ store, replayCache: null as unknown as { maxEntries: number } })).toThrow(/"replayCache" must be an object/);
+    expect(() => createReceiver({ store, replayCache: 5 as unknown as { maxEntries: number } })).toThrow(/"replayCache" must be an object/);
   });
 });
 
