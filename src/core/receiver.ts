@@ -90,9 +90,10 @@ export interface ReceiverOptions {
   /**
    * Keeps up to `maxEntries` completed records in this process (least recently used out first), so a
    * replay, or a reuse of the key with another fingerprint (422), is answered without a store round trip.
-   * A record is cached when the store returns it completed (the first replay still asks the store) and is
-   * used until its `expiresAt` and for at most `maxAgeMs` (default 60,000 ms) after that: a record deleted
-   * in the store meanwhile is still replayed by this process until then. Records in progress are never
+   * A record is cached when this receiver completes it (with its own clock's times: retained `retentionMs`
+   * from the completion) or when the store returns it completed, and is used until its `expiresAt` and for
+   * at most `maxAgeMs` (default 60,000 ms) after it was cached: a record deleted in the store meanwhile is
+   * still replayed by this process until then. Records in progress are never
    * cached, so in-flight duplicates (409 or `wait`) always ask the store. Memory: up to `maxEntries` saved
    * responses. The idea of AWS Lambda Powertools' `useLocalCache`.
    * @defaultValue none: every claim asks the store
@@ -390,6 +391,7 @@ class Engine<Tx> implements Receiver<Tx> {
    */
   private async attemptPlain(id: OperationId, request: RequestRun<Tx>): Promise<Execution> {
     const input = this.claimInput(id);
+    const claimedAt = this.replays === undefined ? 0 : this.options.clock.now();
     let result: ClaimResult;
     let claiming = this.observer.storeCall('claim');
     try {
@@ -435,6 +437,7 @@ class Engine<Tx> implements Receiver<Tx> {
     }
     completing.end(saved);
     if (!saved) throw new LeaseLostError(id.scope, id.key);
+    this.rememberCompleted(claim, response, claimedAt);
     return { response, replayed: false, saved: true };
   }
 
@@ -447,6 +450,7 @@ class Engine<Tx> implements Receiver<Tx> {
     let claim: Claim | undefined;
     let outcome: ClaimedTransaction<Execution>;
     const input = this.claimInput(id);
+    const claimedAt = this.replays === undefined ? 0 : this.options.clock.now();
     try {
       const run = (): Promise<ClaimedTransaction<Execution>> => this.claimTransaction(store, input, async (tx, view, held): Promise<Execution> => {
         claim = held;
@@ -480,7 +484,10 @@ class Engine<Tx> implements Receiver<Tx> {
       if (failure instanceof IdempotencyError && !failure.code.startsWith('store-')) throw failure;
       throw new StoreUnavailableError(failure);
     }
-    return outcome.acquired ? outcome.value : this.lost(id, request, outcome.record);
+    if (!outcome.acquired) return this.lost(id, request, outcome.record);
+    // Committed with the business writes: the claim was set when the transaction started.
+    if (outcome.value.saved && claim !== undefined) this.rememberCompleted(claim, outcome.value.response, claimedAt);
+    return outcome.value;
   }
 
   /**
@@ -547,6 +554,32 @@ class Engine<Tx> implements Receiver<Tx> {
   /** The claim input of `id`, with a fresh owner token for this attempt. */
   private claimInput(id: OperationId): ClaimInput {
     return claimInputOf(id, this.options, this.options.generateId());
+  }
+
+  /**
+   * Keeps the record this receiver just completed in the replay cache (when there is one), so the first
+   * retry is answered from it too. Its times are this receiver's: claimed at `claimedAt`, completed now,
+   * retained `retentionMs` from now. A takeover's record is left out: its first claim's time is not known
+   * here.
+   */
+  private rememberCompleted(claim: Claim, response: StoredResponse, claimedAt: number): void {
+    if (this.replays === undefined || claim.takeover) return;
+    const now = this.options.clock.now();
+    this.replays.remember(
+      {
+        scope: claim.scope,
+        key: claim.key,
+        fingerprint: claim.fingerprint,
+        state: 'completed',
+        leaseToken: claim.leaseToken,
+        leaseExpiresAt: claim.leaseExpiresAt,
+        response,
+        createdAt: claimedAt,
+        completedAt: now,
+        expiresAt: now + this.options.retentionMs,
+      },
+      now,
+    );
   }
 
   /** The answer to a claim lost to `record`, which the store returned (and the replay cache keeps if completed). */

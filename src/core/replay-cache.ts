@@ -3,11 +3,12 @@
  * (or a key reused with another fingerprint, 422) without a store round trip. Off unless the receiver's
  * `replayCache` option is set.
  *
- * Only completed records are kept, and only as a store returned them: a completed record never changes
- * until it expires or someone deletes it, so a cached one answers exactly as the store would, with two
- * bounds. An entry is used until the record's `expiresAt` (the store's clock, compared with the
- * receiver's) and for at most `maxAgeMs` after it was cached, so a record deleted in the store (by an
- * operator, or by another process's reaper once expired) is still replayed here for up to `maxAgeMs`.
+ * Only completed records are kept: those the receiver completed itself and those a store returned. A
+ * completed record never changes until it expires or someone deletes it, so a cached one answers exactly
+ * as the store would, with two bounds. An entry is used until the record's `expiresAt` (the store's clock,
+ * or the receiver's for a record it completed, compared with the receiver's) and for at most `maxAgeMs`
+ * after it was cached, so a record deleted in the store (by an operator, or by another process's reaper
+ * once expired) is still replayed here for up to `maxAgeMs`.
  *
  * The same idea as the local cache of AWS Lambda Powertools' idempotency utility (`useLocalCache`).
  *
@@ -25,8 +26,8 @@ export interface ReplayCacheOptions {
    */
   readonly maxEntries: number;
   /**
-   * Longest a cached record is used, counted from when the store returned it: how long a record deleted in
-   * the store can still be replayed by this process. Never past the record's own `expiresAt`.
+   * Longest a cached record is used, counted from when it was cached: how long a record deleted in the
+   * store can still be replayed by this process. Never past the record's own `expiresAt`.
    * @defaultValue 60_000
    */
   readonly maxAgeMs?: number;

@@ -9,11 +9,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
-import { IdempotencyKeyReusedError, RequestInProgressError } from '../../src/core/errors.js';
+import { IdempotencyKeyReusedError, LeaseLostError, RequestInProgressError } from '../../src/core/errors.js';
 import type { StoredResponse } from '../../src/core/record.js';
 import type { OperationId } from '../../src/core/receiver.js';
 import { ReplayCache } from '../../src/core/replay-cache.js';
-import type { IdempotencyStore } from '../../src/core/store.js';
+import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.js';
 import { createReceiver } from '../../src/receiver.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { createSqliteStore, type SqliteStore } from '../../src/stores/sqlite/index.js';
@@ -27,16 +27,20 @@ function response(body: string): StoredResponse {
   return { status: 201, headers: { 'content-type': 'application/json' }, body: new TextEncoder().encode(body) };
 }
 
-/** `store` with its `claim` calls counted; every call still goes to the real store. */
-function counted(store: IdempotencyStore): { store: IdempotencyStore; claims: () => number } {
+/** `store` with its `claim` and `claimTransaction` calls counted; every call still goes to the real store. */
+function counted<S extends IdempotencyStore>(store: S): { store: S; claims: () => number } {
   let claims = 0;
-  const wrapper = Object.create(store) as IdempotencyStore;
-  Object.defineProperty(wrapper, 'claim', {
-    value: (input: Parameters<IdempotencyStore['claim']>[0]) => {
-      claims++;
-      return store.claim(input);
-    },
-  });
+  const wrapper = Object.create(store) as S;
+  for (const name of ['claim', 'claimTransaction'] as const) {
+    const real = (store as Partial<TransactionalStore<unknown>>)[name];
+    if (typeof real !== 'function') continue;
+    Object.defineProperty(wrapper, name, {
+      value: (...args: unknown[]) => {
+        claims++;
+        return (real as (...a: unknown[]) => unknown).apply(store, args);
+      },
+    });
+  }
   return { store: wrapper, claims: () => claims };
 }
 
@@ -59,7 +63,7 @@ describe('the receiver with a replay cache', () => {
     clock = new ManualClock(1_700_000_000_000);
   });
 
-  it('asks the store once for a completed record, then replays the same bytes from the cache', async () => {
+  it('answers the first retry from the record it completed, with the same bytes', async () => {
     const { store, claims } = counted(createMemoryStore({ clock }));
     const receiver = createReceiver({ store, clock, retentionMs: RETENTION_MS, replayCache: { maxEntries: 10 } });
     const id: OperationId = { scope: 's', key: 'k', fingerprint: FP_A };
@@ -68,11 +72,48 @@ describe('the receiver with a replay cache', () => {
     const replays = [];
     for (let i = 0; i < 5; i++) replays.push(await receiver.execute(id, work));
     expect(runs()).toBe(1);
-    expect(claims()).toBe(2);
+    expect(claims()).toBe(1);
     for (const replay of replays) {
       expect(replay).toMatchObject({ replayed: true, saved: true });
       expect(new TextDecoder().decode(replay.response.body)).toBe('{"run":1}');
     }
+  });
+
+  it('asks the store once for a record another process completed, then replays it from the cache', async () => {
+    const shared = createMemoryStore({ clock });
+    const other = createReceiver({ store: shared, clock, retentionMs: RETENTION_MS });
+    const { store, claims } = counted(shared);
+    const receiver = createReceiver({ store, clock, retentionMs: RETENTION_MS, replayCache: { maxEntries: 10 } });
+    const id: OperationId = { scope: 's', key: 'k', fingerprint: FP_A };
+    const { work, runs } = numberedWork();
+    await other.execute(id, work);
+    for (let i = 0; i < 4; i++) expect(await receiver.execute(id, work)).toMatchObject({ replayed: true });
+    expect(runs()).toBe(1);
+    expect(claims()).toBe(1);
+  });
+
+  it('leaves out a record it completed after a takeover (its first claim time is unknown here)', async () => {
+    const { store, claims } = counted(createMemoryStore({ clock }));
+    const receiver = createReceiver({ store, clock, leaseMs: 1_000, retentionMs: RETENTION_MS, replayCache: { maxEntries: 10 } });
+    const id: OperationId = { scope: 's', key: 'k', fingerprint: FP_A };
+    const hold = gate();
+    let started = false;
+    const crashed = receiver.execute(id, async () => {
+      started = true;
+      await hold.promise;
+      return response('{"late":true}');
+    });
+    while (!started) await new Promise((resolve) => setImmediate(resolve));
+    clock.advance(1_000);
+    const { work } = numberedWork();
+    expect(await receiver.execute(id, work)).toMatchObject({ replayed: false, saved: true });
+    expect(claims()).toBe(2);
+    expect(await receiver.execute(id, work)).toMatchObject({ replayed: true });
+    expect(claims()).toBe(3);
+    expect(await receiver.execute(id, work)).toMatchObject({ replayed: true });
+    expect(claims()).toBe(3);
+    hold.open();
+    await expect(crashed).rejects.toBeInstanceOf(LeaseLostError);
   });
 
   it('answers a key reused with another fingerprint (422) from the cache as the store would', async () => {
@@ -117,11 +158,11 @@ describe('the receiver with a replay cache', () => {
     await receiver.execute(id, work);
     clock.advance(9_999);
     expect(await receiver.execute(id, work)).toMatchObject({ replayed: true });
-    expect(claims()).toBe(2);
+    expect(claims()).toBe(1);
     clock.advance(1);
     expect(await receiver.execute(id, work)).toMatchObject({ replayed: false });
     expect(runs()).toBe(2);
-    expect(claims()).toBe(3);
+    expect(claims()).toBe(2);
   });
 
   it('keeps the least recently used entries out first', () => {
@@ -188,13 +229,29 @@ describe('the replay cache on SQLite', () => {
     expect(sqlite.database.prepare('DELETE FROM retrysafe_records WHERE idempotency_key = ?').run('k').changes).toBe(1);
     clock.advance(4_999);
     expect(await receiver.execute(id, work)).toMatchObject({ replayed: true });
-    expect(claims()).toBe(2);
+    expect(claims()).toBe(1);
     clock.advance(1);
     const after = await receiver.execute(id, work);
     expect(after).toMatchObject({ replayed: false, saved: true });
     expect(new TextDecoder().decode(after.response.body)).toBe('{"run":2}');
     expect(runs()).toBe(2);
-    expect(claims()).toBe(3);
+    expect(claims()).toBe(2);
+  });
+
+  it('in transactional mode, caches the record once the transaction committed', async () => {
+    const { store, claims } = counted(sqlite);
+    const receiver = createReceiver({ store, transactional: true, replayCache: { maxEntries: 10 } });
+    sqlite.database.exec('CREATE TABLE charges (key TEXT NOT NULL)');
+    const id: OperationId = { scope: 's', key: 'k', fingerprint: FP_A };
+    const charge = () =>
+      receiver.execute(id, ({ tx }) => {
+        tx.prepare('INSERT INTO charges (key) VALUES (?)').run('k');
+        return Promise.resolve(response('{"charged":true}'));
+      });
+    expect(await charge()).toMatchObject({ replayed: false, saved: true });
+    for (let i = 0; i < 3; i++) expect(await charge()).toMatchObject({ replayed: true });
+    expect(claims()).toBe(1);
+    expect(sqlite.database.prepare('SELECT count(*) AS n FROM charges').get()).toEqual({ n: 1 });
   });
 
   it('without the option, every replay asks the store', async () => {
