@@ -29,7 +29,7 @@ import {
   type StoreOperation,
 } from './observer.js';
 import { requireGenerateId, requireOptions } from './options.js';
-import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
+import { frozenResponse, type Claim, type IdempotencyRecord, type StoredResponse } from './record.js';
 import { ReplayCache, type ReplayCacheOptions } from './replay-cache.js';
 import { claimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';
 
@@ -93,9 +93,9 @@ export interface ReceiverOptions {
    * A record is cached when this receiver completes it (with its own clock's times: retained `retentionMs`
    * from the completion) or when the store returns it completed, and is used until its `expiresAt` and for
    * at most `maxAgeMs` (default 60,000 ms) after it was cached: a record deleted in the store meanwhile is
-   * still replayed by this process until then. Records in progress are never
-   * cached, so in-flight duplicates (409 or `wait`) always ask the store. Memory: up to `maxEntries` saved
-   * responses. The idea of AWS Lambda Powertools' `useLocalCache`.
+   * still replayed by this process until then. Records in progress are never cached, so in-flight
+   * duplicates (409 or `wait`) always ask the store. Memory: up to `maxEntries` saved responses, each the
+   * cache's own copy. The idea of AWS Lambda Powertools' `useLocalCache`.
    * @defaultValue none: every claim asks the store
    * @throws TypeError from `createReceiver` when `maxEntries` is not a positive integer or `maxAgeMs` not a
    *   positive integer number of milliseconds
@@ -142,7 +142,7 @@ export interface Receiver<Tx = undefined> {
   /** The resolved, frozen options. */
   readonly options: Readonly<Required<Omit<ReceiverOptions, 'clock' | 'replayCache'>>> & {
     readonly clock: Clock;
-    readonly replayCache: ReplayCacheOptions | undefined;
+    readonly replayCache: Readonly<Required<ReplayCacheOptions>> | undefined;
   };
   readonly store: IdempotencyStore;
   /**
@@ -303,9 +303,7 @@ class Engine<Tx> implements Receiver<Tx> {
       throw new TypeError(`retrysafe: option "clock" must have a now() method, got ${describe(clock)}`);
     }
     const generateId = requireGenerateId(options.generateId ?? randomLeaseToken);
-    // The cache checks its options (an object, then each field) before they are copied.
     this.replays = options.replayCache === undefined ? undefined : new ReplayCache(options.replayCache);
-    const replayCache = this.replays === undefined ? undefined : Object.freeze({ ...options.replayCache } as ReplayCacheOptions);
     this.options = Object.freeze({
       generateId,
       leaseMs,
@@ -315,7 +313,7 @@ class Engine<Tx> implements Receiver<Tx> {
       pollIntervalMs: requireDurationMs('pollIntervalMs', options.pollIntervalMs ?? 25),
       shouldPersist,
       clock,
-      replayCache,
+      replayCache: this.replays?.options,
     });
     this.observer = observe(options.store);
   }
@@ -573,7 +571,8 @@ class Engine<Tx> implements Receiver<Tx> {
         state: 'completed',
         leaseToken: claim.leaseToken,
         leaseExpiresAt: claim.leaseExpiresAt,
-        response,
+        // Its own copy: the work's response object goes back to the caller, who may change or reuse it.
+        response: frozenResponse(response),
         createdAt: claimedAt,
         completedAt: now,
         expiresAt: now + this.options.retentionMs,

@@ -104,3 +104,25 @@ export function claimOf(
   const claim: Claim = { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt, takeover };
   return recoveryPoint === undefined || recoveryPoint === null ? claim : { ...claim, recoveryPoint };
 }
+
+/**
+ * A copy of `response` that no caller can change: frozen, with its own headers object and its own body
+ * bytes (a `Buffer` stays a `Buffer`). What an in-process keeper of records (the memory store, the
+ * receiver's replay cache) holds, so the work's response object can be changed or reused afterwards.
+ */
+export function frozenResponse(response: StoredResponse): StoredResponse {
+  return Object.freeze({
+    status: response.status,
+    headers: Object.freeze({ ...response.headers }),
+    // Buffer#slice is a view, not a copy; Buffer.from copies (small bodies into Node's shared pool).
+    body: Buffer.isBuffer(response.body) ? Buffer.from(response.body) : response.body.slice(),
+  });
+}
+
+/**
+ * One string per (scope, key), for in-process maps keyed by both: the scope's length prefix keeps pairs
+ * apart whatever characters either holds (`("a:b", "c")` and `("a", "b:c")` differ).
+ */
+export function recordSlot(scope: string, key: string): string {
+  return `${scope.length}:${scope}${key}`;
+}

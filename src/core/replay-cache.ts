@@ -15,7 +15,7 @@
  * @module
  */
 import { describe, requireDurationMs } from './duration.js';
-import type { IdempotencyRecord } from './record.js';
+import { recordSlot, type IdempotencyRecord } from './record.js';
 
 /** Options of the receiver's replay cache (its `replayCache` option). Durations are in milliseconds. */
 export interface ReplayCacheOptions {
@@ -43,8 +43,8 @@ interface Entry {
 export class ReplayCache {
   /** In insertion order, which a hit renews: the first entry is the least recently used. */
   private readonly entries = new Map<string, Entry>();
-  private readonly maxEntries: number;
-  private readonly maxAgeMs: number;
+  /** The options, checked, with `maxAgeMs`'s default filled in; frozen. */
+  readonly options: Readonly<Required<ReplayCacheOptions>>;
 
   /** @throws TypeError naming the option when `options` is not valid {@link ReplayCacheOptions} */
   constructor(options: ReplayCacheOptions) {
@@ -55,13 +55,12 @@ export class ReplayCache {
     if (typeof maxEntries !== 'number' || !Number.isSafeInteger(maxEntries) || maxEntries <= 0) {
       throw new TypeError(`retrysafe: option "replayCache.maxEntries" must be a positive integer, got ${describe(maxEntries)}`);
     }
-    this.maxEntries = maxEntries;
-    this.maxAgeMs = requireDurationMs('replayCache.maxAgeMs', options.maxAgeMs ?? 60_000);
+    this.options = Object.freeze({ maxEntries, maxAgeMs: requireDurationMs('replayCache.maxAgeMs', options.maxAgeMs ?? 60_000) });
   }
 
   /** The completed record of (scope, key) if one is cached and usable at `now` (ms); a hit renews it. */
   get(scope: string, key: string, now: number): IdempotencyRecord | undefined {
-    const id = idOf(scope, key);
+    const id = recordSlot(scope, key);
     const entry = this.entries.get(id);
     if (entry === undefined) return undefined;
     this.entries.delete(id);
@@ -73,12 +72,12 @@ export class ReplayCache {
   /** Keeps `record` if it is completed with a response and still usable at `now` (ms); others are ignored. */
   remember(record: IdempotencyRecord, now: number): void {
     if (record.state !== 'completed' || record.response === undefined) return;
-    const usableUntil = Math.min(record.expiresAt, now + this.maxAgeMs);
+    const usableUntil = Math.min(record.expiresAt, now + this.options.maxAgeMs);
     if (usableUntil <= now) return;
-    const id = idOf(record.scope, record.key);
+    const id = recordSlot(record.scope, record.key);
     this.entries.delete(id);
     this.entries.set(id, { record, usableUntil });
-    if (this.entries.size > this.maxEntries) {
+    if (this.entries.size > this.options.maxEntries) {
       for (const oldest of this.entries.keys()) {
         this.entries.delete(oldest);
         break;
@@ -90,9 +89,4 @@ export class ReplayCache {
   get size(): number {
     return this.entries.size;
   }
-}
-
-/** One string per (scope, key), unambiguous whatever either contains. */
-function idOf(scope: string, key: string): string {
-  return `${scope.length}:${scope}${key}`;
 }

@@ -6,7 +6,7 @@
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { randomLeaseToken } from '../core/lease-token.js';
-import { claimOf, type Claim, type IdempotencyRecord, type StoredResponse } from '../core/record.js';
+import { claimOf, frozenResponse, recordSlot, type Claim, type IdempotencyRecord, type StoredResponse } from '../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../core/store.js';
 
 /** Options of {@link createMemoryStore}. */
@@ -130,11 +130,7 @@ class MemoryStore implements IdempotencyStore {
     const now = this.clock.now();
     // Copied once on the way in and frozen, so the stored record can be handed out as is: no caller can
     // change it (the body bytes, which cannot be frozen, are the store's own copy).
-    const saved: StoredResponse = Object.freeze({
-      status: response.status,
-      headers: Object.freeze({ ...response.headers }),
-      body: copyBytes(response.body),
-    });
+    const saved = frozenResponse(response);
     const completed: IdempotencyRecord = {
       scope: current.scope,
       key: current.key,
@@ -218,7 +214,7 @@ class MemoryStore implements IdempotencyStore {
   waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
     const current = this.records.get(scope)?.get(key);
     if (current?.state !== 'in_progress') return Promise.resolve(current);
-    const id = slot(scope, key);
+    const id = recordSlot(scope, key);
     return new Promise((resolve) => {
       const waiters = this.waiters.get(id) ?? new Set<Waiter>();
       this.waiters.set(id, waiters);
@@ -262,7 +258,7 @@ class MemoryStore implements IdempotencyStore {
 
   private notify(scope: string, key: string, record: IdempotencyRecord | undefined): void {
     if (this.waiters.size === 0) return;
-    const waiters = this.waiters.get(slot(scope, key));
+    const waiters = this.waiters.get(recordSlot(scope, key));
     if (waiters) for (const done of [...waiters]) done(record);
   }
 
@@ -277,15 +273,4 @@ class MemoryStore implements IdempotencyStore {
 /** Expired, and not under a live lease (a lease may outlast the retention; its holder may still complete). */
 function reapable(record: IdempotencyRecord, now: number): boolean {
   return record.expiresAt <= now && !(record.state === 'in_progress' && record.leaseExpiresAt > now);
-}
-
-// Waiters are kept under one string per (scope, key); the scope's length prefix keeps pairs apart
-// whatever characters either holds.
-function slot(scope: string, key: string): string {
-  return `${scope.length}:${scope}${key}`;
-}
-
-// Buffer#slice is a view, not a copy; Buffer.from copies (small bodies into Node's shared pool).
-function copyBytes(body: Uint8Array): Uint8Array {
-  return Buffer.isBuffer(body) ? Buffer.from(body) : body.slice();
 }

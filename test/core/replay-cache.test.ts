@@ -79,6 +79,16 @@ describe('the receiver with a replay cache', () => {
     }
   });
 
+  it('keeps its own copy of a response it completed: the caller changing the bytes changes no replay', async () => {
+    const receiver = createReceiver({ store: createMemoryStore({ clock }), clock, replayCache: { maxEntries: 10 } });
+    const id: OperationId = { scope: 's', key: 'k', fingerprint: FP_A };
+    const first = await receiver.execute(id, () => Promise.resolve(response('{"run":1}')));
+    first.response.body.fill(0x20);
+    const replay = await receiver.execute(id, () => Promise.resolve(response('{"run":2}')));
+    expect(new TextDecoder().decode(replay.response.body)).toBe('{"run":1}');
+    expect(Object.isFrozen(replay.response)).toBe(true);
+  });
+
   it('asks the store once for a record another process completed, then replays it from the cache', async () => {
     const shared = createMemoryStore({ clock });
     const other = createReceiver({ store: shared, clock, retentionMs: RETENTION_MS });
@@ -196,6 +206,8 @@ describe('the receiver with a replay cache', () => {
 
   it('refuses invalid options with a TypeError naming them', () => {
     const store = createMemoryStore();
+    expect(createReceiver({ store, replayCache: { maxEntries: 10 } }).options.replayCache).toEqual({ maxEntries: 10, maxAgeMs: 60_000 });
+    expect(createReceiver({ store }).options.replayCache).toBeUndefined();
     expect(() => createReceiver({ store, replayCache: { maxEntries: 0 } })).toThrow(/replayCache\.maxEntries/);
     expect(() => createReceiver({ store, replayCache: { maxEntries: 10, maxAgeMs: -1 } })).toThrow(/replayCache\.maxAgeMs/);
     expect(() => createReceiver({ store, replayCache: null as unknown as { maxEntries: number } })).toThrow(/"replayCache" must be an object/);
