@@ -12,7 +12,6 @@ export {
   type CompletionReport,
 } from './phases/completer.js';
 export { derivedKey } from './phases/derived-key.js';
-export { parseDuration, requireDurationMs } from './core/duration.js';
 export {
   IdempotencyError,
   IdempotencyKeyInvalidError,

@@ -11,8 +11,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
-import { requireClock, requireOptions } from '../core/options.js';
-import { describe, requireDurationMs } from '../core/duration.js';
+import { requireClock, requireOptions } from '../core/validate.js';
+import { describe, requireDurationMs } from '../core/validate.js';
 import { IdempotencyKeyInvalidError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { fullJitterDelay } from './backoff.js';

@@ -10,7 +10,7 @@
  * @module
  */
 import { systemClock, type Clock } from './clock.js';
-import { describe, requireDurationMs } from './duration.js';
+import { describe, requireDurationMs } from './validate.js';
 import {
   IdempotencyError,
   IdempotencyKeyReusedError,
@@ -28,7 +28,7 @@ import {
   type StoreCallResult,
   type StoreOperation,
 } from './observer.js';
-import { requireGenerateId, requireOptions } from './options.js';
+import { requireGenerateId, requireOptions } from './validate.js';
 import { frozenResponse, type Claim, type IdempotencyRecord, type StoredResponse } from './record.js';
 import { ReplayCache, type ReplayCacheOptions } from './replay-cache.js';
 import { claimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';

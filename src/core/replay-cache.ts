@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { describe, requireDurationMs } from './duration.js';
+import { describe, requireDurationMs } from './validate.js';
 import { recordSlot, type IdempotencyRecord } from './record.js';
 
 /** Options of the receiver's replay cache (its `replayCache` option). Durations are in milliseconds. */

@@ -10,14 +10,14 @@
  *
  * @module
  */
-import { describe } from '../core/duration.js';
+import { describe } from '../core/validate.js';
 import { IdempotencyError, IdempotencyKeyMissingError, ResponseNotKeptError } from '../core/errors.js';
 import { fingerprint } from '../core/fingerprint.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../core/problem.js';
 import type { Claim, StoredResponse } from '../core/record.js';
 import type { Receiver } from '../core/receiver.js';
-import { requireOptions } from '../core/options.js';
+import { requireOptions } from '../core/validate.js';
 import { BodyTooLargeError } from './body.js';
 
 /** Name of the request header carrying the key (IETF draft section 2). */

@@ -40,7 +40,7 @@ import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/comm
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
 import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
 import { Observable, tap, type Subscription } from 'rxjs';
-import { describe } from '../core/duration.js';
+import { describe } from '../core/validate.js';
 import { BodyTooLargeError, canonicalBody, hasBody, peekBody } from './body.js';
 import {
   createHttpExchange,

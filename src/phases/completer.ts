@@ -8,12 +8,12 @@
  *
  * @module
  */
-import { describe } from '../core/duration.js';
+import { describe } from '../core/validate.js';
 import { RequestInProgressError } from '../core/errors.js';
 import { checkPlan, type PhasePlan } from './plan.js';
 import { storeName, type PhaseRunner } from './runner.js';
 import { decodeRecoveryPoint } from './recovery-point.js';
-import { requireOptions } from '../core/options.js';
+import { requireOptions } from '../core/validate.js';
 
 /** Options of {@link completeAbandoned}. */
 export interface CompleteAbandonedOptions<Tx> {

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { describe } from '../core/duration.js';
+import { describe } from '../core/validate.js';
 import type { Claim, StoredResponse } from '../core/record.js';
 
 /** What a phase is handed. */

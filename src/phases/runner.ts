@@ -10,7 +10,7 @@
  * @module
  */
 import { derivedKey } from './derived-key.js';
-import { describe, requireDurationMs } from '../core/duration.js';
+import { describe, requireDurationMs } from '../core/validate.js';
 import {
   IdempotencyError,
   IdempotencyKeyReusedError,
@@ -24,7 +24,7 @@ import type { Claim, IdempotencyRecord, StoredResponse } from '../core/record.js
 import type { OperationId } from '../core/receiver.js';
 import { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './recovery-point.js';
 import { claimInputOf, type IdempotencyStore, type TransactionalStore, type TransactionView } from '../core/store.js';
-import { requireOptions } from '../core/options.js';
+import { requireOptions } from '../core/validate.js';
 
 /** Options shared by every phase runner. Durations are in milliseconds. */
 export interface PhaseRunnerOptions {

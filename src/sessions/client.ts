@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { describe, requireDurationMs } from '../core/duration.js';
+import { describe, requireDurationMs } from '../core/validate.js';
 import { fullJitterDelay } from '../client/backoff.js';
 import {
   SessionError,
@@ -17,7 +17,7 @@ import {
 } from './errors.js';
 import type { SessionRequest } from './store.js';
 import { sleep as timerSleep } from '../client/sleep.js';
-import { requireOptions } from '../core/options.js';
+import { requireOptions } from '../core/validate.js';
 
 /** Options of {@link SessionClient.open}. Durations are in milliseconds. */
 export interface SessionClientOptions {

@@ -7,10 +7,10 @@
  * @module
  */
 import type { Pool, QueryResult, QueryResultRow } from 'pg';
-import { describe } from '../core/duration.js';
+import { describe } from '../core/validate.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../stores/postgres/schema.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
-import { requireOptions } from '../core/options.js';
+import { requireOptions } from '../core/validate.js';
 
 /** Options of {@link createPostgresSessionStore}. */
 export interface PostgresSessionStoreOptions {

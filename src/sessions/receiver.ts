@@ -11,8 +11,8 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { MeterProvider } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../core/options.js';
-import { describe, requireDurationMs } from '../core/duration.js';
+import { requireClock, requireGenerateId, requireOptions } from '../core/validate.js';
+import { describe, requireDurationMs } from '../core/validate.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import {
   SessionExpiredError,

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { describe } from '../core/duration.js';
+import { describe } from '../core/validate.js';
 import { isRedisConnection, type RedisConnection, scanKeys } from '../stores/redis/connection.js';
 import { parseRecordKey, recordKey, recordPattern } from '../stores/redis/keys.js';
 import { LuaScript } from '../stores/redis/script.js';
@@ -19,7 +19,7 @@ import { RELEASE_SESSION_LUA } from './redis-scripts/release.lua.js';
 import { STATS_SESSION_LUA } from './redis-scripts/stats.lua.js';
 import { SUMMARY_SESSION_LUA } from './redis-scripts/summary.lua.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
-import { requireOptions } from '../core/options.js';
+import { requireOptions } from '../core/validate.js';
 
 /** Options of {@link createRedisSessionStore}. */
 export interface RedisSessionStoreOptions {

@@ -7,12 +7,12 @@
  */
 import type { Database, Statement } from 'better-sqlite3';
 import { systemClock, type Clock } from '../core/clock.js';
-import { describe, requireDurationMs } from '../core/duration.js';
+import { describe, requireDurationMs } from '../core/validate.js';
 import { attempt } from '../stores/sqlite/attempt.js';
 import { openSqlite } from '../stores/sqlite/open.js';
 import { sessionsSqliteSchema } from './migrations/sqlite.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
-import { requireClock, requireOptions } from '../core/options.js';
+import { requireClock, requireOptions } from '../core/validate.js';
 import { requireSqliteSource } from '../stores/sqlite/source.js';
 
 /** Options of {@link createSqliteSessionStore}. */

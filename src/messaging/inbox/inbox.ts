@@ -4,7 +4,7 @@
  * @module
  */
 import { performance } from 'node:perf_hooks';
-import { describe } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 import { keyHash, logEvent } from '../../observability/logging.js';
 import { MAX_MESSAGE_ID_LENGTH, MessageIdMissingError } from './errors.js';
 import { InboxMetrics } from './metrics.js';

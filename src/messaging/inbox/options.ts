@@ -5,8 +5,8 @@
  */
 import type { Meter, TracerProvider } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireOptions } from '../../core/options.js';
-import { describe, requireDurationMs } from '../../core/duration.js';
+import { requireClock, requireOptions } from '../../core/validate.js';
+import { describe, requireDurationMs } from '../../core/validate.js';
 import type { Logger } from '../../observability/logging.js';
 import type { InboxEvent } from './metrics.js';
 import { asInboxStore } from './legacy-store.js';

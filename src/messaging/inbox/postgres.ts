@@ -5,14 +5,14 @@
  * @module
  */
 import type pg from 'pg';
-import { describe } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { commit, onPoolClient } from '../../stores/postgres/transaction.js';
 import { AliasedInboxStore } from './aliases.js';
 import { HandlerTimeoutError } from './errors.js';
 import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAliases, StoredMessage, TransactionHandler } from './store.js';
 import { runWithTimeout } from './timeout.js';
-import { requireOptions } from '../../core/options.js';
+import { requireOptions } from '../../core/validate.js';
 
 /** Options of {@link createPostgresInboxStore}. */
 export interface PostgresInboxStoreOptions {

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { describe } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 import { MAX_MESSAGE_ID_LENGTH, MessageIdMissingError } from './errors.js';
 import type { HandlerContext, Inbox } from './inbox.js';
 

@@ -6,7 +6,7 @@
  */
 import type { Database } from 'better-sqlite3';
 import { systemClock } from '../../core/clock.js';
-import { describe } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 import { Mutex } from '../../stores/sqlite/mutex.js';
 import { openSqlite, quoteIdentifier } from '../../stores/sqlite/open.js';
 import { requireSqliteSource } from '../../stores/sqlite/source.js';
@@ -14,7 +14,7 @@ import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAlia
 import { AliasedInboxStore } from './aliases.js';
 import { inboxSqliteSchema } from './migrations/sqlite.js';
 import { runWithTimeout } from './timeout.js';
-import { requireOptions } from '../../core/options.js';
+import { requireOptions } from '../../core/validate.js';
 
 /** Options of {@link createSqliteInboxStore}: at most one of `path` and `database`. */
 export interface SqliteInboxStoreOptions {

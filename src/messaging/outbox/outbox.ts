@@ -8,8 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
-import { describe, requireDurationMs } from '../../core/duration.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
+import { describe, requireDurationMs } from '../../core/validate.js';
 import { traceHeaders } from '../../observability/propagation.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { derivedMessageId } from './ids.js';

@@ -10,13 +10,13 @@ import type { Meter } from '@opentelemetry/api';
 import type pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { isListenOption, listenClient, type ListenOption, poolerProblem } from '../../stores/postgres/listen-session.js';
-import { describe, requireDurationMs } from '../../core/duration.js';
+import { describe, requireDurationMs } from '../../core/validate.js';
 import { PublishError, PublishTimeoutError } from './errors.js';
 import { OutboxMetrics, type OutboxEvent, type RelayWakeCause } from './metrics.js';
 import { requireCount, type Outbox } from './outbox.js';
 import type { OutboxMessage, OutboxPublisher } from './publisher.js';
 import { statementsOf, type ClaimedRow, type OutboxStatements } from './statements.js';
-import { requireOptions } from '../../core/options.js';
+import { requireOptions } from '../../core/validate.js';
 
 /** Options of {@link createRelay}. Durations in milliseconds. */
 export interface RelayOptions {

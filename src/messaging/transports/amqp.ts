@@ -7,12 +7,12 @@
  * @module
  */
 import amqplib, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
-import { describe, requireDurationMs } from '../../core/duration.js';
+import { describe, requireDurationMs } from '../../core/validate.js';
 import type { BrokerMessage, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
 import { deliverer, InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
-import { requireOptions } from '../../core/options.js';
+import { requireOptions } from '../../core/validate.js';
 
 /** Options of {@link startAmqpConsumer}. */
 export interface AmqpConsumerOptions extends RedriveOptions {

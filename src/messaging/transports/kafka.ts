@@ -7,12 +7,12 @@
  * @module
  */
 import type { KafkaJS } from '@confluentinc/kafka-javascript';
-import { describe, requireDurationMs } from '../../core/duration.js';
+import { describe, requireDurationMs } from '../../core/validate.js';
 import type { BrokerMessage, Disposition, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
 import { InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
-import { requireOptions } from '../../core/options.js';
+import { requireOptions } from '../../core/validate.js';
 
 /** The header carrying the outbox message id (the id the consumer's inbox deduplicates on). */
 export const KAFKA_MESSAGE_ID_HEADER = 'Retrysafe-Message-Id';

@@ -9,12 +9,12 @@
  * @module
  */
 import { connect, headers as natsHeaders, type ConnectionOptions, type JetStreamClient, type JsMsg, type NatsConnection } from 'nats';
-import { describe, requireDurationMs } from '../../core/duration.js';
+import { describe, requireDurationMs } from '../../core/validate.js';
 import type { BrokerMessage, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
 import { deliverer, InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
-import { requireOptions } from '../../core/options.js';
+import { requireOptions } from '../../core/validate.js';
 
 /** Options of {@link startNatsConsumer}. */
 export interface NatsConsumerOptions extends RedriveOptions {

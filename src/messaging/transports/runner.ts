@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { describe } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 import type { BrokerMessage, Disposition, MessageProcessor } from '../inbox/processor.js';
 
 /** Tracks running deliveries so `stop()` can wait until each one is settled with the broker. */

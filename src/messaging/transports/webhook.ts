@@ -8,8 +8,8 @@
  */
 import { request, type Dispatcher } from 'undici';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireOptions } from '../../core/options.js';
-import { describe, requireDurationMs } from '../../core/duration.js';
+import { requireClock, requireOptions } from '../../core/validate.js';
+import { describe, requireDurationMs } from '../../core/validate.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
 import { signWebhook, WEBHOOK_HEADERS } from './webhook-signature.js';

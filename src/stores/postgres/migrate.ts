@@ -9,7 +9,7 @@ import pg from 'pg';
 import type { Migration } from './migration.js';
 import { requirePostgresSource } from './source.js';
 import { DEFAULT_SCHEMA, schemaNames } from './schema.js';
-import { requireOptions } from '../../core/options.js';
+import { requireOptions } from '../../core/validate.js';
 
 /** Options of `migrate` and {@link applyMigrations}: exactly one of `pool` and `connectionString`. */
 export interface MigrateOptions {

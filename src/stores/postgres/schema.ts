@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { describe } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 
 /** The schema used when none is configured. */
 export const DEFAULT_SCHEMA = 'retrysafe';

@@ -5,7 +5,7 @@
  * @module
  */
 import type pg from 'pg';
-import { describe } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 
 /** The pool given (`pool`), or the connection string to connect with (`connectionString`). */
 type PostgresSource = { readonly pool: pg.Pool } | { readonly connectionString: string };

@@ -7,9 +7,9 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
 import { LeaseLostError, StoreClosedError } from '../../core/errors.js';
-import { describe } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
 import { claimOn } from './claim.js';

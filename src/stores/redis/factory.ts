@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
-import { describe, requireDurationMs } from '../../core/duration.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
+import { describe, requireDurationMs } from '../../core/validate.js';
 import type { IdempotencyStore } from '../../core/store.js';
 import { isRedisConnection, type RedisConnection } from './connection.js';
 import { RedisStore } from './redis-store.js';

@@ -4,7 +4,7 @@
  * @module
  */
 import { Redis } from 'ioredis';
-import { describe } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 import type { IdempotencyStore } from '../../core/store.js';
 import { createRedisStore, type RedisStoreOptions } from './factory.js';
 

@@ -6,8 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from 'better-sqlite3';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../../core/options.js';
-import { describe, requireDurationMs } from '../../core/duration.js';
+import { requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
+import { describe, requireDurationMs } from '../../core/validate.js';
 import { requireSqliteSource, type SqliteSource } from './source.js';
 
 /** Options of `createSqliteStore`. Durations are in milliseconds. */

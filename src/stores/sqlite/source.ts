@@ -6,7 +6,7 @@
  * @module
  */
 import type { Database } from 'better-sqlite3';
-import { describe } from '../../core/duration.js';
+import { describe } from '../../core/validate.js';
 
 /** The connection a store opens itself (`path`), or the one it is given (`database`). */
 export type SqliteSource = { readonly path: string } | { readonly database: Database };
