@@ -10,7 +10,6 @@ import { describe, expect, it } from 'vitest';
 import { dumpSchema } from '../../../scripts/schema.js';
 import { INBOX_MIGRATIONS } from '../../../src/messaging/inbox/migrations/postgres/index.js';
 import { OUTBOX_MIGRATIONS } from '../../../src/messaging/outbox/migrations/postgres/index.js';
-import { PHASES_MIGRATIONS } from '../../../src/phases/migrations/postgres/index.js';
 import { SESSIONS_MIGRATIONS } from '../../../src/sessions/migrations/postgres/index.js';
 import { migrate } from '../../../src/postgres.js';
 import type { Migration } from '../../../src/stores/postgres/migration.js';
@@ -43,12 +42,11 @@ describe('the PostgreSQL migration sequence', () => {
   });
 
   it('gathers each module’s own migrations into one list ordered by number', () => {
-    expect(names(IDEMPOTENCY_MIGRATIONS).slice(0, 4)).toEqual(['0001_init', '0006_waiters', '0008_drop_claim_guard', '0009_claim_owner']);
+    expect(names(IDEMPOTENCY_MIGRATIONS).slice(0, 5)).toEqual(['0001_init', '0004_recovery_points', '0006_waiters', '0008_drop_claim_guard', '0009_claim_owner']);
     expect(names(INBOX_MIGRATIONS)[0]).toBe('0002_inbox');
     expect(names(OUTBOX_MIGRATIONS).slice(0, 2)).toEqual(['0003_outbox', '0007_outbox_waiting']);
-    expect(names(PHASES_MIGRATIONS)[0]).toBe('0004_recovery_points');
     expect(names(SESSIONS_MIGRATIONS)[0]).toBe('0005_sessions');
-    const modules = [IDEMPOTENCY_MIGRATIONS, INBOX_MIGRATIONS, OUTBOX_MIGRATIONS, PHASES_MIGRATIONS, SESSIONS_MIGRATIONS];
+    const modules = [IDEMPOTENCY_MIGRATIONS, INBOX_MIGRATIONS, OUTBOX_MIGRATIONS, SESSIONS_MIGRATIONS];
     expect(MIGRATIONS.map((m) => m.version)).toEqual(Array.from({ length: MIGRATIONS.length }, (_, at) => at + 1));
     expect([...names(MIGRATIONS)].sort()).toEqual(modules.flatMap(names).sort());
   });
