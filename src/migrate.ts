@@ -42,6 +42,9 @@ export const MIGRATIONS: readonly Migration[] = sequence(
  *
  * @throws TypeError naming the option when the options are invalid (neither or both of `pool` and
  *   `connectionString`, a bad `schema`)
+ * @throws SchemaTooNewError (code `store-schema-too-new`) when the ledger records a version newer than
+ *   this release knows (a newer retrysafe migrated the schema; downgrading is not supported); nothing is
+ *   applied then
  * @throws the driver's error when the database refuses (connection, permissions, SQL); the failing
  *   migration is rolled back
  * @example

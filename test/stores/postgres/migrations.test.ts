@@ -15,6 +15,7 @@ import { migrate } from '../../../src/postgres.js';
 import type { Migration } from '../../../src/stores/postgres/migration.js';
 import { IDEMPOTENCY_MIGRATIONS } from '../../../src/stores/postgres/migrations/idempotency.js';
 import { MIGRATIONS } from '../../../src/migrate.js';
+import { SchemaTooNewError } from '../../../src/core/errors.js';
 import { sequence } from '../../../src/stores/postgres/migration.js';
 import { postgresAvailable } from '../../support/postgres-schema.js';
 import { POSTGRES_URL, uniqueName } from '../../support/services.js';
@@ -87,6 +88,36 @@ describe.runIf(available)('a schema migrated before the modules owned their migr
       expect(after.slice(0, RELEASED.length)).toEqual(before);
       expect(after.map((row) => row.name)).toEqual(names(MIGRATIONS));
       expect(await dumpSchema(schema, POSTGRES_URL)).toBe(await readFile(new URL('../../../docs/schema.sql', import.meta.url), 'utf8'));
+    } finally {
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await pool.end();
+    }
+  });
+});
+
+describe.runIf(available)('a schema migrated by a newer release', () => {
+  it('is refused with SchemaTooNewError, and nothing is applied', async () => {
+    const schema = uniqueName('rs_pgnew');
+    const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+    const future = MIGRATIONS.length + 3;
+    try {
+      await pool.query(`CREATE SCHEMA "${schema}"`);
+      await pool.query(`CREATE TABLE "${schema}".schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+      await pool.query(`INSERT INTO "${schema}".schema_migrations (version, name) VALUES ($1, 'from_the_future')`, [future]);
+
+      const refused = await migrate({ pool, schema }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(refused).toBeInstanceOf(SchemaTooNewError);
+      expect(refused).toMatchObject({ code: 'store-schema-too-new', version: future, known: MIGRATIONS.length });
+      expect((refused as Error).message).toBe(
+        `retrysafe: schema "${schema}" was migrated to version ${future} by a newer retrysafe; this release knows up to ${MIGRATIONS.length}`,
+      );
+      const tables = await pool.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [schema]);
+      expect(tables.rows.map((row) => row.table_name)).toEqual(['schema_migrations']);
+      const ledger = await pool.query<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations`);
+      expect(ledger.rows).toEqual([{ version: future }]);
     } finally {
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await pool.end();
