@@ -92,7 +92,9 @@ class MemoryStore implements IdempotencyStore {
       scoped = new Map();
       this.records.set(input.scope, scoped);
     }
+    // The claim decision table of docs/semantics.md, rows C1 to C7; C4 is tried before C3.
     const existing = scoped.get(input.key);
+    // C4: in progress, its lease over, the same fingerprint.
     const takeover =
       existing !== undefined &&
       existing.expiresAt > now &&
@@ -101,11 +103,13 @@ class MemoryStore implements IdempotencyStore {
       existing.fingerprint === input.fingerprint;
     if (existing && existing.expiresAt > now && !takeover) {
       if (existing.state === 'in_progress' && existing.leaseToken === input.leaseToken && existing.fingerprint === input.fingerprint) {
-        // The owner's own claim again: it holds the lease, unchanged.
+        // C3: the owner's own claim again: it holds the lease, unchanged.
         return Promise.resolve({ acquired: true, claim: claimOf(input, existing.leaseToken, existing.leaseExpiresAt, false, existing.recoveryPoint) });
       }
+      // C5 to C7: the record stands (another fingerprint, completed, or a live lease).
       return Promise.resolve({ acquired: false, record: existing });
     }
+    // C1 (no record), C2 (retention over: created now, no recovery point) or C4 (takeover: both kept).
     const leaseToken = input.leaseToken ?? this.generateId();
     const leaseExpiresAt = now + input.leaseMs;
     const recoveryPoint = takeover ? existing.recoveryPoint : undefined;

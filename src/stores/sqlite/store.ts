@@ -11,7 +11,7 @@ import { LeaseLostError, StoreClosedError, StoreMisuseError } from '../../core/e
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
 import { asError, attempt } from './attempt.js';
-import { prepareClaim, type SqliteClaim } from './claim.js';
+import { prepareClaim, type ClaimFound, type SqliteClaim } from './claim.js';
 import { GroupCommit } from './group-commit.js';
 import { guardDatabase } from './guard.js';
 import { recordsSchema } from './migrations.js';
@@ -189,8 +189,8 @@ class SqliteStoreImpl implements SqliteStore {
   claim(input: ClaimInput): Promise<ClaimResult> {
     if (this.closing) return Promise.reject(new StoreClosedError('SQLite'));
     const leaseToken = input.leaseToken ?? this.generateId();
-    /** Whether the record was found absent by a read made ahead; `undefined` when none was made. */
-    let absent: boolean | undefined;
+    /** What a read made ahead found standing in no one's way; `undefined` when none was made. */
+    let found: ClaimFound | undefined;
     if (!this.commits.open && this.mutex.idle) {
       // Nothing queued and no transaction open: read now, and answer a record that stands without waiting
       // for the write lock or a group.
@@ -201,15 +201,15 @@ class SqliteStoreImpl implements SqliteStore {
         return Promise.reject(asError(error));
       }
       if (read.answer !== undefined) return Promise.resolve(read.answer);
-      absent = read.absent;
+      found = read.found;
     }
     return this.write(
       (grouped) => {
         const now = this.clock.now();
-        if (grouped) return this.claimRow.locked(input, now, leaseToken, absent === true);
-        if (absent !== undefined) return this.claimRow.write(input, now, leaseToken, absent);
+        if (grouped) return this.claimRow.locked(input, now, leaseToken, found);
+        if (found !== undefined) return this.claimRow.write(input, now, leaseToken, found);
         const read = this.claimRow.read(input, now, leaseToken);
-        return read.answer ?? this.claimRow.write(input, now, leaseToken, read.absent);
+        return read.answer ?? this.claimRow.write(input, now, leaseToken, read.found);
       },
       this.counted,
       this.claimsAlone(),
@@ -314,7 +314,7 @@ class SqliteStoreImpl implements SqliteStore {
 
   claimTransaction<R>(input: ClaimInput, fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>> {
     return this.inTransaction(async (view, transaction): Promise<ClaimedTransaction<R>> => {
-      const result = this.claimRow.locked(input, this.clock.now(), input.leaseToken ?? this.generateId(), false);
+      const result = this.claimRow.locked(input, this.clock.now(), input.leaseToken ?? this.generateId(), undefined);
       if (!result.acquired) return result;
       const won = result.claim;
       const handle = guardDatabase(this.database);
