@@ -7,9 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
+import { invalidOption, requireBoolean, requireClock, requireGenerateId, requireLimit, requireNonNegativeMs, requireOptions } from '../../core/validate.js';
 import { LeaseLostError, StoreClosedError } from '../../core/errors.js';
-import { describe } from '../../core/validate.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
 import { claimOn } from './claim.js';
@@ -187,13 +186,8 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   const source = requirePostgresSource('createPostgresStore', options.pool, options.connectionString);
   const clock = options.clock === undefined ? undefined : requireClock(options.clock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
-  const prepared = options.preparedStatements ?? true;
-  if (typeof prepared !== 'boolean') {
-    throw new TypeError(`retrysafe: option "preparedStatements" must be a boolean, got ${describe(prepared)}`);
-  }
-  if (!isListenOption(options.listen)) {
-    throw new TypeError(`retrysafe: option "listen" must be a pg.ClientConfig or false, got ${describe(options.listen)}`);
-  }
+  const prepared = requireBoolean('preparedStatements', options.preparedStatements ?? true);
+  if (!isListenOption(options.listen)) throw invalidOption('listen', 'a pg.ClientConfig or false', options.listen);
   if ('pool' in source) return new PgStore(source.pool, false, names, clock, generateId, prepared, options.listen);
   const ownedPool = new pg.Pool({ connectionString: source.connectionString });
   // An idle pooled connection that dies (server restart, pg_terminate_backend) is dropped by the pool;
@@ -268,9 +262,7 @@ class PgStore implements PostgresStore {
   }
 
   async reap(limit: number): Promise<number> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: reap(limit) needs a positive integer, got ${describe(limit)}`);
-    }
+    requireLimit('reap', limit);
     const result = await run(this.pool, this.sql.reap, [this.now(), limit]);
     return result.rowCount ?? 0;
   }
@@ -280,9 +272,7 @@ class PgStore implements PostgresStore {
   }
 
   async checkpointOn(db: Queryable, claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
-    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
-      throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${describe(leaseMs)}`);
-    }
+    requireNonNegativeMs('leaseMs', leaseMs, 'checkpoint');
     const result = await run<{ leaseExpiresAt: string }>(db, this.sql.checkpoint, [
       claim.scope,
       claim.key,
@@ -300,25 +290,19 @@ class PgStore implements PostgresStore {
   }
 
   async countExpiredLeases(limit: number): Promise<number> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: countExpiredLeases limit must be a positive integer, got ${describe(limit)}`);
-    }
+    requireLimit('countExpiredLeases', limit);
     const result = await run<{ n: number }>(this.pool, this.sql.countExpiredLeases, [this.now(), limit]);
     return result.rows[0]?.n ?? 0;
   }
 
   async listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${describe(limit)}`);
-    }
+    requireLimit('listAbandoned', limit);
     const result = await run<KeyedRecordRow>(this.pool, this.sql.listAbandoned, [this.now(), limit]);
     return result.rows.map(toKeyedRecord);
   }
 
   async listRecords(query: RecordQuery): Promise<IdempotencyRecord[]> {
-    if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
-      throw new TypeError(`retrysafe: listRecords limit must be a positive integer, got ${describe(query.limit)}`);
-    }
+    requireLimit('listRecords', query.limit);
     const values = [query.state ?? null, query.scope ?? null, query.keyPrefix ?? null, query.after?.scope ?? null, query.after?.key ?? null, query.limit];
     const result = await run<KeyedRecordRow>(this.pool, this.sql.listRecords, values);
     return result.rows.map(toKeyedRecord);

@@ -8,6 +8,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import { LeaseLostError, StoreClosedError, StoreMisuseError } from '../../core/errors.js';
+import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
 import { asError, attempt } from './attempt.js';
@@ -247,17 +248,12 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   countExpiredLeases(limit: number): Promise<number> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      return Promise.reject(new TypeError(`retrysafe: countExpiredLeases limit must be a positive integer, got ${String(limit)}`));
-    }
-    return this.exclusive(() => this.sql.countExpiredLeases.get({ now: this.clock.now(), limit })?.n ?? 0);
+    return this.exclusive(() => this.sql.countExpiredLeases.get({ now: this.clock.now(), limit: requireLimit('countExpiredLeases', limit) })?.n ?? 0);
   }
 
   listRecords(query: RecordQuery): Promise<IdempotencyRecord[]> {
     return this.exclusive(() => {
-      if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
-        throw new TypeError(`retrysafe: listRecords limit must be a positive integer, got ${String(query.limit)}`);
-      }
+      requireLimit('listRecords', query.limit);
       const params = {
         state: query.state ?? null,
         scope: query.scope ?? null,
@@ -490,16 +486,12 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   private reapNow(limit: number): number {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: reap limit must be a positive integer, got ${String(limit)}`);
-    }
+    requireLimit('reap', limit);
     return this.sql.reap.run({ now: this.clock.now(), limit }).changes;
   }
 
   private checkpointNow(claim: Claim, recoveryPoint: string, leaseMs: number): Claim | undefined {
-    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
-      throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${String(leaseMs)}`);
-    }
+    requireNonNegativeMs('leaseMs', leaseMs, 'checkpoint');
     const leaseExpiresAt = this.clock.now() + leaseMs;
     const { changes } = this.sql.checkpoint.run({
       scope: claim.scope,
@@ -512,9 +504,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   private listAbandonedNow(limit: number): IdempotencyRecord[] {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`);
-    }
+    requireLimit('listAbandoned', limit);
     return this.sql.listAbandoned({ now: this.clock.now(), limit }).map(toRecord);
   }
 
