@@ -19,8 +19,7 @@ const BACKENDS = ['src/stores/sqlite', 'src/stores/postgres', 'src/stores/redis'
  */
 export const ALLOWED_IMPORTS = Object.freeze({
   'src/core': [],
-  // A module's PostgreSQL migrations are typed by the kit's `Migration`.
-  'src/phases': ['src/core', 'src/stores/postgres'],
+  'src/phases': ['src/core'],
   'src/observability': ['src/core'],
   'src/client': ['src/core'],
   'src/stores/sqlite': ['src/core'],
@@ -34,7 +33,7 @@ export const ALLOWED_IMPORTS = Object.freeze({
   'src/messaging/transports': ['src/core', 'src/messaging/inbox', 'src/messaging/outbox'],
   'src/receiver.ts': ['src/core', 'src/observability'],
   'src/index.ts': ['src/core', 'src/phases', 'src/observability', 'src/stores', 'src/receiver.ts'],
-  'src/migrate.ts': ['src/stores/postgres', 'src/messaging/inbox', 'src/messaging/outbox', 'src/phases', 'src/sessions'],
+  'src/migrate.ts': ['src/stores/postgres', 'src/messaging/inbox', 'src/messaging/outbox', 'src/sessions'],
   'src/postgres.ts': ['src/stores/postgres', 'src/migrate.ts'],
   'src/store-url.ts': ['src/core', 'src/stores', ...BACKENDS, 'src/postgres.ts'],
   'src/console': ['src/core', 'src/sessions', 'src/messaging/inbox', 'src/messaging/outbox'],

@@ -22,6 +22,7 @@ export {
   RecoveryPointUnresumableError,
   RequestInProgressError,
   ResponseNotKeptError,
+  SchemaTooNewError,
   StoreClosedError,
   StoreMisuseError,
   StoreUnavailableError,

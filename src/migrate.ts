@@ -1,14 +1,13 @@
 /**
- * The PostgreSQL schema of every module in one sequence: the idempotency records', the inbox's, the
- * outbox's, atomic phases' and client sessions' migrations, each kept beside its module's code, gathered
- * here by number and applied by {@link migrate} under one ledger, `<schema>.schema_migrations`.
+ * The PostgreSQL schema of every module in one sequence: the idempotency records' (with the recovery
+ * points atomic phases save), the inbox's, the outbox's and client sessions' migrations, each kept beside
+ * its module's code, gathered here by number and applied by {@link migrate} under one ledger, `<schema>.schema_migrations`.
  *
  * | module | its list |
  * | --- | --- |
- * | idempotency records | `stores/postgres/migrations/idempotency.ts` |
+ * | idempotency records and recovery points | `stores/postgres/migrations/idempotency.ts` |
  * | inbox | `messaging/inbox/migrations/postgres/index.ts` |
  * | outbox | `messaging/outbox/migrations/postgres/index.ts` |
- * | atomic phases | `phases/migrations/postgres/index.ts` |
  * | client sessions | `sessions/migrations/postgres/index.ts` |
  *
  * Numbers are shared, not per module: a new migration takes the next free number, lives in its module's
@@ -19,7 +18,6 @@
  */
 import { INBOX_MIGRATIONS } from './messaging/inbox/migrations/postgres/index.js';
 import { OUTBOX_MIGRATIONS } from './messaging/outbox/migrations/postgres/index.js';
-import { PHASES_MIGRATIONS } from './phases/migrations/postgres/index.js';
 import { SESSIONS_MIGRATIONS } from './sessions/migrations/postgres/index.js';
 import { applyMigrations, type MigrateOptions, type MigrateResult } from './stores/postgres/migrate.js';
 import { sequence, type Migration } from './stores/postgres/migration.js';
@@ -30,7 +28,6 @@ export const MIGRATIONS: readonly Migration[] = sequence(
   IDEMPOTENCY_MIGRATIONS,
   INBOX_MIGRATIONS,
   OUTBOX_MIGRATIONS,
-  PHASES_MIGRATIONS,
   SESSIONS_MIGRATIONS,
 );
 
@@ -45,6 +42,9 @@ export const MIGRATIONS: readonly Migration[] = sequence(
  *
  * @throws TypeError naming the option when the options are invalid (neither or both of `pool` and
  *   `connectionString`, a bad `schema`)
+ * @throws SchemaTooNewError (code `store-schema-too-new`) when the ledger records a version newer than
+ *   this release knows (a newer retrysafe migrated the schema; downgrading is not supported); nothing is
+ *   applied then
  * @throws the driver's error when the database refuses (connection, permissions, SQL); the failing
  *   migration is rolled back
  * @example

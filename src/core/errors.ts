@@ -34,7 +34,8 @@ export type IdempotencyErrorCode =
   // Stores used against their contract (stores/*).
   | 'store-closed'
   | 'store-misuse'
-  | 'store-transaction-aborted';
+  | 'store-transaction-aborted'
+  | 'store-schema-too-new';
 
 /**
  * A code of {@link IdempotencyError}: one of {@link IdempotencyErrorCode}, or a code a module owns (the
@@ -214,5 +215,24 @@ export class TransactionAbortedError extends IdempotencyError {
   override readonly name = 'TransactionAbortedError';
   constructor(message: string) {
     super('store-transaction-aborted', message);
+  }
+}
+
+/**
+ * A store's migrations found a ledger that records a version newer than this release knows: a newer
+ * retrysafe migrated the database, and downgrading is not supported. Nothing was applied. Thrown by the
+ * SQLite stores when they open and by PostgreSQL `migrate()`.
+ */
+export class SchemaTooNewError extends IdempotencyError {
+  override readonly name = 'SchemaTooNewError';
+  constructor(
+    /** What was migrated, as the message names it: `table "records"`, `schema "retrysafe"`. */
+    readonly target: string,
+    /** The highest version the ledger records. */
+    readonly version: number,
+    /** The highest version this release knows. */
+    readonly known: number,
+  ) {
+    super('store-schema-too-new', `retrysafe: ${target} was migrated to version ${version} by a newer retrysafe; this release knows up to ${known}`);
   }
 }

@@ -191,3 +191,15 @@ export function requireClock(value: unknown): Clock {
 export function requireGenerateId(value: unknown): () => string {
   return requireFunction<() => string>('generateId', value);
 }
+
+/**
+ * Asserts that exactly one of the two options `first` and `second` of `owner` is given (not `undefined`).
+ *
+ * @param owner - the factory the options were given to, e.g. `createPostgresStore`
+ * @throws TypeError `retrysafe: <owner> needs exactly one of the options "<first>" and "<second>"` otherwise
+ */
+export function requireExactlyOne(owner: string, first: string, firstValue: unknown, second: string, secondValue: unknown): void {
+  if ((firstValue === undefined) === (secondValue === undefined)) {
+    throw new TypeError(`retrysafe: ${owner} needs exactly one of the options "${first}" and "${second}"`);
+  }
+}

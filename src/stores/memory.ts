@@ -8,6 +8,8 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { randomLeaseToken } from '../core/lease-token.js';
 import { claimOf, frozenResponse, recordSlot, type Claim, type IdempotencyRecord, type StoredResponse } from '../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../core/store.js';
+import { requireLimit, requireNonNegativeMs } from '../core/validate.js';
+import { attempt } from './sqlite/attempt.js';
 
 /** Options of {@link createMemoryStore}. */
 export interface MemoryStoreOptions {
@@ -66,19 +68,17 @@ class MemoryStore implements IdempotencyStore {
   }
 
   countExpiredLeases(limit: number): Promise<number> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      return Promise.reject(new TypeError(`retrysafe: countExpiredLeases limit must be a positive integer, got ${String(limit)}`));
-    }
-    const now = this.clock.now();
-    let count = 0;
-    for (const scoped of this.records.values()) {
-      for (const record of scoped.values()) {
-        if (record.state === 'in_progress' && record.leaseExpiresAt <= now && record.expiresAt > now && ++count >= limit) {
-          return Promise.resolve(count);
+    return attempt(() => {
+      requireLimit('countExpiredLeases', limit);
+      const now = this.clock.now();
+      let count = 0;
+      for (const scoped of this.records.values()) {
+        for (const record of scoped.values()) {
+          if (record.state === 'in_progress' && record.leaseExpiresAt <= now && record.expiresAt > now && ++count >= limit) return count;
         }
       }
-    }
-    return Promise.resolve(count);
+      return count;
+    });
   }
 
   claim(input: ClaimInput): Promise<ClaimResult> {
@@ -92,7 +92,9 @@ class MemoryStore implements IdempotencyStore {
       scoped = new Map();
       this.records.set(input.scope, scoped);
     }
+    // The claim decision table of docs/semantics.md, rows C1 to C7; C4 is tried before C3.
     const existing = scoped.get(input.key);
+    // C4: in progress, its lease over, the same fingerprint.
     const takeover =
       existing !== undefined &&
       existing.expiresAt > now &&
@@ -101,11 +103,13 @@ class MemoryStore implements IdempotencyStore {
       existing.fingerprint === input.fingerprint;
     if (existing && existing.expiresAt > now && !takeover) {
       if (existing.state === 'in_progress' && existing.leaseToken === input.leaseToken && existing.fingerprint === input.fingerprint) {
-        // The owner's own claim again: it holds the lease, unchanged.
+        // C3: the owner's own claim again: it holds the lease, unchanged.
         return Promise.resolve({ acquired: true, claim: claimOf(input, existing.leaseToken, existing.leaseExpiresAt, false, existing.recoveryPoint) });
       }
+      // C5 to C7: the record stands (another fingerprint, completed, or a live lease).
       return Promise.resolve({ acquired: false, record: existing });
     }
+    // C1 (no record), C2 (retention over: created now, no recovery point) or C4 (takeover: both kept).
     const leaseToken = input.leaseToken ?? this.generateId();
     const leaseExpiresAt = now + input.leaseMs;
     const recoveryPoint = takeover ? existing.recoveryPoint : undefined;
@@ -159,35 +163,35 @@ class MemoryStore implements IdempotencyStore {
   }
 
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
-    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
-      return Promise.reject(new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${String(leaseMs)}`));
-    }
-    const current = this.held(claim);
-    if (!current) return Promise.resolve(undefined);
-    const leaseExpiresAt = this.clock.now() + leaseMs;
-    this.records.get(claim.scope)?.set(claim.key, Object.freeze({
-      ...current,
-      recoveryPoint,
-      leaseExpiresAt,
-      expiresAt: Math.max(current.expiresAt, leaseExpiresAt),
-    }));
-    return Promise.resolve({ ...claim, leaseExpiresAt, recoveryPoint });
+    return attempt(() => {
+      requireNonNegativeMs('leaseMs', leaseMs, 'checkpoint');
+      const current = this.held(claim);
+      if (!current) return undefined;
+      const leaseExpiresAt = this.clock.now() + leaseMs;
+      this.records.get(claim.scope)?.set(claim.key, Object.freeze({
+        ...current,
+        recoveryPoint,
+        leaseExpiresAt,
+        expiresAt: Math.max(current.expiresAt, leaseExpiresAt),
+      }));
+      return { ...claim, leaseExpiresAt, recoveryPoint };
+    });
   }
 
   listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      return Promise.reject(new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`));
-    }
-    const now = this.clock.now();
-    const abandoned = [...this.records.values()].flatMap((scoped) => [...scoped.values()]).filter(
-      (record) =>
-        record.state === 'in_progress' &&
-        record.recoveryPoint !== undefined &&
-        record.leaseExpiresAt <= now &&
-        record.expiresAt > now,
-    );
-    abandoned.sort((a, b) => a.leaseExpiresAt - b.leaseExpiresAt);
-    return Promise.resolve(abandoned.slice(0, limit));
+    return attempt(() => {
+      requireLimit('listAbandoned', limit);
+      const now = this.clock.now();
+      const abandoned = [...this.records.values()].flatMap((scoped) => [...scoped.values()]).filter(
+        (record) =>
+          record.state === 'in_progress' &&
+          record.recoveryPoint !== undefined &&
+          record.leaseExpiresAt <= now &&
+          record.expiresAt > now,
+      );
+      abandoned.sort((a, b) => a.leaseExpiresAt - b.leaseExpiresAt);
+      return abandoned.slice(0, limit);
+    });
   }
 
   get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {

@@ -26,6 +26,7 @@ const instances: readonly Error[] = [
   new coreErrors.StoreClosedError('SQLite'),
   new coreErrors.StoreMisuseError('used after the transaction ended'),
   new coreErrors.TransactionAbortedError('rolled back at COMMIT'),
+  new coreErrors.SchemaTooNewError('schema "retrysafe"', 12, 11),
   new inboxErrors.InboxError('inbox-handler-timeout', 'root'),
   new inboxErrors.MessageIdMissingError('it is empty'),
   new inboxErrors.HandlerTimeoutError(5),

@@ -17,6 +17,13 @@
  * standing record unchanged, retrying its steps when a concurrent change slips between them. It returns
  * exactly one row: `acquired`, `takeover`, then the record's columns.
  *
+ * Both decide by the claim decision table of docs/semantics.md. The read-or-insert statement answers C1
+ * (it inserted) and C5 to C7 (`stands`); `claim()`'s branches, in the order migration 0009 writes them
+ * (a released migration's SQL never changes, so the rows are cited here): the `INSERT … DO NOTHING` that
+ * found its row is C1; `r.expires_at <= p_now` is C2; the owner's token and fingerprint is C3 (tried
+ * before C4); the lease over under the same fingerprint is C4, `takeover` true from that branch; the
+ * final `ELSE` is C5 to C7.
+ *
  * The read-or-insert statement returns two columns, not one per field: the decision and the record's
  * small fields as one JSON array, and the body. node-postgres's cost per result grows with its columns (it
  * parses a description of each column and sets up a type parser and a property for it, again for every
@@ -118,14 +125,17 @@ export async function claimOn(db: Queryable, sql: ClaimStatements, input: ClaimI
   // not simply stand: `claim()` decides.
   if (read !== undefined) {
     const { head, body } = read;
+    // C1: the key had no record; the statement inserted it.
     if (head[0]) {
       return {
         acquired: true,
         claim: { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt: head[1], takeover: false },
       };
     }
+    // C5 to C7: the record stands (`stands` is the negation of C2, C3 and C4).
     if (head[1]) return { acquired: false, record: standingRecord(input.scope, input.key, head, body) };
   }
+  // C2, C3, C4, or a race: `claim()` decides (its branches are listed above).
   const row = (await run<ClaimRow>(db, sql.claimFunction, values)).rows[0];
   if (row === undefined) throw new Error('retrysafe: the claim() function returned no row');
   return row.acquired

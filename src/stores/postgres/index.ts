@@ -4,7 +4,8 @@
  *
  * @module
  */
-export { createPostgresStore, type PostgresStore, type PostgresStoreOptions, WAIT_POLL_MS } from './store.js';
+export { WAIT_POLL_MS } from './postgres-store.js';
+export { createPostgresStore, type PostgresStore, type PostgresStoreOptions } from './store.js';
 export { applyMigrations, type MigrateOptions, type MigrateResult } from './migrate.js';
 export { DEFAULT_SCHEMA } from './schema.js';
 export { poolOf, type TransactionPool, type TransactionPoolClient } from './pool-of.js';

@@ -9,6 +9,7 @@ import pg from 'pg';
 import type { Migration } from './migration.js';
 import { requirePostgresSource } from './source.js';
 import { DEFAULT_SCHEMA, schemaNames } from './schema.js';
+import { SchemaTooNewError } from '../../core/errors.js';
 import { requireOptions } from '../../core/validate.js';
 
 /** Options of `migrate` and {@link applyMigrations}: exactly one of `pool` and `connectionString`. */
@@ -47,6 +48,8 @@ const MIGRATION_LOCK_CLASS = 0x52_53_4d_47; // "RSMG"
  *
  * @throws TypeError naming the option when the options are invalid (neither or both of `pool` and
  *   `connectionString`, a bad `schema`)
+ * @throws SchemaTooNewError when the ledger records a version newer than the last of `migrations` (a newer
+ *   retrysafe migrated the schema; downgrading is not supported); nothing is applied then
  * @throws the driver's error when the database refuses (connection, permissions, SQL); the failing
  *   migration is rolled back
  */
@@ -91,6 +94,9 @@ async function migrateOn(client: pg.ClientBase, migrations: readonly Migration[]
     );
     const done = await client.query<{ version: number }>(`SELECT version FROM ${quoted}.schema_migrations`);
     const appliedBefore = new Set(done.rows.map((row) => row.version));
+    const known = migrations.at(-1)?.version ?? 0;
+    const newest = Math.max(0, ...appliedBefore);
+    if (newest > known) throw new SchemaTooNewError(`schema "${schema}"`, newest, known);
     const applied: Migration[] = [];
     for (const migration of migrations) {
       if (appliedBefore.has(migration.version)) continue;

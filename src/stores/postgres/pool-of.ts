@@ -6,6 +6,7 @@
  */
 import type pg from 'pg';
 import { StoreMisuseError } from '../../core/errors.js';
+import { invalidOption } from '../../core/validate.js';
 
 /** The connection {@link TransactionPool.connect} hands out: the transaction's own client, minus its release. */
 export interface TransactionPoolClient {
@@ -61,7 +62,7 @@ const TRANSACTION_CONTROL =
  */
 export function poolOf(tx: pg.PoolClient): TransactionPool {
   if (typeof tx !== 'object' || tx === null || typeof (tx as Partial<pg.PoolClient>).query !== 'function') {
-    throw new TypeError('retrysafe: poolOf expects the pg PoolClient of a transactional handler');
+    throw invalidOption('tx', 'the pg PoolClient of a transactional handler', tx, 'poolOf');
   }
   const query = (...args: unknown[]): unknown => {
     const statement = args[0];

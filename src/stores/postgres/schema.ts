@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { describe } from '../../core/validate.js';
+import { invalidOption } from '../../core/validate.js';
 
 /** The schema used when none is configured. */
 export const DEFAULT_SCHEMA = 'retrysafe';
@@ -36,9 +36,7 @@ export interface SchemaNames {
  */
 export function schemaNames(option: string, value: unknown): SchemaNames {
   if (typeof value !== 'string' || value.length > MAX_SCHEMA_LENGTH || !SCHEMA_PATTERN.test(value)) {
-    throw new TypeError(
-      `retrysafe: option "${option}" must be 1-${MAX_SCHEMA_LENGTH} ASCII letters, digits or "_" not starting with a digit, got ${describe(value)}`,
-    );
+    throw invalidOption(option, `1-${MAX_SCHEMA_LENGTH} ASCII letters, digits or "_" not starting with a digit`, value);
   }
   return Object.freeze({ name: value, quoted: `"${value}"`, channel: `${value}_completed` });
 }

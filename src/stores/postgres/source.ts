@@ -5,7 +5,7 @@
  * @module
  */
 import type pg from 'pg';
-import { describe } from '../../core/validate.js';
+import { invalidOption, requireExactlyOne, requireNonEmptyString } from '../../core/validate.js';
 
 /** The pool given (`pool`), or the connection string to connect with (`connectionString`). */
 type PostgresSource = { readonly pool: pg.Pool } | { readonly connectionString: string };
@@ -18,17 +18,8 @@ type PostgresSource = { readonly pool: pg.Pool } | { readonly connectionString: 
  *   `connectionString` is not a non-empty string
  */
 export function requirePostgresSource(factory: string, pool: unknown, connectionString: unknown): PostgresSource {
-  if ((pool === undefined) === (connectionString === undefined)) {
-    throw new TypeError(`retrysafe: ${factory} needs exactly one of the options "pool" and "connectionString"`);
-  }
-  if (pool !== undefined) {
-    if (typeof pool !== 'object' || pool === null || typeof (pool as Partial<pg.Pool>).connect !== 'function') {
-      throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
-    }
-    return { pool: pool as pg.Pool };
-  }
-  if (typeof connectionString !== 'string' || connectionString === '') {
-    throw new TypeError(`retrysafe: option "connectionString" must be a non-empty string, got ${describe(connectionString)}`);
-  }
-  return { connectionString };
+  requireExactlyOne(factory, 'pool', pool, 'connectionString', connectionString);
+  if (pool === undefined) return { connectionString: requireNonEmptyString('connectionString', connectionString) };
+  if (typeof pool !== 'object' || pool === null || typeof (pool as Partial<pg.Pool>).connect !== 'function') throw invalidOption('pool', 'a pg.Pool', pool);
+  return { pool: pool as pg.Pool };
 }

@@ -8,6 +8,7 @@
  * @module
  */
 import pg from 'pg';
+import { requireDurationMs } from '../../core/validate.js';
 import { claimStatements } from './claim.js';
 import { RECORD_COLUMNS } from './rows.js';
 import type { SchemaNames } from './schema.js';
@@ -170,6 +171,6 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
  * server's snapshot xmin (which the outbox relay and vacuum wait behind) much past its lease.
  */
 export function boundedBegin(begin: string, boundMs: number): string {
-  if (!Number.isSafeInteger(boundMs) || boundMs <= 0) throw new TypeError(`retrysafe: a transaction bound must be a positive integer, got ${String(boundMs)}`);
+  requireDurationMs('boundMs', boundMs, 'boundedBegin');
   return `${begin}; SET LOCAL statement_timeout = ${boundMs}; SET LOCAL idle_in_transaction_session_timeout = ${boundMs}`;
 }

@@ -1,27 +1,20 @@
 /**
- * The PostgreSQL store: records in one table, the claim as one statement, `complete`/`release` fenced by
- * the lease token, completions announced with NOTIFY, and transactional mode on a pooled connection.
+ * The PostgreSQL store's public face: its options, the {@link PostgresStore} interface and
+ * {@link createPostgresStore}, which validates the options and builds the store (`postgres-store.ts`).
  *
  * @module
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
-import { LeaseLostError, StoreClosedError } from '../../core/errors.js';
-import { describe } from '../../core/validate.js';
-import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
-import { claimOn } from './claim.js';
-import { encodeToken } from './codec.js';
-import { isListenOption, listenClient, type ListenOption } from './listen-session.js';
-import { CompletionListener, topicOf } from './listener.js';
-import { toKeyedRecord, toRecord, type KeyedRecordRow, type RecordRow } from './rows.js';
+import { invalidOption, requireBoolean, requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
+import type { Claim, IdempotencyRecord } from '../../core/record.js';
+import type { ClaimedTransaction, ClaimInput, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
+import { isListenOption } from './listen-session.js';
+// The class shares the interface's name, so it is reached through its module.
+import * as postgresStore from './postgres-store.js';
 import { requirePostgresSource } from './source.js';
-import { DEFAULT_SCHEMA, schemaNames, type SchemaNames } from './schema.js';
-import { run, type Queryable } from './statement.js';
-import { boundedBegin, statements, type Statements } from './statements.js';
-import { commit, onPoolClient } from './transaction.js';
+import { DEFAULT_SCHEMA, schemaNames } from './schema.js';
 
 /** Options of {@link createPostgresStore}: exactly one of `pool` and `connectionString`. */
 export interface PostgresStoreOptions {
@@ -64,7 +57,7 @@ export interface PostgresStoreOptions {
   /**
    * The connection `waitFor` (the engine's `inFlight: 'wait'`) LISTENs on for completions: a `pg.ClientConfig`
    * (e.g. `{ connectionString }`) for a session straight to PostgreSQL, or `false` for no LISTEN at all:
-   * `waitFor` then reads the record every {@link WAIT_POLL_MS} milliseconds until it is completed or gone.
+   * `waitFor` then reads the record every `WAIT_POLL_MS` (100) milliseconds until it is completed or gone.
    * Behind PgBouncer in transaction mode the pool's own settings cannot work (a LISTEN through the pooler
    * never hears a notification), and `waitFor` rejects with an error naming this option; every other
    * operation runs through the pooler as usual.
@@ -72,9 +65,6 @@ export interface PostgresStoreOptions {
    */
   readonly listen?: pg.ClientConfig | false;
 }
-
-/** How often `waitFor` reads the record when the store has no LISTEN connection (`listen: false`), in milliseconds. */
-export const WAIT_POLL_MS = 100;
 
 /** A PostgreSQL idempotency store; transactions hand out the `pg` `PoolClient` they run on. */
 export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
@@ -187,282 +177,13 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   const source = requirePostgresSource('createPostgresStore', options.pool, options.connectionString);
   const clock = options.clock === undefined ? undefined : requireClock(options.clock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
-  const prepared = options.preparedStatements ?? true;
-  if (typeof prepared !== 'boolean') {
-    throw new TypeError(`retrysafe: option "preparedStatements" must be a boolean, got ${describe(prepared)}`);
-  }
-  if (!isListenOption(options.listen)) {
-    throw new TypeError(`retrysafe: option "listen" must be a pg.ClientConfig or false, got ${describe(options.listen)}`);
-  }
-  if ('pool' in source) return new PgStore(source.pool, false, names, clock, generateId, prepared, options.listen);
+  const prepared = requireBoolean('preparedStatements', options.preparedStatements ?? true);
+  if (!isListenOption(options.listen)) throw invalidOption('listen', 'a pg.ClientConfig or false', options.listen);
+  if ('pool' in source) return new postgresStore.PostgresStore(source.pool, false, names, clock, generateId, prepared, options.listen);
   const ownedPool = new pg.Pool({ connectionString: source.connectionString });
   // An idle pooled connection that dies (server restart, pg_terminate_backend) is dropped by the pool;
   // without a listener its 'error' event would crash the process.
   ownedPool.on('error', () => undefined);
-  return new PgStore(ownedPool, true, names, clock, generateId, prepared, options.listen);
+  return new postgresStore.PostgresStore(ownedPool, true, names, clock, generateId, prepared, options.listen);
 }
 
-class PgStore implements PostgresStore {
-  readonly kind = 'postgres';
-  readonly schema: string;
-  private readonly sql: Statements;
-  private readonly listener: CompletionListener | undefined;
-  private readonly pending = new Set<Promise<unknown>>();
-  private closed = false;
-
-  constructor(
-    readonly pool: pg.Pool,
-    private readonly ownsPool: boolean,
-    names: SchemaNames,
-    private readonly clock: Clock | undefined,
-    private readonly generateId: () => string,
-    prepared: boolean,
-    listen: ListenOption,
-  ) {
-    this.schema = names.name;
-    this.sql = statements(names, prepared);
-    this.listener = listen === false ? undefined : new CompletionListener(() => listenClient(pool, listen), this.sql.listen);
-  }
-
-  claim(input: ClaimInput): Promise<ClaimResult> {
-    return claimOn(this.pool, this.sql, input, this.now(), input.leaseToken ?? this.generateId());
-  }
-
-  complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-    return this.completeOn(this.pool, claim, response, retentionMs);
-  }
-
-  async completeOn(db: Queryable, claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-    const result = await run(db, this.sql.complete, [
-      claim.scope,
-      claim.key,
-      encodeToken(claim.leaseToken),
-      this.now(),
-      retentionMs,
-      response.status,
-      JSON.stringify(response.headers),
-      Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength),
-      topicOf(claim.scope, claim.key),
-    ]);
-    return result.rowCount === 1;
-  }
-
-  release(claim: Claim): Promise<boolean> {
-    return this.releaseOn(this.pool, claim);
-  }
-
-  async releaseOn(db: Queryable, claim: Claim): Promise<boolean> {
-    const result = await run(db, this.sql.release, [
-      claim.scope,
-      claim.key,
-      encodeToken(claim.leaseToken),
-      topicOf(claim.scope, claim.key),
-    ]);
-    return result.rowCount === 1;
-  }
-
-  async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-    const result = await run<RecordRow>(this.pool, this.sql.get, [scope, key]);
-    const row = result.rows[0];
-    return row === undefined ? undefined : toRecord(scope, key, row);
-  }
-
-  async reap(limit: number): Promise<number> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: reap(limit) needs a positive integer, got ${describe(limit)}`);
-    }
-    const result = await run(this.pool, this.sql.reap, [this.now(), limit]);
-    return result.rowCount ?? 0;
-  }
-
-  checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
-    return this.checkpointOn(this.pool, claim, recoveryPoint, leaseMs);
-  }
-
-  async checkpointOn(db: Queryable, claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
-    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
-      throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${describe(leaseMs)}`);
-    }
-    const result = await run<{ leaseExpiresAt: string }>(db, this.sql.checkpoint, [
-      claim.scope,
-      claim.key,
-      encodeToken(claim.leaseToken),
-      recoveryPoint,
-      this.now(),
-      leaseMs,
-    ]);
-    const row = result.rows[0];
-    return row === undefined ? undefined : { ...claim, leaseExpiresAt: Number(row.leaseExpiresAt), recoveryPoint };
-  }
-
-  async ping(): Promise<void> {
-    await run(this.pool, this.sql.ping, []);
-  }
-
-  async countExpiredLeases(limit: number): Promise<number> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: countExpiredLeases limit must be a positive integer, got ${describe(limit)}`);
-    }
-    const result = await run<{ n: number }>(this.pool, this.sql.countExpiredLeases, [this.now(), limit]);
-    return result.rows[0]?.n ?? 0;
-  }
-
-  async listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${describe(limit)}`);
-    }
-    const result = await run<KeyedRecordRow>(this.pool, this.sql.listAbandoned, [this.now(), limit]);
-    return result.rows.map(toKeyedRecord);
-  }
-
-  async listRecords(query: RecordQuery): Promise<IdempotencyRecord[]> {
-    if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
-      throw new TypeError(`retrysafe: listRecords limit must be a positive integer, got ${describe(query.limit)}`);
-    }
-    const values = [query.state ?? null, query.scope ?? null, query.keyPrefix ?? null, query.after?.scope ?? null, query.after?.key ?? null, query.limit];
-    const result = await run<KeyedRecordRow>(this.pool, this.sql.listRecords, values);
-    return result.rows.map(toKeyedRecord);
-  }
-
-  waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
-    const waiting = this.wait(scope, key, timeoutMs);
-    this.pending.add(waiting);
-    const forget = (): void => void this.pending.delete(waiting);
-    waiting.then(forget, forget);
-    return waiting;
-  }
-
-  /**
-   * Claims on the pool, committed on its own; only a won claim opens the transaction, bounded by the lease
-   * (see {@link PostgresStore.claimTransaction}).
-   */
-  async claimTransaction<R>(
-    input: ClaimInput,
-    fn: (tx: pg.PoolClient, store: TransactionView, claim: Claim) => Promise<R>,
-  ): Promise<ClaimedTransaction<R>> {
-    const result = await this.claim(input);
-    if (!result.acquired) return result;
-    const won = result.claim;
-    const value = await this.transact((tx, view) => fn(tx, view, won), { leaseMs: input.leaseMs, claim: won });
-    return { acquired: true, claim: won, value };
-  }
-
-  transaction<R>(fn: (tx: pg.PoolClient, store: TransactionView) => Promise<R>): Promise<R> {
-    return this.transact(fn, undefined);
-  }
-
-  /** Runs `fn` in a transaction; with a `lease`, the transaction ends when the lease does (see `claimTransaction`). */
-  private async transact<R>(
-    fn: (tx: pg.PoolClient, store: TransactionView) => Promise<R>,
-    lease: { readonly leaseMs: number; readonly claim: Claim } | undefined,
-  ): Promise<R> {
-    // The lease is counted from the won claim, so a wait for a pooled connection uses it up too.
-    const deadline = lease === undefined ? undefined : performance.now() + lease.leaseMs;
-    let expired: LeaseLostError | undefined;
-    let pid: number | undefined;
-    try {
-      return await onPoolClient(this.pool, async (client, discard) => {
-        pid = (client as pg.PoolClient & { readonly processID?: number }).processID;
-        let timer: NodeJS.Timeout | undefined;
-        try {
-          await client.query(deadline === undefined ? this.sql.begin : boundedBegin(this.sql.begin, Math.max(1, Math.ceil(deadline - performance.now()))));
-          let result: R;
-          if (lease === undefined || deadline === undefined) {
-            result = await fn(client, new ClientView(this, client));
-          } else {
-            const timeUp = new Promise<never>((_resolve, reject) => {
-              timer = setTimeout(() => {
-                expired = new LeaseLostError(lease.claim.scope, lease.claim.key);
-                reject(expired);
-              }, Math.max(0, deadline - performance.now()));
-            });
-            result = await Promise.race([fn(client, new ClientView(this, client)), timeUp]);
-            clearTimeout(timer);
-          }
-          await commit(client, 'the transaction');
-          return result;
-        } catch (error) {
-          clearTimeout(timer);
-          // Past the lease the handler may still hold the client and sit in a query: a ROLLBACK would queue
-          // behind it, and a client handed back to the pool could carry the late handler's statements into
-          // another request. The connection is destroyed instead and its backend ended, which rolls back at once.
-          if (expired !== undefined) discard(expired);
-          throw error;
-        }
-      });
-    } finally {
-      if (expired !== undefined && pid !== undefined) {
-        await this.pool.query(this.sql.terminate, [pid]).catch(() => undefined);
-      }
-    }
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    await this.listener?.close();
-    await Promise.allSettled([...this.pending]);
-    if (this.ownsPool) await this.pool.end();
-  }
-
-  /** The injected clock's time, or `null`: the statement then reads the server's clock. */
-  private now(): number | null {
-    return this.clock === undefined ? null : this.clock.now();
-  }
-
-  private async wait(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
-    if (this.listener === undefined) return await this.poll(scope, key, timeoutMs);
-    let wake!: () => void;
-    const woken = new Promise<void>((resolve) => {
-      wake = resolve;
-    });
-    // Subscribe, then flag the record as awaited, then read: a completion committed before the flag is
-    // seen by the read; one committed after it sees the flag and notifies (migration 0006).
-    const unsubscribe = await this.listener.subscribe(topicOf(scope, key), wake);
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await run(this.pool, this.sql.markWaiting, [scope, key]);
-      const current = await this.get(scope, key);
-      if (current?.state !== 'in_progress') return current;
-      timer = setTimeout(wake, timeoutMs);
-      await woken;
-      return await this.get(scope, key);
-    } finally {
-      clearTimeout(timer);
-      unsubscribe();
-    }
-  }
-
-  /** `waitFor` without LISTEN: reads the record every {@link WAIT_POLL_MS} until it settles, the time is up or the store closes. */
-  private async poll(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
-    if (this.closed) throw new StoreClosedError('PostgreSQL');
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const current = await this.get(scope, key);
-      if (current?.state !== 'in_progress' || this.closed || Date.now() >= deadline) return current;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(WAIT_POLL_MS, deadline - Date.now())));
-    }
-  }
-}
-
-/**
- * The store as seen from inside one transaction: `complete`, `release` and `checkpoint` run on the
- * transaction's connection, so they commit (and NOTIFY) with the business writes.
- */
-class ClientView implements TransactionView {
-  constructor(
-    private readonly store: PgStore,
-    private readonly client: pg.PoolClient,
-  ) {}
-
-  complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-    return this.store.completeOn(this.client, claim, response, retentionMs);
-  }
-
-  release(claim: Claim): Promise<boolean> {
-    return this.store.releaseOn(this.client, claim);
-  }
-
-  checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
-    return this.store.checkpointOn(this.client, claim, recoveryPoint, leaseMs);
-  }
-}

@@ -5,8 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { invalidOption, requireClock, requireDurationMs, requireGenerateId, requireOptions } from '../../core/validate.js';
 import type { IdempotencyStore } from '../../core/store.js';
 import { isRedisConnection, type RedisConnection } from './connection.js';
 import { RedisStore } from './redis-store.js';
@@ -103,30 +102,17 @@ export function createRedisStore(
   options: RedisStoreOptions,
 ): IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases' | 'listRecords'> {
   requireOptions('createRedisStore', options);
-  if (!isRedisConnection(options.client)) {
-    throw new TypeError(`retrysafe: option "client" must be an ioredis Redis or Cluster connection, got ${describe(options.client)}`);
-  }
+  if (!isRedisConnection(options.client)) throw invalidOption('client', 'an ioredis Redis or Cluster connection', options.client);
   const prefix = options.prefix ?? 'retrysafe';
-  if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) {
-    throw new TypeError(`retrysafe: option "prefix" must be a non-empty string without "{" or "}", got ${describe(prefix)}`);
-  }
+  if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) throw invalidOption('prefix', 'a non-empty string without "{" or "}"', prefix);
   const clock = options.clock === undefined ? undefined : requireClock(options.clock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
   if (options.subscriber !== undefined && !isRedisConnection(options.subscriber)) {
-    throw new TypeError(
-      `retrysafe: option "subscriber" must be an ioredis Redis or Cluster connection, got ${describe(options.subscriber)}`,
-    );
+    throw invalidOption('subscriber', 'an ioredis Redis or Cluster connection', options.subscriber);
   }
   const waitReplicas = options.waitReplicas ?? 0;
-  if (!Number.isSafeInteger(waitReplicas) || waitReplicas < 0) {
-    throw new TypeError(`retrysafe: option "waitReplicas" must be a non-negative integer, got ${describe(waitReplicas)}`);
-  }
-  const waitReplicasTimeoutMs = options.waitReplicasTimeoutMs ?? 1_000;
-  if (!Number.isSafeInteger(waitReplicasTimeoutMs) || waitReplicasTimeoutMs <= 0) {
-    throw new TypeError(
-      `retrysafe: option "waitReplicasTimeoutMs" must be a positive integer (milliseconds), got ${describe(waitReplicasTimeoutMs)}`,
-    );
-  }
+  if (!Number.isSafeInteger(waitReplicas) || waitReplicas < 0) throw invalidOption('waitReplicas', 'a non-negative integer', waitReplicas);
+  const waitReplicasTimeoutMs = requireDurationMs('waitReplicasTimeoutMs', options.waitReplicasTimeoutMs ?? 1_000);
   const readyTimeoutMs = options.readyTimeoutMs === 0 ? 0 : requireDurationMs('readyTimeoutMs', options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
   return new RedisStore(
     Object.freeze({

@@ -7,6 +7,7 @@
 import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
+import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn } from './claim.js';
 import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { decodeHead, decodeRecord, HEAD_READ_BYTES, type RecordHead } from './layout.js';
@@ -147,9 +148,7 @@ export class RedisStore implements IdempotencyStore {
 
   /** One script run, fenced by the lease token; see `scripts/checkpoint.lua.ts`. */
   async checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
-    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
-      throw new TypeError(`retrysafe: checkpoint leaseMs must be a non-negative integer, got ${String(leaseMs)}`);
-    }
+    requireNonNegativeMs('leaseMs', leaseMs, 'checkpoint');
     await this.ready();
     const reply = await CHECKPOINT.run(
       this.config.client,
@@ -169,9 +168,7 @@ export class RedisStore implements IdempotencyStore {
    * as soon as `limit` expired leases are counted.
    */
   async countExpiredLeases(limit: number): Promise<number> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: countExpiredLeases limit must be a positive integer, got ${String(limit)}`);
-    }
+    requireLimit('countExpiredLeases', limit);
     const { client } = this.config;
     const now = this.config.clock?.now() ?? (await serverTime(client));
     const expired = new Set<string>();
@@ -194,9 +191,7 @@ export class RedisStore implements IdempotencyStore {
    */
   async listRecords(query: RecordQuery): Promise<IdempotencyRecord[]> {
     const { limit } = query;
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: listRecords limit must be a positive integer, got ${String(limit)}`);
-    }
+    requireLimit('listRecords', limit);
     await this.ready();
     const { client } = this.config;
     const before = (a: readonly [string, string], b: readonly [string, string]): boolean => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
@@ -239,9 +234,7 @@ export class RedisStore implements IdempotencyStore {
    * every master in turn.
    */
   async listAbandoned(limit: number): Promise<IdempotencyRecord[]> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: listAbandoned limit must be a positive integer, got ${String(limit)}`);
-    }
+    requireLimit('listAbandoned', limit);
     await this.ready();
     const { client } = this.config;
     const now = this.config.clock?.now() ?? (await serverTime(client));

@@ -4,7 +4,7 @@
  * @module
  */
 import { Redis } from 'ioredis';
-import { describe } from '../../core/validate.js';
+import { invalidOption } from '../../core/validate.js';
 import type { IdempotencyStore } from '../../core/store.js';
 import { createRedisStore, type RedisStoreOptions } from './factory.js';
 
@@ -31,9 +31,7 @@ export async function openRedisStore(
   url: string,
   options: Omit<RedisStoreOptions, 'client' | 'subscriber'> = {},
 ): Promise<IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases' | 'listRecords'>> {
-  if (typeof url !== 'string' || !/^rediss?:\/\//i.test(url)) {
-    throw new TypeError(`retrysafe: the Redis URL must start with redis:// or rediss://, got ${describe(url)}`);
-  }
+  if (typeof url !== 'string' || !/^rediss?:\/\//i.test(url)) throw invalidOption('url', 'a Redis URL starting with redis:// or rediss://', url, 'openRedisStore');
   const client = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   // Connection errors also reach the commands that fail on them; without a listener ioredis prints each
   // one as an "Unhandled error event". The first one is what a failed connect() is reported with.

@@ -13,11 +13,14 @@
  * - `locked`: the whole claim inside a write transaction the caller holds (a group commit, a transactional
  *   claim, or the retry above): the read and the write see one state, so the read decides.
  *
- * The upsert inserts an in_progress record, or takes over the existing one when its retention expired (a
- * new record, any fingerprint, no recovery point) or its lease expired under the same fingerprint
- * (created_at and the recovery point are kept); otherwise it returns the standing record unchanged, except
- * to its owner: a claim presenting the standing in-progress record's lease token (and fingerprint) again
- * wins with the lease unchanged.
+ * Every branch is a row of the claim decision table of docs/semantics.md (C4 is tried before C3). A key
+ * with no record is inserted (C1); a record whose retention is over is replaced (C2, any fingerprint, no
+ * recovery point); an in-progress record whose lease is over under the same fingerprint is taken over
+ * (C4, `created_at` and the recovery point kept); otherwise the standing record is returned unchanged
+ * (C5 to C7), except to its owner: a claim presenting the standing in-progress record's lease token (and
+ * fingerprint) again wins with the lease unchanged (C3). C2 and C4 are two statements, one per row, each
+ * guarded by its row's condition, so the claim reports `takeover` from the branch it ran, as Redis does,
+ * and a takeover in the same millisecond as a zero-lease hand-back is still reported as one.
  *
  * @module
  */
@@ -27,8 +30,21 @@ import type { ClaimInput, ClaimResult } from '../../core/store.js';
 import { quoteIdentifier } from './open.js';
 import { toRecord, type RecordRow, type Statements } from './statements.js';
 
-/** What the claim's read found: the answer when a record stands in the way; otherwise whether the key had no record at all. */
-type ClaimRead = { readonly answer: ClaimResult } | { readonly answer: undefined; readonly absent: boolean };
+/**
+ * What the claim's read found when no record stands in the way: no record (C1), a record whose retention is
+ * over (C2), or an in-progress record whose lease is over under the same fingerprint (C4).
+ */
+export type ClaimFound = 'absent' | 'expired' | 'lease-over';
+
+/** What the claim's read found: the answer when a record stands in the way; otherwise which row it may take. */
+type ClaimRead = { readonly answer: ClaimResult } | { readonly answer: undefined; readonly found: ClaimFound };
+
+/** The reads that found nothing standing, one object each, so a read allocates only an answer. */
+const FOUND: Readonly<Record<ClaimFound, ClaimRead>> = Object.freeze({
+  absent: Object.freeze({ answer: undefined, found: 'absent' }),
+  expired: Object.freeze({ answer: undefined, found: 'expired' }),
+  'lease-over': Object.freeze({ answer: undefined, found: 'lease-over' }),
+});
 
 /**
  * The claim's steps, each at `now` (ms) under `leaseToken`. Each throws the driver's error (e.g.
@@ -37,117 +53,107 @@ type ClaimRead = { readonly answer: ClaimResult } | { readonly answer: undefined
 export interface SqliteClaim {
   /** Reads the record, outside any transaction; answers when a record stands in the way. */
   read(input: ClaimInput, now: number, leaseToken: string): ClaimRead;
-  /** Writes the claim on its own (autocommit), after a `read` that did not answer; `absent` is what it found. */
-  write(input: ClaimInput, now: number, leaseToken: string, absent: boolean): ClaimResult;
+  /** Writes the claim on its own (autocommit), after a `read` that did not answer; `found` is what it found. */
+  write(input: ClaimInput, now: number, leaseToken: string, found: ClaimFound): ClaimResult;
   /**
-   * The whole claim inside a write transaction the caller holds. `absent`: an earlier read found no record,
-   * so the insert is tried before the read (a new key then costs one statement).
+   * The whole claim inside a write transaction the caller holds. `found`: what an earlier read found, if
+   * one was made; `'absent'` tries the insert before the read (a new key then costs one statement).
    */
-  locked(input: ClaimInput, now: number, leaseToken: string, absent: boolean): ClaimResult;
+  locked(input: ClaimInput, now: number, leaseToken: string, found: ClaimFound | undefined): ClaimResult;
 }
-
-/** What the upsert returns when the caller won: its created_at and recovery point, in raw mode. */
-type ClaimedRow = readonly [createdAt: number, recoveryPoint: string | null];
 
 /** Prepares the claim against `table` (already validated and migrated); `sql.get` reads a record. */
 export function prepareClaim(database: Database, table: string, sql: Pick<Statements, 'get'>): SqliteClaim {
   const t = quoteIdentifier(table);
-  // Parameters by position (scope, key, fingerprint, token, lease expiry, now, retention end), cheaper to
-  // bind than by name.
+  // Parameters by position, cheaper to bind than by name: scope, key, fingerprint, token, lease expiry,
+  // now, retention end.
   const insert = database.prepare<[string, string, string, string, number, number, number]>(
     `INSERT INTO ${t} (scope, idempotency_key, fingerprint, state, lease_token, lease_expires_at, created_at, expires_at)
       VALUES (?, ?, ?, 'in_progress', ?, ?, ?, ?)
       ON CONFLICT (scope, idempotency_key) DO NOTHING`,
   );
-  // In the update, excluded.created_at is now.
-  const upsert = database
-    .prepare<[string, string, string, string, number, number, number], ClaimedRow>(
-      `
-      INSERT INTO ${t} AS r (scope, idempotency_key, fingerprint, state, lease_token, lease_expires_at,
-                             created_at, expires_at)
-      VALUES (?, ?, ?, 'in_progress', ?, ?, ?, ?)
-      ON CONFLICT (scope, idempotency_key) DO UPDATE SET
-        fingerprint = excluded.fingerprint,
-        state = 'in_progress',
-        lease_token = excluded.lease_token,
-        lease_expires_at = excluded.lease_expires_at,
-        recovery_point = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.recovery_point END,
-        response_status = NULL,
-        response_headers = NULL,
-        response_body = NULL,
-        created_at = CASE WHEN r.expires_at <= excluded.created_at THEN excluded.created_at ELSE r.created_at END,
-        completed_at = NULL,
-        expires_at = excluded.expires_at
-      WHERE r.expires_at <= excluded.created_at
-         OR (r.state = 'in_progress' AND r.lease_expires_at <= excluded.created_at AND r.fingerprint = excluded.fingerprint)
-      RETURNING created_at, recovery_point`,
+  // C2. Parameters: fingerprint, token, lease expiry, now, retention end, scope, key, now.
+  const replace = database.prepare<[string, string, number, number, number, string, string, number]>(
+    `UPDATE ${t} SET fingerprint = ?, state = 'in_progress', lease_token = ?, lease_expires_at = ?, recovery_point = NULL,
+        response_status = NULL, response_headers = NULL, response_body = NULL, created_at = ?, completed_at = NULL,
+        expires_at = ?
+      WHERE scope = ? AND idempotency_key = ? AND expires_at <= ?`,
+  );
+  // C4. Parameters: token, lease expiry, retention end, scope, key, now, fingerprint, now. Returns the
+  // recovery point the previous holder reached (NULL when none); no row when the record changed since it
+  // was read.
+  const takeOver = database
+    .prepare<[string, number, number, string, string, number, string, number], string | null>(
+      `UPDATE ${t} SET lease_token = ?, lease_expires_at = ?, expires_at = ?
+        WHERE scope = ? AND idempotency_key = ? AND state = 'in_progress' AND lease_expires_at <= ? AND fingerprint = ?
+          AND expires_at > ?
+        RETURNING recovery_point`,
     )
-    // Integers stay numbers even on a connection that defaults to BigInt; a row is an array.
-    .safeIntegers(false)
-    .raw(true);
+    .pluck(true);
   const inserted = (input: ClaimInput, now: number, leaseToken: string): boolean =>
     insert.run(input.scope, input.key, input.fingerprint, leaseToken, now + input.leaseMs, now, now + input.retentionMs).changes === 1;
-  const upsertRow = (input: ClaimInput, now: number, leaseToken: string): ClaimedRow | undefined =>
-    upsert.get(input.scope, input.key, input.fingerprint, leaseToken, now + input.leaseMs, now, now + input.retentionMs);
-  const locked = (input: ClaimInput, now: number, leaseToken: string, absent: boolean): ClaimResult => {
-    if (absent && inserted(input, now, leaseToken)) return created(input, now, leaseToken);
+  // The write of C2 or C4, guarded by its row's condition; `undefined` when the record no longer meets it.
+  const take = (input: ClaimInput, now: number, leaseToken: string, found: 'expired' | 'lease-over'): ClaimResult | undefined => {
+    const leaseExpiresAt = now + input.leaseMs;
+    if (found === 'expired') {
+      const { changes } = replace.run(input.fingerprint, leaseToken, leaseExpiresAt, now, now + input.retentionMs, input.scope, input.key, now);
+      return changes === 1 ? created(input, now, leaseToken) : undefined;
+    }
+    const point = takeOver.get(leaseToken, leaseExpiresAt, now + input.retentionMs, input.scope, input.key, now, input.fingerprint, now);
+    return point === undefined ? undefined : { acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, true, point) };
+  };
+  const locked = (input: ClaimInput, now: number, leaseToken: string, found: ClaimFound | undefined): ClaimResult => {
+    // C1, when a read made ahead found the key absent.
+    if (found === 'absent' && inserted(input, now, leaseToken)) return created(input, now, leaseToken);
     const row = sql.get(input.scope, input.key);
     if (row === undefined) {
+      // C1.
       if (inserted(input, now, leaseToken)) return created(input, now, leaseToken);
       throw new Error('retrysafe: the claim found no record and could not insert one');
     }
-    if (stands(row, input.fingerprint, now)) return answer(input, leaseToken, row);
-    const won = upsertRow(input, now, leaseToken);
+    const open = openTo(row, input.fingerprint, now);
+    // C3, or C5 to C7.
+    if (open === undefined) return answer(input, leaseToken, row);
+    const won = take(input, now, leaseToken, open);
     if (!won) throw new Error('retrysafe: the claim could not take over a record it read as expired');
-    return acquired(input, now, leaseToken, won);
+    return won;
   };
   const retry = database.transaction(locked);
   return {
     read: (input, now, leaseToken) => {
       const row = sql.get(input.scope, input.key);
-      if (row === undefined) return { answer: undefined, absent: true };
-      return stands(row, input.fingerprint, now) ? { answer: answer(input, leaseToken, row) } : { answer: undefined, absent: false };
+      if (row === undefined) return FOUND.absent;
+      const open = openTo(row, input.fingerprint, now);
+      return open === undefined ? { answer: answer(input, leaseToken, row) } : FOUND[open];
     },
-    write: (input, now, leaseToken, absent) => {
-      if (absent) {
-        if (inserted(input, now, leaseToken)) return created(input, now, leaseToken);
-      } else {
-        const won = upsertRow(input, now, leaseToken);
-        if (won) return acquired(input, now, leaseToken, won);
-      }
-      return retry.immediate(input, now, leaseToken, false);
+    write: (input, now, leaseToken, found) => {
+      const won = found === 'absent' ? (inserted(input, now, leaseToken) ? created(input, now, leaseToken) : undefined) : take(input, now, leaseToken, found);
+      // Another process wrote the record after the read: decide again under the write lock.
+      return won ?? retry.immediate(input, now, leaseToken, undefined);
     },
     locked,
   };
 }
 
-/** The answer to a claim that `row`, standing, refuses, unless the claim is its owner's. */
+/** The answer to a claim that `row`, standing, refuses (C5 to C7), unless the claim is its owner's (C3). */
 function answer(input: ClaimInput, leaseToken: string, row: RecordRow): ClaimResult {
   return ownedBy(row, input.fingerprint, leaseToken) ? ownClaim(input, leaseToken, row) : { acquired: false, record: toRecord(row) };
 }
 
-/** The claim that inserted a new record: created now, no recovery point. */
+/** The claim that inserted a new record (C1) or replaced an expired one (C2): created now, no recovery point. */
 function created(input: ClaimInput, now: number, leaseToken: string): ClaimResult {
   return { acquired: true, claim: claimOf(input, leaseToken, now + input.leaseMs, false, null) };
 }
 
-/** The claim the upsert won, returning `won`. */
-function acquired(input: ClaimInput, now: number, leaseToken: string, won: ClaimedRow): ClaimResult {
-  // Only a lease takeover keeps the original created_at, which precedes the expired lease and so now;
-  // or keeps a recovery point, which a holder may hand back with a zero lease in the same millisecond.
-  const [createdAt, recoveryPoint] = won;
-  const takeover = createdAt !== now || recoveryPoint !== null;
-  return { acquired: true, claim: claimOf(input, leaseToken, now + input.leaseMs, takeover, recoveryPoint) };
-}
-
-/** The owner's own claim again (its lease token, `row` being its in-progress record): it holds the lease, unchanged. */
+/** The owner's own claim again (C3: its lease token, `row` being its in-progress record): it holds the lease, unchanged. */
 function ownClaim(input: ClaimInput, leaseToken: string, row: RecordRow): ClaimResult {
   return { acquired: true, claim: claimOf(input, leaseToken, row.leaseExpiresAt, false, row.recoveryPoint) };
 }
 
-/** The negation of the upsert's WHERE: a record no claim at `now` may take over. */
-function stands(row: RecordRow, fingerprint: string, now: number): boolean {
-  return row.expiresAt > now && !(row.state === 'in_progress' && row.leaseExpiresAt <= now && row.fingerprint === fingerprint);
+/** Which row a claim at `now` may take `row` by: C2 (retention over), C4 (lease over, same fingerprint), or none (it stands). */
+function openTo(row: RecordRow, fingerprint: string, now: number): 'expired' | 'lease-over' | undefined {
+  if (row.expiresAt <= now) return 'expired';
+  return row.state === 'in_progress' && row.leaseExpiresAt <= now && row.fingerprint === fingerprint ? 'lease-over' : undefined;
 }
 
 /** Whether `row` is the in-progress record of the claim presenting `leaseToken`: its owner claiming again. */

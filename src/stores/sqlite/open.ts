@@ -8,6 +8,7 @@
  */
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
+import { SchemaTooNewError } from '../../core/errors.js';
 import type { SqliteSynchronous } from './options.js';
 import type { SqliteSource } from './source.js';
 
@@ -73,8 +74,9 @@ interface SqliteOpening {
  *
  * @returns what `build` returns; `owned` tells `build` whether the connection is the store's to close
  * @throws the driver's error when the file cannot be opened (with `migrate: false`, when it does not exist)
- * @throws Error naming the table when `migrate` is false and `schema.table` does not exist, or when the
- *   ledger records a version newer than `schema.steps` knows (see {@link migrateSqlite})
+ * @throws Error naming the table when `migrate` is false and `schema.table` does not exist
+ * @throws SchemaTooNewError naming the table when the ledger records a version newer than `schema.steps`
+ *   knows (see {@link migrateSqlite})
  */
 export function openSqlite<T>(opening: SqliteOpening, build: (database: Database, owned: boolean) => T): T {
   const { source, busyTimeoutMs, synchronous, migrate, schema, clock } = opening;
@@ -102,8 +104,8 @@ export function openSqlite<T>(opening: SqliteOpening, build: (database: Database
  * when the connection is already in a transaction), so concurrent processes apply each step once.
  * Versions are read as numbers even on a connection that defaults to BigInt.
  *
- * @throws Error naming the table when the ledger records a version newer than `schema.steps` knows (a newer
- *   retrysafe migrated the database; downgrading is not supported); nothing is applied then
+ * @throws SchemaTooNewError naming the table when the ledger records a version newer than `schema.steps`
+ *   knows (a newer retrysafe migrated the database; downgrading is not supported); nothing is applied then
  * @throws the driver's error when a step fails; nothing of this call is applied then
  */
 export function migrateSqlite(database: Database, schema: SqliteSchema, clock: Clock): void {
@@ -122,9 +124,7 @@ export function migrateSqlite(database: Database, schema: SqliteSchema, clock: C
     const latest = schema.steps.at(-1)?.version ?? 0;
     const newer = [...applied].filter((version) => version > latest);
     if (newer.length > 0) {
-      throw new Error(
-        `retrysafe: table "${schema.table}" was migrated to version ${Math.max(...newer)} by a newer retrysafe; this release knows up to ${latest}`,
-      );
+      throw new SchemaTooNewError(`table "${schema.table}"`, Math.max(...newer), latest);
     }
     const record = database.prepare(`INSERT INTO ${ledger} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
     for (const step of schema.steps) {

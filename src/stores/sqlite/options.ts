@@ -6,8 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from 'better-sqlite3';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { invalidOption, requireBoolean, requireClock, requireDurationMs, requireGenerateId, requireOptions } from '../../core/validate.js';
 import { requireSqliteSource, type SqliteSource } from './source.js';
 
 /** Options of `createSqliteStore`. Durations are in milliseconds. */
@@ -96,11 +95,7 @@ export function resolveSqliteStoreOptions(options: SqliteStoreOptions | undefine
   requireOptions('createSqliteStore', options);
   const source = requireSqliteSource(options.path, options.database);
   const table = options.table ?? 'retrysafe_records';
-  if (typeof table !== 'string' || !IDENTIFIER.test(table)) {
-    throw new TypeError(
-      `retrysafe: option "table" must be an identifier of letters, digits and underscores (at most 48), got ${describe(table)}`,
-    );
-  }
+  if (typeof table !== 'string' || !IDENTIFIER.test(table)) throw invalidOption('table', 'an identifier of letters, digits and underscores (at most 48)', table);
   const clock = requireClock(options.clock ?? systemClock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
   const busyTimeoutMs =
@@ -109,12 +104,9 @@ export function resolveSqliteStoreOptions(options: SqliteStoreOptions | undefine
       : 'path' in source
         ? DEFAULT_BUSY_TIMEOUT_MS
         : undefined;
-  const migrate = options.migrate ?? true;
-  if (typeof migrate !== 'boolean') throw new TypeError(`retrysafe: option "migrate" must be a boolean, got ${describe(migrate)}`);
+  const migrate = requireBoolean('migrate', options.migrate ?? true);
   const synchronous = options.synchronous ?? ('path' in source ? DEFAULT_SYNCHRONOUS : undefined);
-  if (synchronous !== undefined && !SQLITE_SYNCHRONOUS.includes(synchronous)) {
-    throw new TypeError(`retrysafe: option "synchronous" must be 'normal' or 'full', got ${describe(synchronous)}`);
-  }
+  if (synchronous !== undefined && !SQLITE_SYNCHRONOUS.includes(synchronous)) throw invalidOption('synchronous', "'normal' or 'full'", synchronous);
   return Object.freeze({
     migrate,
     source: Object.freeze(source),

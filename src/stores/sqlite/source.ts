@@ -6,7 +6,7 @@
  * @module
  */
 import type { Database } from 'better-sqlite3';
-import { describe } from '../../core/validate.js';
+import { invalidOption } from '../../core/validate.js';
 
 /** The connection a store opens itself (`path`), or the one it is given (`database`). */
 export type SqliteSource = { readonly path: string } | { readonly database: Database };
@@ -19,15 +19,11 @@ export type SqliteSource = { readonly path: string } | { readonly database: Data
  *   string, or when `database` is not a `better-sqlite3` connection
  */
 export function requireSqliteSource(path: unknown, database: unknown): SqliteSource {
-  if (database !== undefined && path !== undefined) {
-    throw new TypeError(`retrysafe: option "path" (${describe(path)}) must be absent when "database" is given`);
-  }
-  if (path !== undefined && (typeof path !== 'string' || path.length === 0)) {
-    throw new TypeError(`retrysafe: option "path" must be a file path or ':memory:', got ${describe(path)}`);
-  }
+  if (database !== undefined && path !== undefined) throw invalidOption('path', 'absent when "database" is given', path);
+  if (path !== undefined && (typeof path !== 'string' || path.length === 0)) throw invalidOption('path', "a file path or ':memory:'", path);
   if (database === undefined) return { path: path ?? ':memory:' };
   if (typeof database !== 'object' || database === null || typeof (database as Partial<Database>).prepare !== 'function') {
-    throw new TypeError(`retrysafe: option "database" must be a better-sqlite3 Database, got ${describe(database)}`);
+    throw invalidOption('database', 'a better-sqlite3 Database', database);
   }
   return { database: database as Database };
 }

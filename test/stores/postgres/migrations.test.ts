@@ -10,12 +10,12 @@ import { describe, expect, it } from 'vitest';
 import { dumpSchema } from '../../../scripts/schema.js';
 import { INBOX_MIGRATIONS } from '../../../src/messaging/inbox/migrations/postgres/index.js';
 import { OUTBOX_MIGRATIONS } from '../../../src/messaging/outbox/migrations/postgres/index.js';
-import { PHASES_MIGRATIONS } from '../../../src/phases/migrations/postgres/index.js';
 import { SESSIONS_MIGRATIONS } from '../../../src/sessions/migrations/postgres/index.js';
 import { migrate } from '../../../src/postgres.js';
 import type { Migration } from '../../../src/stores/postgres/migration.js';
 import { IDEMPOTENCY_MIGRATIONS } from '../../../src/stores/postgres/migrations/idempotency.js';
 import { MIGRATIONS } from '../../../src/migrate.js';
+import { SchemaTooNewError } from '../../../src/core/errors.js';
 import { sequence } from '../../../src/stores/postgres/migration.js';
 import { postgresAvailable } from '../../support/postgres-schema.js';
 import { POSTGRES_URL, uniqueName } from '../../support/services.js';
@@ -43,12 +43,11 @@ describe('the PostgreSQL migration sequence', () => {
   });
 
   it('gathers each module’s own migrations into one list ordered by number', () => {
-    expect(names(IDEMPOTENCY_MIGRATIONS).slice(0, 4)).toEqual(['0001_init', '0006_waiters', '0008_drop_claim_guard', '0009_claim_owner']);
+    expect(names(IDEMPOTENCY_MIGRATIONS).slice(0, 5)).toEqual(['0001_init', '0004_recovery_points', '0006_waiters', '0008_drop_claim_guard', '0009_claim_owner']);
     expect(names(INBOX_MIGRATIONS)[0]).toBe('0002_inbox');
     expect(names(OUTBOX_MIGRATIONS).slice(0, 2)).toEqual(['0003_outbox', '0007_outbox_waiting']);
-    expect(names(PHASES_MIGRATIONS)[0]).toBe('0004_recovery_points');
     expect(names(SESSIONS_MIGRATIONS)[0]).toBe('0005_sessions');
-    const modules = [IDEMPOTENCY_MIGRATIONS, INBOX_MIGRATIONS, OUTBOX_MIGRATIONS, PHASES_MIGRATIONS, SESSIONS_MIGRATIONS];
+    const modules = [IDEMPOTENCY_MIGRATIONS, INBOX_MIGRATIONS, OUTBOX_MIGRATIONS, SESSIONS_MIGRATIONS];
     expect(MIGRATIONS.map((m) => m.version)).toEqual(Array.from({ length: MIGRATIONS.length }, (_, at) => at + 1));
     expect([...names(MIGRATIONS)].sort()).toEqual(modules.flatMap(names).sort());
   });
@@ -89,6 +88,36 @@ describe.runIf(available)('a schema migrated before the modules owned their migr
       expect(after.slice(0, RELEASED.length)).toEqual(before);
       expect(after.map((row) => row.name)).toEqual(names(MIGRATIONS));
       expect(await dumpSchema(schema, POSTGRES_URL)).toBe(await readFile(new URL('../../../docs/schema.sql', import.meta.url), 'utf8'));
+    } finally {
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await pool.end();
+    }
+  });
+});
+
+describe.runIf(available)('a schema migrated by a newer release', () => {
+  it('is refused with SchemaTooNewError, and nothing is applied', async () => {
+    const schema = uniqueName('rs_pgnew');
+    const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+    const future = MIGRATIONS.length + 3;
+    try {
+      await pool.query(`CREATE SCHEMA "${schema}"`);
+      await pool.query(`CREATE TABLE "${schema}".schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+      await pool.query(`INSERT INTO "${schema}".schema_migrations (version, name) VALUES ($1, 'from_the_future')`, [future]);
+
+      const refused = await migrate({ pool, schema }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(refused).toBeInstanceOf(SchemaTooNewError);
+      expect(refused).toMatchObject({ code: 'store-schema-too-new', version: future, known: MIGRATIONS.length });
+      expect((refused as Error).message).toBe(
+        `retrysafe: schema "${schema}" was migrated to version ${future} by a newer retrysafe; this release knows up to ${MIGRATIONS.length}`,
+      );
+      const tables = await pool.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [schema]);
+      expect(tables.rows.map((row) => row.table_name)).toEqual(['schema_migrations']);
+      const ledger = await pool.query<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations`);
+      expect(ledger.rows).toEqual([{ version: future }]);
     } finally {
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await pool.end();

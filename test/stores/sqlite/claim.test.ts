@@ -35,7 +35,7 @@ describe('sqlite claim: a record written between the read and the upsert', () =>
     const steps = prepareClaim(database, 'records', { get: racedGet });
     const claim = (input: ClaimInput, now: number, leaseToken: string): ClaimResult => {
       const read = steps.read(input, now, leaseToken);
-      return read.answer ?? steps.write(input, now, leaseToken, read.absent);
+      return read.answer ?? steps.write(input, now, leaseToken, read.found);
     };
     return { claim, reads };
   }
@@ -57,6 +57,40 @@ describe('sqlite claim: a record written between the read and the upsert', () =>
     expect(claim(input('a', 'token-1'), NOW + 5, 'token-1')).toMatchObject({
       acquired: true,
       claim: { leaseToken: 'token-1', leaseExpiresAt: NOW + 60_000, takeover: false },
+    });
+  });
+});
+
+/** The claim reports `takeover` from the branch it ran (C2 or C4 of the claim decision table), not from the times it returns. */
+describe('sqlite claim: the takeover flag', () => {
+  function setup(): { claim: (input: ClaimInput, now: number, leaseToken: string) => ClaimResult; locked: (input: ClaimInput, now: number, leaseToken: string) => ClaimResult } {
+    const database = new BetterSqlite3(':memory:');
+    migrateSqlite(database, recordsSchema('records'), systemClock);
+    const steps = prepareClaim(database, 'records', prepareStatements(database, 'records'));
+    return {
+      claim: (input, now, leaseToken) => {
+        const read = steps.read(input, now, leaseToken);
+        return read.answer ?? steps.write(input, now, leaseToken, read.found);
+      },
+      locked: (input, now, leaseToken) => steps.locked(input, now, leaseToken, undefined),
+    };
+  }
+  const zeroLease = (fingerprint: string): ClaimInput => ({ ...input(fingerprint), leaseMs: 0 });
+
+  it.each(['claim', 'locked'] as const)('is set for a takeover in the same millisecond as the record was created (%s)', (step) => {
+    const steps = setup();
+    expect(steps[step](zeroLease('a'), NOW, 'token-1')).toMatchObject({ acquired: true, claim: { takeover: false } });
+    expect(steps[step](input('a'), NOW, 'token-2')).toMatchObject({ acquired: true, claim: { leaseToken: 'token-2', takeover: true } });
+    expect(steps[step](input('a'), NOW, 'token-3')).toMatchObject({ acquired: false, record: { leaseToken: 'token-2' } });
+  });
+
+  it.each(['claim', 'locked'] as const)('is not set when the retention ended, whatever the fingerprint (%s)', (step) => {
+    const steps = setup();
+    expect(steps[step](input('a'), NOW, 'token-1').acquired).toBe(true);
+    const later = NOW + 600_000;
+    expect(steps[step](input('b'), later, 'token-2')).toMatchObject({
+      acquired: true,
+      claim: { fingerprint: 'b', leaseToken: 'token-2', leaseExpiresAt: later + 60_000, takeover: false },
     });
   });
 });

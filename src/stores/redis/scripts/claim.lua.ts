@@ -48,13 +48,14 @@ import { packHeadLua, READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
 export const CLAIM_LUA = `
 ${nowLua(1)}
 ${READ_RECORD_LUA}
+-- Rows C1 to C7 of the claim decision table (docs/semantics.md); C3 is tried before C4.
 -- A takeover keeps the record's creation time and recovery point; a new or replaced record starts now.
 local takeover, point, made = 0, nil, now
 if v then
   ${unpackHeadLua('rp')}
   if expires > now then
     if state == 1 and token == ARGV[3] and fp == ARGV[2] then
-      -- The caller's own claim again (its reply lost, or resent by the client): it holds the lease,
+      -- C3: the caller's own claim again (its reply lost, or resent by the client): it holds the lease,
       -- unchanged. The third element is the instant the lease began by this claim's lease length, from
       -- which the caller derives its end; the takeover flag is read back from the record.
       local decided = lease - tonumber(ARGV[4])
@@ -62,12 +63,15 @@ if v then
       if rp or created < decided then took = 1 end
       return {1, took, decided, rp}
     elseif state == 1 and lease <= now and fp == ARGV[2] then
+      -- C4: the lease over under the same fingerprint.
       takeover, point, made = 1, rp, created
     else
+      -- C5 to C7: the record stands.
       return {0, v}
     end
   end
 end
+-- C1 (no record), C2 (retention over) or C4.
 redis.call('SET', KEYS[1], ${packHeadLua({
   state: '1',
   lease: 'now + tonumber(ARGV[4])',
