@@ -52,6 +52,7 @@ type ClaimedRow = readonly [createdAt: number, recoveryPoint: string | null];
 /** Prepares the claim against `table` (already validated and migrated); `sql.get` reads a record. */
 export function prepareClaim(database: Database, table: string, sql: Pick<Statements, 'get'>): SqliteClaim {
   const t = quoteIdentifier(table);
+  // Hot path: docs/hot-path.md#sqlite-statements
   // Parameters by position (scope, key, fingerprint, token, lease expiry, now, retention end), cheaper to
   // bind than by name.
   const insert = database.prepare<[string, string, string, string, number, number, number]>(
