@@ -83,6 +83,7 @@ function decodeStringItem(value: string): string {
 
 // RFC 9651 section 4.2.5: DQUOTE *( unescaped / "\" ( DQUOTE / "\" ) ) DQUOTE, unescaped = %x20-21 / %x23-5B / %x5D-7E.
 // Stops as soon as the decoded text exceeds `limit`, so a huge value costs no more than a long key.
+// Hot path: docs/hot-path.md#key-parsing
 // The text is taken as runs of unescaped characters sliced out of `value`, not built a character at a time:
 // that would make a rope of one piece per character, which a store keeping the key in the heap would keep.
 function scanString(value: string, start: number, limit: number): { text: string; end: number } {

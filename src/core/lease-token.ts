@@ -15,6 +15,7 @@ const entropy = Buffer.allocUnsafe(BATCH_BYTES);
 let used = BATCH_BYTES;
 const text = Buffer.alloc(36, '-', 'latin1');
 
+// Hot path: docs/hot-path.md#lease-token
 /**
  * A random UUID (version 4, RFC 9562 section 5.4), as `crypto.randomUUID()` makes one, from the same kind of
  * cached CSPRNG bytes. The difference is the string: `crypto.randomUUID()` (Node.js 20) returns a rope of

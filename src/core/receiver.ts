@@ -382,6 +382,7 @@ class Engine<Tx> implements Receiver<Tx> {
     return (body.byteLength === 0 ? undefined : JSON.parse(decoder.decode(body))) as T;
   }
 
+  // Hot path: docs/hot-path.md#engine-store-calls
   /**
    * Plain mode: claim, work, complete (or release) as separate store operations. The store calls are
    * observed in place (not through {@link Engine.call}): on the path every request takes, a wrapper would
@@ -522,6 +523,7 @@ class Engine<Tx> implements Receiver<Tx> {
     await this.call('release', () => this.store.release(claim), TOOK_EFFECT).catch(() => false);
   }
 
+  // Hot path: docs/hot-path.md#engine-store-calls
   /**
    * Makes one store call, observed as `operation`; `result` tells the observer how it ended. Not an `async`
    * function: it chains once onto the store's own promise, where an `async` wrapper would cost every store

@@ -96,6 +96,7 @@ function isNodeStream(value: object): value is NodeStream {
   return typeof (value as Partial<NodeStream>).on === 'function' && typeof (value as Partial<NodeStream>).readableEnded === 'boolean';
 }
 
+// Hot path: docs/hot-path.md#node-stream-body
 /**
  * The body of a Node stream through plain `data`/`end` listeners: an async iterator over a stream costs a
  * promise per chunk and per end. Same outcome as `for await`: an ended stream reads as empty, a destroyed
@@ -145,6 +146,7 @@ export function peekBody(req: NodeRequest, limit: number, contentLength?: string
 /** How {@link peekBodyThen} ends: with an error, or with the body. */
 export type PeekCallback = (...result: [error: Error, body: undefined] | [error: null, body: Uint8Array]) => void;
 
+// Hot path: docs/hot-path.md#fastify-body-peek
 /**
  * {@link peekBody} for a caller that takes callbacks (Fastify's hooks): `done` is called once, with the
  * error `peekBody` would reject with, or with the body. It costs no promise, and never throws itself.

@@ -114,6 +114,7 @@ export interface IdempotencyContext<Tx> {
   readonly tx: Tx;
 }
 
+// Hot path: docs/hot-path.md#exchange-context
 /**
  * A context as the exchange makes it. The receiver it was made under is kept in a private field, so
  * {@link contextOf} can hand a context back typed with that receiver's transaction handle only when it
@@ -380,6 +381,7 @@ class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
       }
       throw error;
     }
+    // Hot path: docs/hot-path.md#exchange-context
     // Awaiting a value that is not a promise still costs a microtask hop; the usual scope and body are plain.
     const scoped = this.options.scope(request.request);
     const scope = typeof scoped === 'string' ? scoped : await scoped;

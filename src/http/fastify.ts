@@ -95,6 +95,7 @@ export function idempotencyOf<Tx>(request: FastifyRequest, receiver: Receiver<Tx
   return contextOf(request.idempotency, receiver);
 }
 
+// Hot path: docs/hot-path.md#fastify-hooks
 /**
  * What one request under the plugin carries between its hooks; it is also the request the exchange sees
  * (and its own `headers`), so a request costs one object rather than several closures.
@@ -201,6 +202,7 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
     return call;
   };
 
+  // Hot path: docs/hot-path.md#fastify-hooks
   // Callback-style hooks: an async hook costs Fastify a promise per request and a microtask per hop.
   app.addHook('preParsing', (request, reply, payload, done) => {
     const call = request.headers[IDEMPOTENCY_KEY_HEADER] === undefined ? undefined : callFor(request);
@@ -208,6 +210,7 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
       done(null, payload);
       return;
     }
+    // Hot path: docs/hot-path.md#fastify-body-peek
     // The request itself, untouched so far: peeked, so Fastify reads it as it would without the plugin (a
     // new stream per request costs more than the peek). `app.inject()` and HTTP/2 requests are not one.
     const peeked = payload === request.raw && payload instanceof IncomingMessage;

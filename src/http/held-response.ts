@@ -129,6 +129,7 @@ export function sendFresh(res: ServerResponse, response: OutgoingResponse): void
   finish(res, response.body);
 }
 
+// Hot path: docs/hot-path.md#express-held-response
 /**
  * Puts the real writers back, in the reverse of {@link replaceWriters}'s order. One the response inherited (the usual case: Node's own methods) is restored
  * by deleting the stand-in, last added first, so V8 returns the object to the shape it had before the hold

@@ -66,6 +66,7 @@ interface Tally {
   readonly requests: Map<string, TallyEntry>;
 }
 
+// Hot path: docs/hot-path.md#observation-that-allocates-nothing
 /** One attribute set of `retrysafe.requests`: its attribute object, shared so recording allocates nothing, and its count. */
 interface TallyEntry {
   readonly attributes: Attributes;

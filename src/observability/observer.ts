@@ -61,6 +61,7 @@ export class TelemetryObserver implements ReceiverObserver {
   storeCall(operation: StoreOperation): StoreCallObservation {
     const spanName = STORE_SPANS[operation];
     const span = spanName === undefined ? undefined : this.traces.start(spanName);
+    // Hot path: docs/hot-path.md#observation-that-allocates-nothing
     // Neither timed (the memory store's calls are not) nor traced: nothing to report, nothing to allocate.
     if (span === undefined && !this.metrics.timesStore) return UNREPORTED_CALL;
     return new StoreCallReport(this.metrics.timesStore ? this.metrics : undefined, operation, span);

@@ -1,3 +1,4 @@
+// Hot path: docs/hot-path.md#postgresql-claim-columns
 /**
  * The PostgreSQL claim, always on its own (never inside a business transaction), so it commits at once
  * and a concurrent duplicate sees the in-progress record without waiting on a row lock.

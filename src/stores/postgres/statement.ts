@@ -42,6 +42,7 @@ export function statement(text: string, prepared: boolean): Statement {
   return Object.freeze({ name: prepared ? `retrysafe_${createHash('sha256').update(text).digest('hex').slice(0, 24)}` : undefined, text });
 }
 
+// Hot path: docs/hot-path.md#postgresql-rows-and-queries
 /**
  * Runs a {@link Statement} with its values. The query config inherits `name` and `text` from the statement
  * and holds only `values` of its own: node-postgres copies every config it is given, own property by own

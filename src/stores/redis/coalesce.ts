@@ -1,3 +1,4 @@
+// Hot path: docs/hot-path.md#redis-write-coalescing
 /**
  * Write coalescing: the commands the store sends during one turn of the event loop leave in one socket
  * write.

@@ -162,6 +162,7 @@ export function decodeRecord(value: Buffer): IdempotencyRecord {
   const body = reader.copy();
   if (reader.short) throw malformed('it ends inside the response');
   if (!reader.done) throw malformed('bytes after the response');
+  // Hot path: docs/hot-path.md#redis-record-layout
   // Fields added in place: spreading the head into a new object cost about 3.5 µs per record here.
   head.completedAt = completedAt;
   head.response = { status, headers: JSON.parse(headers) as Record<string, string>, body };

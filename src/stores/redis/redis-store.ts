@@ -292,6 +292,7 @@ export class RedisStore implements IdempotencyStore {
     return this.notifier.close();
   }
 
+  // Hot path: docs/hot-path.md#redis-ready-check
   /**
    * Waits (bounded) for a connection still being set up: see `ready.ts`. `undefined` when there is nothing
    * to wait for, so an operation on a ready connection awaits nothing (`await undefined` still costs a turn

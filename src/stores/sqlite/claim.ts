@@ -65,6 +65,7 @@ export interface SqliteClaim {
 /** Prepares the claim against `table` (already validated and migrated); `sql.get` reads a record. */
 export function prepareClaim(database: Database, table: string, sql: Pick<Statements, 'get'>): SqliteClaim {
   const t = quoteIdentifier(table);
+  // Hot path: docs/hot-path.md#sqlite-statements
   // Parameters by position, cheaper to bind than by name: scope, key, fingerprint, token, lease expiry,
   // now, retention end.
   const insert = database.prepare<[string, string, string, string, number, number, number]>(

@@ -1,3 +1,4 @@
+// Hot path: docs/hot-path.md#sqlite-group-commit
 /**
  * Group commit for the SQLite store: the writes that several in-flight requests submit in one turn of the
  * event loop run one after another in one transaction, and are answered after its COMMIT.

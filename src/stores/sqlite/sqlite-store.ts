@@ -41,6 +41,7 @@ interface OpenTransaction {
   readonly changes: Change[];
 }
 
+// Hot path: docs/hot-path.md#sqlite-statements
 /**
  * The transactions open in the current async context, per store. One instance for the module: every
  * `AsyncLocalStorage` instance, once used, costs a step on each promise the process creates for as long as

@@ -8,6 +8,7 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { IdempotencyRecord, RecordDraft } from '../../core/record.js';
 import { quoteIdentifier } from './open.js';
 
+// Hot path: docs/hot-path.md#sqlite-statements
 /**
  * The select list of a record without its (scope, key): the columns of the record table in the order of
  * {@link FieldValues}. With {@link RECORD_COLUMNS}, the one place the table's column names meet the record's

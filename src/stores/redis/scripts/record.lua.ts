@@ -27,6 +27,7 @@ export function packHeadLua(fields: Record<Exclude<HeadField, 'has_rp'>, string>
 /** The head's fields before its first text: the state byte and the four times. */
 type FixedField = 'state' | 'lease' | 'created' | 'expires' | 'completed';
 
+// Hot path: docs/hot-path.md#redis-record-layout
 /**
  * Lua expression: the head of the record value `value` with its fixed fields (the state byte and the four
  * times) packed anew from the Lua expressions given, and its texts, from the fingerprint on, copied as
