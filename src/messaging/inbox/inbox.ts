@@ -80,12 +80,8 @@ export interface Inbox<Tx> {
    * most once however often it is requested. Returns whether a dead letter was found.
    */
   redrive(consumer: string, messageId: string): Promise<boolean>;
-  /** @deprecated Use {@link Inbox.redrive}; "replay" names the HTTP replay of a saved response. */
-  replay(consumer: string, messageId: string): Promise<boolean>;
   /** Pending redrives of `consumer`, oldest request first, with their saved headers and body. @defaultValue limit 100 */
   pendingRedrives(consumer: string, limit?: number): Promise<DeadLetter[]>;
-  /** @deprecated Use {@link Inbox.pendingRedrives}. */
-  pendingReplays(consumer: string, limit?: number): Promise<DeadLetter[]>;
   /**
    * The reaper: deletes one bounded batch of processed marks older than `retentionMs` (and abandoned
    * attempt rows), skipping rows other transactions hold, so it never blocks consumers and several
@@ -94,8 +90,6 @@ export interface Inbox<Tx> {
    * @defaultValue limit 1000
    */
   reap(limit?: number): Promise<number>;
-  /** @deprecated Use {@link Inbox.reap}. */
-  cleanup(limit?: number): Promise<number>;
   /** Closes the store. */
   close(): Promise<void>;
 }
@@ -235,24 +229,12 @@ class InboxImpl<Tx> implements Inbox<Tx> {
     return this.config.store.requestRedrive(requireName('consumer', consumer), requireName('messageId', messageId), this.config.clock.now());
   }
 
-  replay(consumer: string, messageId: string): Promise<boolean> {
-    return this.redrive(consumer, messageId);
-  }
-
   pendingRedrives(consumer: string, limit = 100): Promise<DeadLetter[]> {
     return this.config.store.pendingRedrives(requireName('consumer', consumer), requireLimit(limit));
   }
 
-  pendingReplays(consumer: string, limit = 100): Promise<DeadLetter[]> {
-    return this.pendingRedrives(consumer, limit);
-  }
-
   reap(limit = 1000): Promise<number> {
     return this.config.store.reap(this.config.clock.now() - this.config.retentionMs, requireLimit(limit));
-  }
-
-  cleanup(limit = 1000): Promise<number> {
-    return this.reap(limit);
   }
 
   close(): Promise<void> {

@@ -6,7 +6,6 @@
  */
 export {
   createOutbox,
-  type CleanupOptions,
   type EnqueueOptions,
   type Outbox,
   type OutboxDeadLetter,
@@ -14,6 +13,7 @@ export {
   type OutboxOptions,
   type OutboxStatus,
   type Queryable,
+  type ReapOptions,
 } from './outbox.js';
 export { createRelay, RELAY_DEFAULTS, type Relay, type RelayOptions } from './relay.js';
 export { OutboxError, PublishError, PublishTimeoutError, type OutboxErrorCode } from './errors.js';

@@ -10,13 +10,12 @@ import type { Meter } from '@opentelemetry/api';
 import type pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { isListenOption, listenClient, type ListenOption, poolerProblem } from '../../stores/postgres/listen-session.js';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { describe, requireClock, requireCount, requireDurationMs, requireFunction, requireOptions } from '../../core/validate.js';
 import { PublishError, PublishTimeoutError } from './errors.js';
 import { OutboxMetrics, type OutboxEvent, type RelayWakeCause } from './metrics.js';
-import { requireCount, type Outbox } from './outbox.js';
+import type { Outbox } from './outbox.js';
 import type { OutboxMessage, OutboxPublisher } from './publisher.js';
 import { statementsOf, type ClaimedRow, type OutboxStatements } from './statements.js';
-import { requireOptions } from '../../core/validate.js';
 
 /** Options of {@link createRelay}. Durations in milliseconds. */
 export interface RelayOptions {
@@ -185,13 +184,8 @@ function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
   if (typeof publisher !== 'object' || publisher === null || typeof publisher.publish !== 'function') {
     throw new TypeError(`retrysafe: option "publisher" must have a publish() method, got ${describe(publisher)}`);
   }
-  const clock = options.clock ?? outbox.clock;
-  if (typeof clock !== 'object' || clock === null || typeof clock.now !== 'function') {
-    throw new TypeError(`retrysafe: option "clock" must have a now() method, got ${describe(clock)}`);
-  }
-  if (onEvent !== undefined && typeof onEvent !== 'function') {
-    throw new TypeError(`retrysafe: option "onEvent" must be a function, got ${describe(onEvent)}`);
-  }
+  const clock = requireClock(options.clock ?? outbox.clock);
+  if (onEvent !== undefined) requireFunction('onEvent', onEvent);
   const { meter } = options;
   if (meter !== undefined && (typeof meter !== 'object' || meter === null || typeof meter.createCounter !== 'function')) {
     throw new TypeError(`retrysafe: option "meter" must be an OpenTelemetry Meter, got ${describe(meter)}`);

@@ -7,12 +7,11 @@
  * @module
  */
 import amqplib, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { describe, requireDurationMs, requireIntegerIn, requireOptions } from '../../core/validate.js';
 import type { BrokerMessage, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
-import { deliverer, InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
-import { requireOptions } from '../../core/validate.js';
+import { deliverer, InFlight, RedrivePoller, requireMessageId, resolveCommonOptions } from './runner.js';
 
 /** Options of {@link startAmqpConsumer}. */
 export interface AmqpConsumerOptions extends RedriveOptions {
@@ -112,7 +111,7 @@ export async function startAmqpConsumer(options: AmqpConsumerOptions): Promise<A
     throw new TypeError(`retrysafe: startAmqpConsumer option "queue" must be a non-empty string, got ${describe(queue)}`);
   }
   const { redriveIntervalMs, onError } = resolveCommonOptions('startAmqpConsumer', options);
-  const prefetch = requireCount('startAmqpConsumer', 'prefetch', options.prefetch ?? 32, 65_535);
+  const prefetch = requireIntegerIn('prefetch', options.prefetch ?? 32, 1, 65_535, 'startAmqpConsumer');
   const quorum = options.quorum === undefined ? undefined : requireQuorum(options.quorum);
   const processor = options.process;
   const inFlight = new InFlight();
@@ -154,7 +153,7 @@ function requireQuorum(quorum: unknown): AmqpQuorumOptions {
   if (typeof deadLetterQueue !== 'string' || deadLetterQueue.length === 0) {
     throw new TypeError(`retrysafe: startAmqpConsumer option "quorum.deadLetterQueue" must be a non-empty string, got ${describe(deadLetterQueue)}`);
   }
-  if (deliveryLimit !== undefined) requireCount('startAmqpConsumer', 'quorum.deliveryLimit', deliveryLimit, 2 ** 31 - 1);
+  if (deliveryLimit !== undefined) requireIntegerIn('quorum.deliveryLimit', deliveryLimit, 1, 2 ** 31 - 1, 'startAmqpConsumer');
   return deliveryLimit === undefined ? { deadLetterQueue } : { deadLetterQueue, deliveryLimit };
 }
 

@@ -7,12 +7,11 @@
  * @module
  */
 import type { KafkaJS } from '@confluentinc/kafka-javascript';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { describe, requireDurationMs, requireIntegerIn, requireOptions } from '../../core/validate.js';
 import type { BrokerMessage, Disposition, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
-import { InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
-import { requireOptions } from '../../core/validate.js';
+import { InFlight, RedrivePoller, requireMessageId, resolveCommonOptions } from './runner.js';
 
 /** The header carrying the outbox message id (the id the consumer's inbox deduplicates on). */
 export const KAFKA_MESSAGE_ID_HEADER = 'Retrysafe-Message-Id';
@@ -263,7 +262,7 @@ export async function startKafkaConsumer(options: KafkaConsumerOptions): Promise
     throw new TypeError(`retrysafe: ${adapter} option "deadLetterTopic" must be a function, got ${describe(deadLetterTopic)}`);
   }
   const { redriveIntervalMs, onError } = resolveCommonOptions(adapter, options);
-  const concurrency = requireCount(adapter, 'partitionsConsumedConcurrently', options.partitionsConsumedConcurrently ?? 8, 1_000);
+  const concurrency = requireIntegerIn('partitionsConsumedConcurrently', options.partitionsConsumedConcurrently ?? 8, 1, 1_000, adapter);
   const retryDelayMs = requireDurationMs('retryDelayMs', options.retryDelayMs ?? 1_000);
   const commitIntervalMs = requireDurationMs('commitIntervalMs', options.commitIntervalMs ?? 5_000);
   const consumerConfig = requireProperties(adapter, 'consumerConfig', options.consumerConfig, ['group.id', 'enable.auto.commit', 'auto.commit.interval.ms']);

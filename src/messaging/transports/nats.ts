@@ -9,12 +9,11 @@
  * @module
  */
 import { connect, headers as natsHeaders, type ConnectionOptions, type JetStreamClient, type JsMsg, type NatsConnection } from 'nats';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { describe, requireDurationMs, requireIntegerIn, requireOptions } from '../../core/validate.js';
 import type { BrokerMessage, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
-import { deliverer, InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
-import { requireOptions } from '../../core/validate.js';
+import { deliverer, InFlight, RedrivePoller, requireMessageId, resolveCommonOptions } from './runner.js';
 
 /** Options of {@link startNatsConsumer}. */
 export interface NatsConsumerOptions extends RedriveOptions {
@@ -86,7 +85,7 @@ export async function startNatsConsumer(options: NatsConsumerOptions): Promise<N
     }
   }
   const { redriveIntervalMs, onError } = resolveCommonOptions('startNatsConsumer', options);
-  const maxMessages = requireCount('startNatsConsumer', 'maxMessages', options.maxMessages ?? 64, 10_000);
+  const maxMessages = requireIntegerIn('maxMessages', options.maxMessages ?? 64, 1, 10_000, 'startNatsConsumer');
   const retryDelayMs = requireDurationMs('retryDelayMs', options.retryDelayMs ?? 1_000);
   const processor = options.process;
   const inFlight = new InFlight();
