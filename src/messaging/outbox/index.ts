@@ -15,7 +15,8 @@ export {
   type Queryable,
   type ReapOptions,
 } from './outbox.js';
-export { createRelay, RELAY_DEFAULTS, type Relay, type RelayOptions } from './relay.js';
+export { createRelay, type Relay } from './relay.js';
+export { RELAY_DEFAULTS, type RelayOptions } from './relay-options.js';
 export { OutboxError, PublishError, PublishTimeoutError, type OutboxErrorCode } from './errors.js';
 export { derivedMessageId, OUTBOX_ID_NAMESPACE } from './ids.js';
 export { OUTBOX_INSTRUMENTS, type OutboxEvent, type OutboxEventType, type OutboxMessageOutcome, type RelayWakeCause } from './metrics.js';
