@@ -4,7 +4,7 @@
  * @module
  */
 import { performance } from 'node:perf_hooks';
-import { describe } from '../../core/validate.js';
+import { describe, requireLimit } from '../../core/validate.js';
 import { keyHash, logEvent } from '../../observability/logging.js';
 import { MAX_MESSAGE_ID_LENGTH, MessageIdMissingError } from './errors.js';
 import { InboxMetrics } from './metrics.js';
@@ -222,7 +222,7 @@ class InboxImpl<Tx> implements Inbox<Tx> {
 
   deadLetters(query: { readonly consumer?: string; readonly limit?: number } = {}): Promise<DeadLetter[]> {
     const consumer = query.consumer === undefined ? undefined : requireName('consumer', query.consumer);
-    return this.config.store.deadLetters(consumer, requireLimit(query.limit ?? 100));
+    return this.config.store.deadLetters(consumer, requireLimit('deadLetters', query.limit ?? 100));
   }
 
   redrive(consumer: string, messageId: string): Promise<boolean> {
@@ -230,11 +230,11 @@ class InboxImpl<Tx> implements Inbox<Tx> {
   }
 
   pendingRedrives(consumer: string, limit = 100): Promise<DeadLetter[]> {
-    return this.config.store.pendingRedrives(requireName('consumer', consumer), requireLimit(limit));
+    return this.config.store.pendingRedrives(requireName('consumer', consumer), requireLimit('pendingRedrives', limit));
   }
 
   reap(limit = 1000): Promise<number> {
-    return this.config.store.reap(this.config.clock.now() - this.config.retentionMs, requireLimit(limit));
+    return this.config.store.reap(this.config.clock.now() - this.config.retentionMs, requireLimit('reap', limit));
   }
 
   close(): Promise<void> {
@@ -274,13 +274,6 @@ function requireName(option: string, value: unknown): string {
     throw new TypeError(`retrysafe: "${option}" must be a non-empty string of at most ${MAX_MESSAGE_ID_LENGTH} characters without NUL, got ${describe(value)}`);
   }
   return value;
-}
-
-function requireLimit(limit: unknown): number {
-  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0) {
-    throw new TypeError(`retrysafe: "limit" must be a positive integer, got ${describe(limit)}`);
-  }
-  return limit;
 }
 
 function errorText(error: unknown): string {

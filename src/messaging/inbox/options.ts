@@ -5,7 +5,7 @@
  */
 import type { Meter, TracerProvider } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { describe, requireClock, requireDurationMs, requireIntegerIn, requireOptions } from '../../core/validate.js';
+import { describe, requireClock, requireDurationMs, requireFunction, requireIntegerIn, requireOptions } from '../../core/validate.js';
 import type { Logger } from '../../observability/logging.js';
 import type { InboxEvent } from './metrics.js';
 import type { InboxStore } from './store.js';
@@ -109,9 +109,7 @@ export function resolveInboxOptions<Tx>(options: InboxOptions<Tx>): ResolvedInbo
   if (logger !== undefined && (typeof logger !== 'object' || logger === null || typeof logger.error !== 'function')) {
     throw new TypeError(`retrysafe: option "logger" must be a logger with pino's error(fields, message), got ${describe(logger)}`);
   }
-  if (onEvent !== undefined && typeof onEvent !== 'function') {
-    throw new TypeError(`retrysafe: option "onEvent" must be a function, got ${describe(onEvent)}`);
-  }
+  if (onEvent !== undefined) requireFunction('onEvent', onEvent);
   return Object.freeze({ store, maxAttempts, handlerTimeoutMs, retryHorizonMs, retentionMs, clock, meter, tracerProvider, logger, onEvent });
 }
 

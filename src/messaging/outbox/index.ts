@@ -21,3 +21,4 @@ export { OutboxError, PublishError, PublishTimeoutError, type OutboxErrorCode } 
 export { derivedMessageId, OUTBOX_ID_NAMESPACE } from './ids.js';
 export { OUTBOX_INSTRUMENTS, type OutboxEvent, type OutboxEventType, type OutboxMessageOutcome, type RelayWakeCause } from './metrics.js';
 export type { OutboxMessage, OutboxPublisher } from './publisher.js';
+export { OUTBOX_STATUS, type OutboxRowStatus } from './statements.js';
