@@ -232,7 +232,7 @@ CREATE TABLE retrysafe.inbox_attempts (
     first_attempt_at bigint NOT NULL,
     last_attempt_at bigint NOT NULL,
     dead_lettered_at bigint,
-    replay_requested_at bigint,
+    redrive_requested_at bigint,
     consumer text NOT NULL COLLATE pg_catalog."C",
     message_id text NOT NULL COLLATE pg_catalog."C",
     last_error text,
@@ -244,7 +244,7 @@ CREATE TABLE retrysafe.inbox_attempts (
 -- Name: TABLE inbox_attempts; Type: COMMENT; Schema: retrysafe; Owner: -
 --
 
-COMMENT ON TABLE retrysafe.inbox_attempts IS 'retrysafe inbox: attempt counts of messages not yet processed, dead letters (dead_lettered_at set) and pending replays.';
+COMMENT ON TABLE retrysafe.inbox_attempts IS 'retrysafe inbox: attempt counts of messages not yet processed, dead letters (dead_lettered_at set) and pending redrives (redrive_requested_at set).';
 
 --
 -- Name: inbox_processed; Type: TABLE; Schema: retrysafe; Owner: -
@@ -440,7 +440,7 @@ ALTER TABLE ONLY retrysafe.sessions
 -- Name: inbox_attempts_abandoned_idx; Type: INDEX; Schema: retrysafe; Owner: -
 --
 
-CREATE INDEX inbox_attempts_abandoned_idx ON retrysafe.inbox_attempts USING btree (last_attempt_at) WHERE ((dead_lettered_at IS NULL) AND (replay_requested_at IS NULL));
+CREATE INDEX inbox_attempts_abandoned_idx ON retrysafe.inbox_attempts USING btree (last_attempt_at) WHERE ((dead_lettered_at IS NULL) AND (redrive_requested_at IS NULL));
 
 --
 -- Name: inbox_attempts_dead_idx; Type: INDEX; Schema: retrysafe; Owner: -
@@ -449,10 +449,10 @@ CREATE INDEX inbox_attempts_abandoned_idx ON retrysafe.inbox_attempts USING btre
 CREATE INDEX inbox_attempts_dead_idx ON retrysafe.inbox_attempts USING btree (dead_lettered_at) WHERE (dead_lettered_at IS NOT NULL);
 
 --
--- Name: inbox_attempts_replay_idx; Type: INDEX; Schema: retrysafe; Owner: -
+-- Name: inbox_attempts_redrive_idx; Type: INDEX; Schema: retrysafe; Owner: -
 --
 
-CREATE INDEX inbox_attempts_replay_idx ON retrysafe.inbox_attempts USING btree (consumer, replay_requested_at) WHERE (replay_requested_at IS NOT NULL);
+CREATE INDEX inbox_attempts_redrive_idx ON retrysafe.inbox_attempts USING btree (consumer, redrive_requested_at) WHERE (redrive_requested_at IS NOT NULL);
 
 --
 -- Name: inbox_processed_at_idx; Type: INDEX; Schema: retrysafe; Owner: -

@@ -3,7 +3,7 @@
  * [--sessions-table T | --sessions-prefix P]`: serves the operator console, a web UI over the store: keys
  * by state with search by scope and key, one record in full with a fenced release of a stuck key, and —
  * where the database holds their tables (PostgreSQL; the inbox on SQLite too) — inbox dead letters with
- * redrive and the outbox backlog with retry of its dead letters. Client sessions are listed from the
+ * redrive and the outbox backlog with redrive of its dead letters. Client sessions are listed from the
  * store's database too: the `sessions` table of the PostgreSQL schema, the SQLite file's `--sessions-table`
  * (default `retrysafe_sessions`) when it is there, and the Redis keys under `--sessions-prefix` (default
  * `retrysafe-sessions`).
@@ -13,7 +13,7 @@
  * It answers only requests whose `Host` header names it — `localhost`, `127.0.0.1`, `[::1]`, the `--host`
  * it listens on, the address a connection arrived on, or a name given with `--allowed-host` (repeatable;
  * e.g. the name a reverse proxy forwards) — and answers others 421, so a DNS-rebinding page cannot use it.
- * Without `--allow-actions` the console is read-only: release, redrive and retry answer 403. It opens the
+ * Without `--allow-actions` the console is read-only: release and redrive answer 403. It opens the
  * store as it is (creates no file, schema or table) and runs until interrupted.
  *
  * Exit codes: 0 stopped by SIGINT/SIGTERM; 2 usage error (a non-local `--host` without `--token`, an
@@ -54,7 +54,7 @@ export function register(program: Command): void {
     .option('--host <host>', 'interface to listen on; anything but localhost requires --token', hostFlag, '127.0.0.1')
     .option('--allowed-host <name>', 'another host name the Host header may carry, e.g. behind a proxy (repeatable)', allowedHostFlag, [])
     .option('--token <token>', 'bearer token every API request must carry')
-    .option('--allow-actions', 'enable release, redrive and retry (read-only otherwise)')
+    .option('--allow-actions', 'enable release and redrive (read-only otherwise)')
     .option('--sessions-table <name>', 'SQLite: the client sessions table (default retrysafe_sessions)', patternFlag('--sessions-table', /^[A-Za-z_][A-Za-z0-9_]{0,39}$/, 'letters, digits and underscores (at most 40)'))
     .option('--sessions-prefix <prefix>', 'Redis: the client sessions key prefix (default retrysafe-sessions)', patternFlag('--sessions-prefix', /^[^{}]+$/, 'a non-empty prefix without "{" or "}"'))
     .addHelpText('after', '\nExit codes: 0 stopped, 2 usage error, store unreachable or missing, port in use.')

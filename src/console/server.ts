@@ -13,7 +13,7 @@
  *   lease token the operator saw: 200 `{ released: true }`, or 409 when the record was completed, released
  *   or claimed again meanwhile (then nothing changed).
  * - `GET /api/inbox/dead-letters?consumer=&limit=`, `POST /api/inbox/redrive` `{ consumer, messageId }`.
- * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/retry` `{ id }`.
+ * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/redrive` `{ id }`.
  * - `GET /api/sessions?client=&after=&limit=` — one page (at most 200) of client sessions in client-id
  *   order; `client` is a prefix; `next` is the `after` of the following page.
  *
@@ -51,7 +51,7 @@ export interface ConsoleOptions {
    * sessions, and where it keeps them (shown in the UI, e.g. `table retrysafe_sessions`).
    */
   readonly sessions?: { readonly store: Pick<Required<SessionStore>, 'listSessions'>; readonly location: string } | undefined;
-  /** Enables the release, redrive and retry actions; without it they answer 403. */
+  /** Enables the release and redrive actions; without it they answer 403. */
   readonly allowActions: boolean;
   /** When set, every API request must carry `Authorization: Bearer <token>`. */
   readonly token?: string | undefined;
@@ -153,7 +153,7 @@ async function dispatch(
     }
   }
   if (request.method === 'POST') {
-    if (!options.allowActions) return send(response, problem(403, 'Read-only console', 'start the console with --allow-actions to release, redrive or retry'));
+    if (!options.allowActions) return send(response, problem(403, 'Read-only console', 'start the console with --allow-actions to release or redrive'));
     if (!(request.headers['content-type'] ?? '').startsWith('application/json')) return send(response, problem(415, 'Send application/json'));
     const body = await readJson(request);
     if (body === undefined) return send(response, problem(400, 'The body must be a JSON object'));
@@ -271,11 +271,11 @@ async function act(options: ConsoleOptions, path: string, body: Record<string, u
       if (typeof consumer !== 'string' || typeof messageId !== 'string') return problem(400, 'consumer and messageId are required strings');
       return (await options.inbox.redrive(consumer, messageId)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter');
     }
-    case '/api/outbox/retry': {
+    case '/api/outbox/redrive': {
       if (options.outbox === undefined) return problem(501, 'No outbox table in this store');
       const { id } = body;
       if (typeof id !== 'string') return problem(400, 'id is a required string');
-      return (await options.outbox.outbox.redrive(options.outbox.db, id)) ? new Answer(200, { requeued: true }) : problem(404, 'No such dead letter');
+      return (await options.outbox.outbox.redrive(options.outbox.db, id)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter');
     }
     default:
       return problem(404, 'Not found');

@@ -1,5 +1,5 @@
 /**
- * `retrysafe outbox status | dead-letters | requeue | cleanup` against the real PostgreSQL, run as a user
+ * `retrysafe outbox status | dead-letters | redrive | reap` against the real PostgreSQL, run as a user
  * runs the CLI (a child process).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

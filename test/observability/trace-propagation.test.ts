@@ -117,7 +117,7 @@ describe.runIf(available)('trace context from outbox.enqueue to the inbox, throu
     const queue = uniqueName('rs_trace_amqp');
     await channel.assertQueue(queue, { durable: false, autoDelete: false });
     cleanups.push(() => channel.deleteQueue(queue));
-    const consumer = await startAmqpConsumer({ channel: await connection.createChannel(), queue, process: inboxProcessor(inbox, 'billing', handler), replayIntervalMs: false });
+    const consumer = await startAmqpConsumer({ channel: await connection.createChannel(), queue, process: inboxProcessor(inbox, 'billing', handler), redriveIntervalMs: false });
     cleanups.push(() => consumer.stop());
     await traceThrough(queue, createAmqpPublisher({ url: AMQP_URL }));
   });
@@ -131,7 +131,7 @@ describe.runIf(available)('trace context from outbox.enqueue to the inbox, throu
     await jsm.streams.add({ name: stream, subjects: [`${stream}.>`], storage: StorageType.Memory });
     cleanups.push(() => jsm.streams.delete(stream));
     await jsm.consumers.add(stream, { durable_name: 'billing', ack_policy: AckPolicy.Explicit, ack_wait: nanos(30_000) });
-    const consumer = await startNatsConsumer({ jetstream: nc.jetstream(), stream, consumer: 'billing', process: inboxProcessor(inbox, 'billing', handler), replayIntervalMs: false });
+    const consumer = await startNatsConsumer({ jetstream: nc.jetstream(), stream, consumer: 'billing', process: inboxProcessor(inbox, 'billing', handler), redriveIntervalMs: false });
     cleanups.push(() => consumer.stop());
     await traceThrough(`${stream}.orders`, createNatsPublisher({ servers: NATS_URL }));
   });
@@ -161,7 +161,7 @@ describe.runIf(available)('trace context from outbox.enqueue to the inbox, throu
     await producer.connect();
     await producer.send({ topic, messages: [{ key: 'warm-up', value: '{}', headers: { [KAFKA_MESSAGE_ID_HEADER]: randomUUID() } }] });
     await producer.disconnect();
-    const consumer = await startKafkaConsumer({ kafka, groupId: uniqueName('billing'), topics: [topic], process: inboxProcessor(inbox, 'billing', handler), replayIntervalMs: false });
+    const consumer = await startKafkaConsumer({ kafka, groupId: uniqueName('billing'), topics: [topic], process: inboxProcessor(inbox, 'billing', handler), redriveIntervalMs: false });
     cleanups.push(() => consumer.stop());
     await traceThrough(topic, createKafkaPublisher({ kafka }));
   });

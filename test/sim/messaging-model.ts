@@ -471,7 +471,7 @@ class RedriveInboxCmd implements Cmd {
         m.fixed.add(pair(this.consumer, letter.messageId));
         if (await process.inbox.redrive(this.consumer, letter.messageId)) redriven.push(letter.messageId);
       }
-      await process.processor.replayPending?.();
+      await process.processor.redrivePending?.();
     } catch (error) {
       allowFailure(m, false, how, error);
       return;
@@ -608,7 +608,7 @@ async function quiesce(m: MessagingModel, real: Real, how: string): Promise<void
       real.broker.connectionLost(consumer);
       await drain(m, real, consumer, how);
       try {
-        await new ConsumerProcess(m, real, consumer, 'none').processor.replayPending?.();
+        await new ConsumerProcess(m, real, consumer, 'none').processor.redrivePending?.();
       } catch (error) {
         allowFailure(m, false, how, error);
       }

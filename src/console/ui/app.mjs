@@ -132,7 +132,7 @@ function Inbox({ info }) {
 
 function Outbox({ info }) {
   const [data, error, reload] = usePoll(() => api('/api/outbox'), []);
-  const retry = (l) => api('/api/outbox/retry', { id: l.id }).then(() => reload(), () => reload());
+  const redriveRow = (l) => api('/api/outbox/redrive', { id: l.id }).then(() => reload(), () => reload());
   const s = data?.status;
   return html`<main><section class="list">
     ${error && html`<p class="error">${error}</p>`}
@@ -148,7 +148,7 @@ function Outbox({ info }) {
       <thead><tr><th>id</th><th>topic</th><th>key</th><th>attempts</th><th>dead-lettered</th><th>error</th><th></th></tr></thead>
       <tbody>${(data?.deadLetters ?? []).map((l) => html`<tr key=${l.id}>
         <td>${l.id}</td><td>${l.topic}</td><td>${l.key ?? ''}</td><td>${l.attempts}</td><td>${l.deadLetteredAt}</td><td>${l.error ?? ''}</td>
-        <td><button class="action" disabled=${!info.allowActions} onClick=${() => retry(l)}>Retry</button></td></tr>`)}</tbody>
+        <td><button class="action" disabled=${!info.allowActions} onClick=${() => redriveRow(l)}>Redrive</button></td></tr>`)}</tbody>
     </table>
     ${data && data.deadLetters.length === 0 && html`<p>No failed rows.</p>`}
   </section></main>`;

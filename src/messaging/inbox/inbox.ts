@@ -4,7 +4,7 @@
  * @module
  */
 import { performance } from 'node:perf_hooks';
-import { describe } from '../../core/validate.js';
+import { describe, requireLimit } from '../../core/validate.js';
 import { keyHash, logEvent } from '../../observability/logging.js';
 import { MAX_MESSAGE_ID_LENGTH, MessageIdMissingError } from './errors.js';
 import { InboxMetrics } from './metrics.js';
@@ -80,12 +80,8 @@ export interface Inbox<Tx> {
    * most once however often it is requested. Returns whether a dead letter was found.
    */
   redrive(consumer: string, messageId: string): Promise<boolean>;
-  /** @deprecated Use {@link Inbox.redrive}; "replay" names the HTTP replay of a saved response. */
-  replay(consumer: string, messageId: string): Promise<boolean>;
   /** Pending redrives of `consumer`, oldest request first, with their saved headers and body. @defaultValue limit 100 */
   pendingRedrives(consumer: string, limit?: number): Promise<DeadLetter[]>;
-  /** @deprecated Use {@link Inbox.pendingRedrives}. */
-  pendingReplays(consumer: string, limit?: number): Promise<DeadLetter[]>;
   /**
    * The reaper: deletes one bounded batch of processed marks older than `retentionMs` (and abandoned
    * attempt rows), skipping rows other transactions hold, so it never blocks consumers and several
@@ -94,8 +90,6 @@ export interface Inbox<Tx> {
    * @defaultValue limit 1000
    */
   reap(limit?: number): Promise<number>;
-  /** @deprecated Use {@link Inbox.reap}. */
-  cleanup(limit?: number): Promise<number>;
   /** Closes the store. */
   close(): Promise<void>;
 }
@@ -228,31 +222,19 @@ class InboxImpl<Tx> implements Inbox<Tx> {
 
   deadLetters(query: { readonly consumer?: string; readonly limit?: number } = {}): Promise<DeadLetter[]> {
     const consumer = query.consumer === undefined ? undefined : requireName('consumer', query.consumer);
-    return this.config.store.deadLetters(consumer, requireLimit(query.limit ?? 100));
+    return this.config.store.deadLetters(consumer, requireLimit('deadLetters', query.limit ?? 100));
   }
 
   redrive(consumer: string, messageId: string): Promise<boolean> {
     return this.config.store.requestRedrive(requireName('consumer', consumer), requireName('messageId', messageId), this.config.clock.now());
   }
 
-  replay(consumer: string, messageId: string): Promise<boolean> {
-    return this.redrive(consumer, messageId);
-  }
-
   pendingRedrives(consumer: string, limit = 100): Promise<DeadLetter[]> {
-    return this.config.store.pendingRedrives(requireName('consumer', consumer), requireLimit(limit));
-  }
-
-  pendingReplays(consumer: string, limit = 100): Promise<DeadLetter[]> {
-    return this.pendingRedrives(consumer, limit);
+    return this.config.store.pendingRedrives(requireName('consumer', consumer), requireLimit('pendingRedrives', limit));
   }
 
   reap(limit = 1000): Promise<number> {
-    return this.config.store.reap(this.config.clock.now() - this.config.retentionMs, requireLimit(limit));
-  }
-
-  cleanup(limit = 1000): Promise<number> {
-    return this.reap(limit);
+    return this.config.store.reap(this.config.clock.now() - this.config.retentionMs, requireLimit('reap', limit));
   }
 
   close(): Promise<void> {
@@ -292,13 +274,6 @@ function requireName(option: string, value: unknown): string {
     throw new TypeError(`retrysafe: "${option}" must be a non-empty string of at most ${MAX_MESSAGE_ID_LENGTH} characters without NUL, got ${describe(value)}`);
   }
   return value;
-}
-
-function requireLimit(limit: unknown): number {
-  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0) {
-    throw new TypeError(`retrysafe: "limit" must be a positive integer, got ${describe(limit)}`);
-  }
-  return limit;
 }
 
 function errorText(error: unknown): string {

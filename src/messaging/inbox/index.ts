@@ -8,7 +8,7 @@
 export { createInbox, type Delivery, type HandlerContext, type Inbox, type InboxHandler, type InboxOutcome } from './inbox.js';
 export { INBOX_DEFAULTS, type InboxOptions, type ResolvedInboxOptions } from './options.js';
 export { HandlerTimeoutError, InboxError, MAX_MESSAGE_ID_LENGTH, MessageIdMissingError, type InboxErrorCode } from './errors.js';
-export { INBOX_COUNTERS, INBOX_INSTRUMENTS, type InboxEvent, type InboxEventType, type InboxMessageOutcome } from './metrics.js';
+export { INBOX_INSTRUMENTS, type InboxEvent, type InboxEventType, type InboxMessageOutcome } from './metrics.js';
 export { INBOX_SPANS } from './traces.js';
 export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './postgres.js';
 export { createSqliteInboxStore, type SqliteInboxStore, type SqliteInboxStoreOptions } from './sqlite.js';
@@ -18,8 +18,6 @@ export type {
   DeadLetter,
   FailureResult,
   InboxStore,
-  InboxStoreAliases,
-  LegacyInboxStore,
   StoredMessage,
   TransactionHandler,
 } from './store.js';

@@ -43,19 +43,6 @@ export const INBOX_INSTRUMENTS = Object.freeze({
   processDuration: 'retrysafe.inbox.process.duration',
 });
 
-/**
- * The counter each event type is counted on.
- * @deprecated The five counters became one, {@link INBOX_INSTRUMENTS}`.messages`
- * (`retrysafe.inbox.messages`), with the event type as its `outcome` attribute; every entry names it.
- */
-export const INBOX_COUNTERS: Readonly<Record<InboxEventType, string>> = Object.freeze({
-  processed: INBOX_INSTRUMENTS.messages,
-  duplicate: INBOX_INSTRUMENTS.messages,
-  retry: INBOX_INSTRUMENTS.messages,
-  dead_lettered: INBOX_INSTRUMENTS.messages,
-  rejected: INBOX_INSTRUMENTS.messages,
-});
-
 interface Instruments {
   readonly messages: Counter;
   readonly duration: Histogram;

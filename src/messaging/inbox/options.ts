@@ -5,20 +5,18 @@
  */
 import type { Meter, TracerProvider } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireOptions } from '../../core/validate.js';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { describe, requireClock, requireDurationMs, requireFunction, requireIntegerIn, requireOptions } from '../../core/validate.js';
 import type { Logger } from '../../observability/logging.js';
 import type { InboxEvent } from './metrics.js';
-import { asInboxStore } from './legacy-store.js';
-import type { InboxStore, LegacyInboxStore } from './store.js';
+import type { InboxStore } from './store.js';
 
 /** Options of `createInbox`. */
 export interface InboxOptions<Tx> {
   /**
    * Where marks, attempts and dead letters live: `createPostgresInboxStore`, `createSqliteInboxStore`, or
-   * a store of your own implementing {@link InboxStore} (or, deprecated, {@link LegacyInboxStore}).
+   * a store of your own implementing {@link InboxStore}.
    */
-  readonly store: InboxStore<Tx> | LegacyInboxStore<Tx>;
+  readonly store: InboxStore<Tx>;
   /**
    * Attempts before a message is dead-lettered: failed runs (throw or timeout) and started-but-unfinished
    * runs (a crash) both count. @defaultValue 5
@@ -62,7 +60,6 @@ export interface InboxOptions<Tx> {
 
 /** Validated, frozen options. */
 export interface ResolvedInboxOptions<Tx> {
-  /** The store; one implementing only the first names is called through an adapter. */
   readonly store: InboxStore<Tx>;
   readonly maxAttempts: number;
   readonly handlerTimeoutMs: number;
@@ -91,14 +88,8 @@ export const INBOX_DEFAULTS = Object.freeze({
  */
 export function resolveInboxOptions<Tx>(options: InboxOptions<Tx>): ResolvedInboxOptions<Tx> {
   requireOptions('createInbox', options);
-  const store = asInboxStore<Tx>(options.store);
-  if (store === undefined) {
-    throw new TypeError(`retrysafe: option "store" must be an inbox store (createPostgresInboxStore, createSqliteInboxStore), got ${describe(options.store)}`);
-  }
-  const maxAttempts = options.maxAttempts ?? INBOX_DEFAULTS.maxAttempts;
-  if (typeof maxAttempts !== 'number' || !Number.isSafeInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000_000) {
-    throw new TypeError(`retrysafe: option "maxAttempts" must be an integer from 1 to 1000000, got ${describe(maxAttempts)}`);
-  }
+  const store = requireInboxStore<Tx>(options.store);
+  const maxAttempts = requireIntegerIn('maxAttempts', options.maxAttempts ?? INBOX_DEFAULTS.maxAttempts, 1, 1_000_000);
   const handlerTimeoutMs = requireDurationMs('handlerTimeoutMs', options.handlerTimeoutMs ?? INBOX_DEFAULTS.handlerTimeoutMs);
   const retryHorizonMs = requireDurationMs('retryHorizonMs', options.retryHorizonMs ?? INBOX_DEFAULTS.retryHorizonMs);
   const retentionMs = requireDurationMs('retentionMs', options.retentionMs ?? INBOX_DEFAULTS.retentionMs);
@@ -118,8 +109,21 @@ export function resolveInboxOptions<Tx>(options: InboxOptions<Tx>): ResolvedInbo
   if (logger !== undefined && (typeof logger !== 'object' || logger === null || typeof logger.error !== 'function')) {
     throw new TypeError(`retrysafe: option "logger" must be a logger with pino's error(fields, message), got ${describe(logger)}`);
   }
-  if (onEvent !== undefined && typeof onEvent !== 'function') {
-    throw new TypeError(`retrysafe: option "onEvent" must be a function, got ${describe(onEvent)}`);
-  }
+  if (onEvent !== undefined) requireFunction('onEvent', onEvent);
   return Object.freeze({ store, maxAttempts, handlerTimeoutMs, retryHorizonMs, retentionMs, clock, meter, tracerProvider, logger, onEvent });
+}
+
+/** The methods every {@link InboxStore} has. */
+const STORE_METHODS = ['begin', 'process', 'fail', 'deadLetters', 'requestRedrive', 'pendingRedrives', 'reap', 'close'] as const;
+
+/**
+ * `store` if it has every method of {@link InboxStore}.
+ *
+ * @throws TypeError naming the option `store` and the value otherwise
+ */
+function requireInboxStore<Tx>(store: unknown): InboxStore<Tx> {
+  if (typeof store !== 'object' || store === null || !STORE_METHODS.every((name) => typeof (store as Record<string, unknown>)[name] === 'function')) {
+    throw new TypeError(`retrysafe: option "store" must be an inbox store (createPostgresInboxStore, createSqliteInboxStore), got ${describe(store)}`);
+  }
+  return store as InboxStore<Tx>;
 }

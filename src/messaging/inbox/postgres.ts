@@ -1,18 +1,16 @@
 /**
- * The PostgreSQL inbox store: tables of migration `0002_inbox` (apply with `migrate` from
+ * The PostgreSQL inbox store: tables of migrations `0002_inbox` and `0011_inbox_redrive_requested_at` (apply with `migrate` from
  * `retrysafe/postgres`), handlers given the transaction's `pg.PoolClient`.
  *
  * @module
  */
 import type pg from 'pg';
-import { describe } from '../../core/validate.js';
+import { describe, requireOptions } from '../../core/validate.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { commit, onPoolClient } from '../../stores/postgres/transaction.js';
-import { AliasedInboxStore } from './aliases.js';
 import { HandlerTimeoutError } from './errors.js';
-import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAliases, StoredMessage, TransactionHandler } from './store.js';
+import type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
 import { runWithTimeout } from './timeout.js';
-import { requireOptions } from '../../core/validate.js';
 
 /** Options of {@link createPostgresInboxStore}. */
 export interface PostgresInboxStoreOptions {
@@ -23,8 +21,7 @@ export interface PostgresInboxStoreOptions {
 }
 
 /**
- * Creates a PostgreSQL {@link InboxStore} (which also answers to the deprecated {@link InboxStoreAliases}).
- * Run `migrate` from `retrysafe/postgres` on the schema first.
+ * Creates a PostgreSQL {@link InboxStore}. Run `migrate` from `retrysafe/postgres` on the schema first.
  *
  * Statements (each one round trip; parameters are listed where each is defined):
  * - begin: one statement, committed on its own before the handler's transaction: reads the processed mark
@@ -46,14 +43,14 @@ export interface PostgresInboxStoreOptions {
  * const inbox = createInbox({ store });
  * ```
  */
-export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore<pg.PoolClient> & InboxStoreAliases {
+export function createPostgresInboxStore(options: PostgresInboxStoreOptions): InboxStore<pg.PoolClient> {
   requireOptions('createPostgresInboxStore', options);
   const { pool } = options;
   if (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function') {
     throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
   }
   const { quoted } = schemaNames('schema', options.schema ?? DEFAULT_SCHEMA);
-  return new PgInboxStore(pool, statements(quoted));
+  return new PostgresInboxStore(pool, statements(quoted));
 }
 
 type Statements = ReturnType<typeof statements>;
@@ -63,7 +60,7 @@ function statements(s: string) {
   const attempts = `${s}.inbox_attempts`;
   // A dead letter's columns under the names of `DeadLetter`'s fields (`DeadRow`).
   const deadColumns = `consumer, message_id AS "messageId", attempts, last_error AS "error", dead_lettered_at AS "deadLetteredAt",
-    replay_requested_at AS "redriveRequestedAt", headers, body`;
+    redrive_requested_at AS "redriveRequestedAt", headers, body`;
   return {
     // $1 consumer, $2 message id, $3 now
     begin: `
@@ -92,7 +89,7 @@ function statements(s: string) {
     fail: `
       UPDATE ${attempts} SET last_error = $4,
         dead_lettered_at = CASE WHEN attempts >= $5::int THEN $3::bigint END,
-        replay_requested_at = CASE WHEN attempts >= $5::int THEN NULL ELSE replay_requested_at END,
+        redrive_requested_at = CASE WHEN attempts >= $5::int THEN NULL ELSE redrive_requested_at END,
         headers = CASE WHEN attempts >= $5::int THEN $6::json ELSE headers END,
         body = CASE WHEN attempts >= $5::int THEN $7::bytea ELSE body END
       WHERE consumer = $1 AND message_id = $2 AND dead_lettered_at IS NULL
@@ -102,11 +99,11 @@ function statements(s: string) {
       WHERE dead_lettered_at IS NOT NULL AND ($1::text IS NULL OR consumer = $1)
       ORDER BY dead_lettered_at, consumer, message_id LIMIT $2`,
     // $1 consumer, $2 message id, $3 now
-    requestRedrive: `UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, replay_requested_at = $3
+    requestRedrive: `UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, redrive_requested_at = $3
       WHERE consumer = $1 AND message_id = $2 AND dead_lettered_at IS NOT NULL`,
     // $1 consumer, $2 limit
     pendingRedrives: `SELECT ${deadColumns} FROM ${attempts}
-      WHERE consumer = $1 AND replay_requested_at IS NOT NULL ORDER BY replay_requested_at, message_id LIMIT $2`,
+      WHERE consumer = $1 AND redrive_requested_at IS NOT NULL ORDER BY redrive_requested_at, message_id LIMIT $2`,
     // $1 cutoff (ms), $2 limit. Each batch is a CTE, evaluated once: an `IN (SELECT … LIMIT … SKIP LOCKED)`
     // subquery may be rescanned by the plan, each rescan skipping the rows this statement already deleted
     // and locking the next ones, so one call deleted far more than the limit.
@@ -117,7 +114,7 @@ function statements(s: string) {
     // $1 cutoff (ms), $2 limit
     reapAttempts: `WITH doomed AS (
         SELECT consumer, message_id FROM ${attempts}
-        WHERE last_attempt_at < $1 AND dead_lettered_at IS NULL AND replay_requested_at IS NULL
+        WHERE last_attempt_at < $1 AND dead_lettered_at IS NULL AND redrive_requested_at IS NULL
         ORDER BY last_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${attempts} a USING doomed WHERE a.consumer = doomed.consumer AND a.message_id = doomed.message_id`,
   };
@@ -135,13 +132,11 @@ interface DeadRow {
   body: Buffer | null;
 }
 
-class PgInboxStore extends AliasedInboxStore implements InboxStore<pg.PoolClient> {
+class PostgresInboxStore implements InboxStore<pg.PoolClient> {
   constructor(
     private readonly pool: pg.Pool,
     private readonly sql: Statements,
-  ) {
-    super();
-  }
+  ) {}
 
   async begin(consumer: string, messageId: string, now: number): Promise<BeginResult> {
     const result = await this.pool.query<{ processed: boolean; attempts: number | null }>(this.sql.begin, [consumer, messageId, now]);
@@ -228,7 +223,6 @@ class PgInboxStore extends AliasedInboxStore implements InboxStore<pg.PoolClient
 }
 
 function toDeadLetter(row: DeadRow): DeadLetter {
-  const redriveRequestedAt = row.redriveRequestedAt === null ? undefined : Number(row.redriveRequestedAt);
   return Object.freeze({
     consumer: row.consumer,
     messageId: row.messageId,
@@ -236,8 +230,7 @@ function toDeadLetter(row: DeadRow): DeadLetter {
     error: row.error ?? undefined,
     // bigint columns arrive as strings from pg; milliseconds since the epoch fit a double exactly.
     deadLetteredAt: row.deadLetteredAt === null ? undefined : Number(row.deadLetteredAt),
-    redriveRequestedAt,
-    replayRequestedAt: redriveRequestedAt,
+    redriveRequestedAt: row.redriveRequestedAt === null ? undefined : Number(row.redriveRequestedAt),
     headers: Object.freeze({ ...(row.headers ?? {}) }),
     body: new Uint8Array(row.body ?? new Uint8Array()),
   });

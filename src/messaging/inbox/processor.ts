@@ -43,11 +43,6 @@ export type Disposition = 'ack' | 'retry' | 'dead_letter' | 'reject';
 export interface MessageProcessor {
   (message: BrokerMessage): Promise<Disposition>;
   readonly redrivePending?: () => Promise<number>;
-  /**
-   * @deprecated Use `redrivePending` ("replay" names HTTP replays). The adapters still poll it on a
-   * processor of your own that has only this name; {@link inboxProcessor} sets both.
-   */
-  readonly replayPending?: () => Promise<number>;
 }
 
 /**
@@ -60,8 +55,6 @@ export interface RedriveOptions {
    * `redrivePending`), in milliseconds, a positive integer; `false` turns it off. @defaultValue 5_000
    */
   readonly redriveIntervalMs?: number | false;
-  /** @deprecated Use `redriveIntervalMs`; still honoured when it is absent ("replay" names HTTP replays). */
-  readonly replayIntervalMs?: number | false;
 }
 
 /** Business code for one message under the inbox: write through `tx`; a throw means retry. */
@@ -116,5 +109,5 @@ export function inboxProcessor<Tx>(inbox: Inbox<Tx>, consumer: string, handler: 
     }
     return pending.length;
   };
-  return Object.assign(run, { redrivePending, replayPending: redrivePending });
+  return Object.assign(run, { redrivePending });
 }

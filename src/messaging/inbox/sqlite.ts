@@ -6,15 +6,13 @@
  */
 import type { Database } from 'better-sqlite3';
 import { systemClock } from '../../core/clock.js';
-import { describe } from '../../core/validate.js';
+import { describe, requireOptions } from '../../core/validate.js';
 import { Mutex } from '../../stores/sqlite/mutex.js';
 import { openSqlite, quoteIdentifier } from '../../stores/sqlite/open.js';
 import { requireSqliteSource } from '../../stores/sqlite/source.js';
-import type { BeginResult, DeadLetter, FailureResult, InboxStore, InboxStoreAliases, StoredMessage, TransactionHandler } from './store.js';
-import { AliasedInboxStore } from './aliases.js';
+import type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
 import { inboxSqliteSchema } from './migrations/sqlite.js';
 import { runWithTimeout } from './timeout.js';
-import { requireOptions } from '../../core/validate.js';
 
 /** Options of {@link createSqliteInboxStore}: at most one of `path` and `database`. */
 export interface SqliteInboxStoreOptions {
@@ -29,11 +27,8 @@ export interface SqliteInboxStoreOptions {
   readonly prefix?: string;
 }
 
-/**
- * The SQLite inbox store; `database` is the connection handlers write through. It also answers to the
- * deprecated {@link InboxStoreAliases}.
- */
-export interface SqliteInboxStore extends InboxStore<Database>, InboxStoreAliases {
+/** The SQLite inbox store; `database` is the connection handlers write through. */
+export interface SqliteInboxStore extends InboxStore<Database> {
   readonly database: Database;
 }
 
@@ -71,7 +66,7 @@ export function createSqliteInboxStore(options: SqliteInboxStoreOptions = {}): S
   const name = (suffix: string): string => quoteIdentifier(`${prefix}_${suffix}`);
   // The ledger records no time, so the clock is never read; busy_timeout stays the driver's (5 s on a file it opens).
   const opening = { source, busyTimeoutMs: undefined, migrate: true, schema: inboxSqliteSchema(prefix), clock: systemClock };
-  return openSqlite(opening, (connection, owned) => new SqliteInboxStoreImpl(connection, owned, name));
+  return openSqlite(opening, (connection, owned) => new SqliteInboxLedger(connection, owned, name));
 }
 
 /** A dead letter as the statements read it (`headers` is JSON text). */
@@ -86,7 +81,7 @@ interface DeadRow {
   body: Buffer | null;
 }
 
-class SqliteInboxStoreImpl extends AliasedInboxStore implements SqliteInboxStore {
+class SqliteInboxLedger implements SqliteInboxStore {
   private readonly mutex = new Mutex();
   private readonly sql;
 
@@ -95,13 +90,12 @@ class SqliteInboxStoreImpl extends AliasedInboxStore implements SqliteInboxStore
     private readonly owned: boolean,
     name: (suffix: string) => string,
   ) {
-    super();
     const processed = name('processed');
     const attempts = name('attempts');
     // A dead letter's columns under the names of `DeadLetter`'s fields (`DeadRow`).
     const columns =
       'consumer, message_id AS "messageId", attempts, last_error AS "error", dead_lettered_at AS "deadLetteredAt", ' +
-      'replay_requested_at AS "redriveRequestedAt", headers, body';
+      'redrive_requested_at AS "redriveRequestedAt", headers, body';
     const prepare = (text: string) => database.prepare(text);
     this.sql = {
       isProcessed: prepare(`SELECT 1 FROM ${processed} WHERE consumer = ? AND message_id = ?`).pluck(),
@@ -114,7 +108,7 @@ class SqliteInboxStoreImpl extends AliasedInboxStore implements SqliteInboxStore
       settle: prepare(`DELETE FROM ${attempts} WHERE consumer = ? AND message_id = ?`),
       fail: prepare(`UPDATE ${attempts} SET last_error = @error,
           dead_lettered_at = CASE WHEN attempts >= @max THEN @now END,
-          replay_requested_at = CASE WHEN attempts >= @max THEN NULL ELSE replay_requested_at END,
+          redrive_requested_at = CASE WHEN attempts >= @max THEN NULL ELSE redrive_requested_at END,
           headers = CASE WHEN attempts >= @max THEN @headers ELSE headers END,
           body = CASE WHEN attempts >= @max THEN @body ELSE body END
         WHERE consumer = @consumer AND message_id = @id AND dead_lettered_at IS NULL
@@ -122,15 +116,15 @@ class SqliteInboxStoreImpl extends AliasedInboxStore implements SqliteInboxStore
       deadLetters: prepare(`SELECT ${columns} FROM ${attempts}
         WHERE dead_lettered_at IS NOT NULL AND (@consumer IS NULL OR consumer = @consumer)
         ORDER BY dead_lettered_at, consumer, message_id LIMIT @limit`),
-      requestRedrive: prepare(`UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, replay_requested_at = ?
+      requestRedrive: prepare(`UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, redrive_requested_at = ?
         WHERE consumer = ? AND message_id = ? AND dead_lettered_at IS NOT NULL`),
       pendingRedrives: prepare(`SELECT ${columns} FROM ${attempts}
-        WHERE consumer = ? AND replay_requested_at IS NOT NULL ORDER BY replay_requested_at, message_id LIMIT ?`),
+        WHERE consumer = ? AND redrive_requested_at IS NOT NULL ORDER BY redrive_requested_at, message_id LIMIT ?`),
       reapMarks: prepare(`DELETE FROM ${processed} WHERE rowid IN (
         SELECT rowid FROM ${processed} WHERE processed_at < ? ORDER BY processed_at LIMIT ?)`),
       reapAttempts: prepare(`DELETE FROM ${attempts} WHERE rowid IN (
         SELECT rowid FROM ${attempts} WHERE last_attempt_at < ? AND dead_lettered_at IS NULL
-          AND replay_requested_at IS NULL ORDER BY last_attempt_at LIMIT ?)`),
+          AND redrive_requested_at IS NULL ORDER BY last_attempt_at LIMIT ?)`),
     };
   }
 
@@ -211,15 +205,13 @@ class SqliteInboxStoreImpl extends AliasedInboxStore implements SqliteInboxStore
 }
 
 function toDeadLetter(row: DeadRow): DeadLetter {
-  const redriveRequestedAt = row.redriveRequestedAt ?? undefined;
   return Object.freeze({
     consumer: row.consumer,
     messageId: row.messageId,
     attempts: row.attempts,
     error: row.error ?? undefined,
     deadLetteredAt: row.deadLetteredAt ?? undefined,
-    redriveRequestedAt,
-    replayRequestedAt: redriveRequestedAt,
+    redriveRequestedAt: row.redriveRequestedAt ?? undefined,
     headers: Object.freeze(row.headers === null ? {} : (JSON.parse(row.headers) as Record<string, string>)),
     body: new Uint8Array(row.body ?? new Uint8Array()),
   });

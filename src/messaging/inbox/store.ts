@@ -42,11 +42,6 @@ export interface DeadLetter extends StoredMessage {
   readonly deadLetteredAt: number | undefined;
   /** When a redrive was requested ({@link InboxStore.requestRedrive}), or `undefined`. */
   readonly redriveRequestedAt: number | undefined;
-  /**
-   * @deprecated Use `redriveRequestedAt`, which holds the same time ("replay" names HTTP replays). The
-   * built-in stores set both; a store of your own need only set `redriveRequestedAt`.
-   */
-  readonly replayRequestedAt?: number | undefined;
 }
 
 /** The handler of one delivery, run inside the store's transaction. */
@@ -54,8 +49,7 @@ export type TransactionHandler<Tx> = (tx: Tx, signal: AbortSignal) => Promise<vo
 
 /**
  * An inbox store. On PostgreSQL every method is one statement (one round trip), except `process` (the
- * transaction) and `reap` (two bounded deletes). `createInbox` also takes a store written against the
- * contract's first names ({@link LegacyInboxStore}; such a class declares `implements LegacyInboxStore`).
+ * transaction) and `reap` (two bounded deletes).
  *
  * @typeParam Tx - the transaction handle given to handlers (`pg.PoolClient`, a better-sqlite3 `Database`)
  */
@@ -95,36 +89,4 @@ export interface InboxStore<Tx> {
   reap(before: number, limit: number): Promise<number>;
   /** Releases what the store owns. */
   close(): Promise<void>;
-}
-
-/**
- * The first names of three {@link InboxStore} methods. The built-in stores still answer to them; "replay"
- * now names only the HTTP replay of a saved response, "redrive" a dead letter's second run, and "reap" the
- * deletion of what outlived its retention.
- */
-export interface InboxStoreAliases {
-  /** @deprecated Use {@link InboxStore.requestRedrive}. */
-  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean>;
-  /** @deprecated Use {@link InboxStore.pendingRedrives}. */
-  pendingReplays(consumer: string, limit: number): Promise<DeadLetter[]>;
-  /** @deprecated Use {@link InboxStore.reap}. */
-  cleanup(before: number, limit: number): Promise<number>;
-}
-
-/**
- * @deprecated An inbox store written against the contract's first names: `requestReplay`,
- * `pendingReplays` and `cleanup` instead of `requestRedrive`, `pendingRedrives` and `reap`, and dead
- * letters that carry `replayRequestedAt` instead of `redriveRequestedAt`. `createInbox` still takes one
- * (and so does its `store` option's type) and calls it through the new names; implement
- * {@link InboxStore} instead.
- */
-export interface LegacyInboxStore<Tx> extends Omit<InboxStore<Tx>, 'deadLetters' | 'requestRedrive' | 'pendingRedrives' | 'reap'> {
-  /** Dead letters, oldest first; all consumers when `consumer` is undefined. */
-  deadLetters(consumer: string | undefined, limit: number): Promise<Omit<DeadLetter, 'redriveRequestedAt'>[]>;
-  /** @deprecated Implement {@link InboxStore.requestRedrive}. */
-  requestReplay(consumer: string, messageId: string, now: number): Promise<boolean>;
-  /** @deprecated Implement {@link InboxStore.pendingRedrives}. */
-  pendingReplays(consumer: string, limit: number): Promise<Omit<DeadLetter, 'redriveRequestedAt'>[]>;
-  /** @deprecated Implement {@link InboxStore.reap}. */
-  cleanup(before: number, limit: number): Promise<number>;
 }

@@ -64,14 +64,6 @@ export const OUTBOX_INSTRUMENTS = Object.freeze({
   oldestPendingAge: 'retrysafe.outbox.oldest_pending.age',
   /** Gauge, `{message}`: dead-lettered rows. */
   deadLetters: 'retrysafe.outbox.dead_letters',
-  /** @deprecated Counted on {@link OUTBOX_INSTRUMENTS}`.messages` with `outcome: 'published'`; names it. */
-  published: 'retrysafe.outbox.messages',
-  /** @deprecated Counted on {@link OUTBOX_INSTRUMENTS}`.messages` with `outcome: 'retry'`; names it. */
-  retries: 'retrysafe.outbox.messages',
-  /** @deprecated Counted on {@link OUTBOX_INSTRUMENTS}`.messages` with `outcome: 'dead_lettered'`; names it. */
-  deadLettered: 'retrysafe.outbox.messages',
-  /** @deprecated Renamed {@link OUTBOX_INSTRUMENTS}`.deliveryDuration` (`retrysafe.outbox.delivery.duration`, in seconds); names it. */
-  deliveryLatency: 'retrysafe.outbox.delivery.duration',
 });
 
 /**

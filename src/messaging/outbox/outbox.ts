@@ -8,8 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { describe, requireClock, requireCount, requireDurationMs, requireGenerateId, requireOptions } from '../../core/validate.js';
 import { traceHeaders } from '../../observability/propagation.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { derivedMessageId } from './ids.js';
@@ -93,7 +92,7 @@ export interface OutboxDeadLetter {
 export interface OutboxOptions {
   /** The schema migrated with `retrysafe migrate` (migration `0003_outbox`). @defaultValue 'retrysafe' */
   readonly schema?: string;
-  /** Time source for `created_at`, ages and cleanup cutoffs (milliseconds). @defaultValue the system clock */
+  /** Time source for `created_at`, ages and the reaper's cutoffs (milliseconds). @defaultValue the system clock */
   readonly clock?: Clock;
   /** Id of a message enqueued without causation; must return a UUID. @defaultValue `crypto.randomUUID` */
   readonly generateId?: () => string;
@@ -102,7 +101,7 @@ export interface OutboxOptions {
 }
 
 /** Options of {@link Outbox.reap}. */
-export interface CleanupOptions {
+export interface ReapOptions {
   /** Sent rows older than this many milliseconds (since being sent) are deleted. */
   readonly retentionMs: number;
   /** Rows per DELETE statement. @defaultValue 1000 */
@@ -144,9 +143,7 @@ export interface Outbox {
    *
    * @throws TypeError when an option is invalid
    */
-  reap(db: Queryable, options: CleanupOptions): Promise<number>;
-  /** @deprecated Use {@link Outbox.reap}. */
-  cleanup(db: Queryable, options: CleanupOptions): Promise<number>;
+  reap(db: Queryable, options: ReapOptions): Promise<number>;
   /** Dead-lettered messages, oldest first, at most `limit` (a positive integer). */
   deadLetters(db: Queryable, limit: number): Promise<OutboxDeadLetter[]>;
   /**
@@ -157,8 +154,6 @@ export interface Outbox {
    * @throws TypeError when `id` is not a UUID
    */
   redrive(db: Queryable, id: string): Promise<boolean>;
-  /** @deprecated Use {@link Outbox.redrive}. */
-  requeue(db: Queryable, id: string): Promise<boolean>;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -217,11 +212,11 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       });
     },
 
-    async reap(db, cleanupOptions) {
-      requireOptions('reap', cleanupOptions);
-      const retentionMs = requireDurationMs('retentionMs', cleanupOptions.retentionMs);
-      const batchSize = requireCount('batchSize', cleanupOptions.batchSize ?? 1000);
-      const maxBatches = requireCount('maxBatches', cleanupOptions.maxBatches ?? 100);
+    async reap(db, reapOptions) {
+      requireOptions('reap', reapOptions);
+      const retentionMs = requireDurationMs('retentionMs', reapOptions.retentionMs);
+      const batchSize = requireCount('batchSize', reapOptions.batchSize ?? 1000);
+      const maxBatches = requireCount('maxBatches', reapOptions.maxBatches ?? 100);
       const cutoff = clock.now() - retentionMs;
       let deleted = 0;
       for (let batch = 0; batch < maxBatches; batch++) {
@@ -256,14 +251,6 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       }
       const result = await db.query(sql.redrive, [id, clock.now()]);
       return (result.rowCount ?? 0) > 0;
-    },
-
-    cleanup(db, cleanupOptions) {
-      return outbox.reap(db, cleanupOptions);
-    },
-
-    requeue(db, id) {
-      return outbox.redrive(db, id);
     },
   };
   // The relay runs the outbox's statements; they reach it through `statementsOf`, not a property.
@@ -340,12 +327,4 @@ function derivedId(options: EnqueueOptions): string {
     throw new TypeError(`retrysafe: enqueue option "consumer" must be a string, got ${describe(consumer)}`);
   }
   return derivedMessageId(consumer, causationId, index);
-}
-
-/** Validates a positive integer count option. */
-export function requireCount(name: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new TypeError(`retrysafe: option "${name}" must be a positive integer, got ${describe(value)}`);
-  }
-  return value;
 }

@@ -1,81 +1,17 @@
 /**
- * The relay: claims committed outbox rows, publishes them through an {@link OutboxPublisher}, and marks
+ * The relay: claims committed outbox rows, publishes them through an `OutboxPublisher`, and marks
  * them sent only after the broker's confirm. At-least-once with stable ids; the consumer's inbox makes the
  * effect once.
  *
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import type { Meter } from '@opentelemetry/api';
-import type pg from 'pg';
-import type { Clock } from '../../core/clock.js';
-import { isListenOption, listenClient, type ListenOption, poolerProblem } from '../../stores/postgres/listen-session.js';
-import { describe, requireDurationMs } from '../../core/validate.js';
 import { PublishError, PublishTimeoutError } from './errors.js';
 import { OutboxMetrics, type OutboxEvent, type RelayWakeCause } from './metrics.js';
-import { requireCount, type Outbox } from './outbox.js';
-import type { OutboxMessage, OutboxPublisher } from './publisher.js';
-import { statementsOf, type ClaimedRow, type OutboxStatements } from './statements.js';
-import { requireOptions } from '../../core/validate.js';
-
-/** Options of {@link createRelay}. Durations in milliseconds. */
-export interface RelayOptions {
-  /** The pool claims and updates run on (never ended by the relay); LISTEN opens one extra connection with its settings. */
-  readonly pool: pg.Pool;
-  /**
-   * The connection the relay LISTENs (and holds the outbox's waiting lock) on: a `pg.ClientConfig` (e.g.
-   * `{ connectionString }`) for a session straight to PostgreSQL, or `false` for none, the relay then
-   * polling every `pollIntervalMs`. Behind PgBouncer in transaction mode the pool's own settings cannot
-   * work (a LISTEN through the pooler never hears a notification): the relay reports an error naming this
-   * option once, through `onEvent`, and polls.
-   * @defaultValue a dedicated connection with the pool's settings
-   */
-  readonly listen?: pg.ClientConfig | false;
-  /** The outbox whose rows to publish, as `createOutbox` made it (the relay runs its statements). */
-  readonly outbox: Outbox;
-  /** Where messages go. The relay never closes it: its owner does, after `stop()`. */
-  readonly publisher: OutboxPublisher;
-  /** Rows claimed per statement at most. @defaultValue 500 */
-  readonly batchSize?: number;
-  /**
-   * Batches in flight at once in this relay (`start()` runs this many claim-publish loops, so one batch's
-   * claim overlaps another's publishing). Loops coordinate like separate relays, except that a claim which
-   * found nothing while another batch of this relay was in flight waits for one to finish before claiming
-   * again (its keys are the ones leased). @defaultValue 1
-   */
-  readonly concurrency?: number;
-  /**
-   * Rows of one key per batch at most; a key's rows are published one after another, so this bounds how
-   * long one key holds a batch. @defaultValue 20
-   */
-  readonly perKeyLimit?: number;
-  /**
-   * How long a claim holds its rows; after it, another relay may take them over (a killed relay loses
-   * nothing). Must exceed `publishTimeoutMs`. @defaultValue 30_000
-   */
-  readonly leaseMs?: number;
-  /** How long one publish may wait for the broker's confirm before it counts as failed. @defaultValue 10_000 */
-  readonly publishTimeoutMs?: number;
-  /** Poll interval when no NOTIFY arrives (NOTIFY is an optimisation; polling is the guarantee). @defaultValue 1_000 */
-  readonly pollIntervalMs?: number;
-  /** Attempts (claims) after which a failing message is dead-lettered. @defaultValue 10 */
-  readonly maxAttempts?: number;
-  /** Wait before the second attempt; doubles per attempt (exponential backoff). @defaultValue 500 */
-  readonly backoffBaseMs?: number;
-  /** Longest wait between attempts. @defaultValue 60_000 */
-  readonly backoffMaxMs?: number;
-  /** Time source for leases, backoff and latencies (milliseconds). @defaultValue the outbox's clock */
-  readonly clock?: Clock;
-  /**
-   * OpenTelemetry meter for the counter, histograms and status gauges (see `OUTBOX_INSTRUMENTS`).
-   * @defaultValue the global provider's `retrysafe` meter (`metrics.getMeterProvider()`), read as each claim
-   * starts: an SDK registered after the relay was created is recorded to, and its gauges observed on, from
-   * the next claim on
-   */
-  readonly meter?: Meter;
-  /** Called synchronously with every outcome; a throw from it is ignored. @defaultValue none */
-  readonly onEvent?: (event: OutboxEvent) => void;
-}
+import type { OutboxMessage } from './publisher.js';
+import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './relay-options.js';
+import type { ClaimedRow } from './statements.js';
+import { CHASE_FIRST_MS, RelayWakeup } from './wake.js';
 
 /** A running (or runnable) relay. */
 export interface Relay {
@@ -100,19 +36,6 @@ export interface Relay {
    */
   runOnce(): Promise<number>;
 }
-
-/** Defaults of {@link RelayOptions}. */
-export const RELAY_DEFAULTS = Object.freeze({
-  batchSize: 500,
-  concurrency: 1,
-  perKeyLimit: 20,
-  leaseMs: 30_000,
-  publishTimeoutMs: 10_000,
-  pollIntervalMs: 1_000,
-  maxAttempts: 10,
-  backoffBaseMs: 500,
-  backoffMaxMs: 60_000,
-});
 
 /**
  * Creates a relay for an outbox. Several relays (in one process or many) may run on one outbox at once:
@@ -151,106 +74,6 @@ export function createRelay(options: RelayOptions): Relay {
   return new OutboxRelay(resolveRelayOptions(options));
 }
 
-interface ResolvedRelayOptions {
-  readonly pool: pg.Pool;
-  readonly listen: ListenOption;
-  readonly outbox: Outbox;
-  /** The outbox's statements, from `createOutbox` through `statementsOf`. */
-  readonly sql: OutboxStatements;
-  readonly publisher: OutboxPublisher;
-  readonly batchSize: number;
-  readonly concurrency: number;
-  readonly perKeyLimit: number;
-  readonly leaseMs: number;
-  readonly publishTimeoutMs: number;
-  readonly pollIntervalMs: number;
-  readonly maxAttempts: number;
-  readonly backoffBaseMs: number;
-  readonly backoffMaxMs: number;
-  readonly clock: Clock;
-  readonly meter: Meter | undefined;
-  readonly onEvent: ((event: OutboxEvent) => void) | undefined;
-}
-
-function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
-  requireOptions('createRelay', options);
-  const { pool, outbox, publisher, onEvent } = options;
-  if (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function') {
-    throw new TypeError(`retrysafe: option "pool" must be a pg.Pool, got ${describe(pool)}`);
-  }
-  const sql = typeof outbox === 'object' && outbox !== null ? statementsOf(outbox) : undefined;
-  if (sql === undefined) {
-    throw new TypeError(`retrysafe: option "outbox" must come from createOutbox, got ${describe(outbox)}`);
-  }
-  if (typeof publisher !== 'object' || publisher === null || typeof publisher.publish !== 'function') {
-    throw new TypeError(`retrysafe: option "publisher" must have a publish() method, got ${describe(publisher)}`);
-  }
-  const clock = options.clock ?? outbox.clock;
-  if (typeof clock !== 'object' || clock === null || typeof clock.now !== 'function') {
-    throw new TypeError(`retrysafe: option "clock" must have a now() method, got ${describe(clock)}`);
-  }
-  if (onEvent !== undefined && typeof onEvent !== 'function') {
-    throw new TypeError(`retrysafe: option "onEvent" must be a function, got ${describe(onEvent)}`);
-  }
-  const { meter } = options;
-  if (meter !== undefined && (typeof meter !== 'object' || meter === null || typeof meter.createCounter !== 'function')) {
-    throw new TypeError(`retrysafe: option "meter" must be an OpenTelemetry Meter, got ${describe(meter)}`);
-  }
-  if (!isListenOption(options.listen)) {
-    throw new TypeError(`retrysafe: option "listen" must be a pg.ClientConfig or false, got ${describe(options.listen)}`);
-  }
-  const d = RELAY_DEFAULTS;
-  const resolved: ResolvedRelayOptions = {
-    pool,
-    listen: options.listen,
-    outbox,
-    sql,
-    publisher,
-    batchSize: requireCount('batchSize', options.batchSize ?? d.batchSize),
-    concurrency: requireCount('concurrency', options.concurrency ?? d.concurrency),
-    perKeyLimit: requireCount('perKeyLimit', options.perKeyLimit ?? d.perKeyLimit),
-    leaseMs: requireDurationMs('leaseMs', options.leaseMs ?? d.leaseMs),
-    publishTimeoutMs: requireDurationMs('publishTimeoutMs', options.publishTimeoutMs ?? d.publishTimeoutMs),
-    pollIntervalMs: requireDurationMs('pollIntervalMs', options.pollIntervalMs ?? d.pollIntervalMs),
-    maxAttempts: requireCount('maxAttempts', options.maxAttempts ?? d.maxAttempts),
-    backoffBaseMs: requireDurationMs('backoffBaseMs', options.backoffBaseMs ?? d.backoffBaseMs),
-    backoffMaxMs: requireDurationMs('backoffMaxMs', options.backoffMaxMs ?? d.backoffMaxMs),
-    clock,
-    meter,
-    onEvent,
-  };
-  if (resolved.leaseMs <= resolved.publishTimeoutMs) {
-    throw new TypeError(
-      `retrysafe: option "leaseMs" (${resolved.leaseMs}) must exceed "publishTimeoutMs" (${resolved.publishTimeoutMs}), or a slow publish would lose its lease`,
-    );
-  }
-  return Object.freeze(resolved);
-}
-
-/**
- * First wait (milliseconds) when chasing a notified row the claim could not see yet; each empty claim
- * doubles it (2, 4, 8, …) until it reaches the poll interval. A row held back by a long transaction is
- * then claimed within about the time it was held, not a whole poll interval after it became visible.
- */
-const CHASE_FIRST_MS = 2;
-
-/**
- * Where a relay loop stands before it sleeps a whole poll interval (see `prepareToWait`):
- * - `waiting`: the relay holds the waiting lock and every transaction that enqueued without a NOTIFY has
- *   ended and been claimed from, so any later enqueue NOTIFYs;
- * - `claim`: those transactions just ended; claim once more before sleeping;
- * - `retry`: the lock is not free (another relay waits, or a transaction that enqueued without a NOTIFY is
- *   still open), those transactions have not all ended yet, or there is no LISTEN connection: try again
- *   after a short, doubling wait.
- */
-type WaitState = 'waiting' | 'claim' | 'retry';
-
-/** The waiting lock this relay holds on its LISTEN connection, and whether its horizon has passed. */
-interface WaitLock {
-  readonly horizon: string;
-  passed: boolean;
-}
-
 /** A claimed row and what became of it. */
 interface Claimed {
   readonly seq: string;
@@ -267,43 +90,35 @@ class OutboxRelay implements Relay {
   private readonly metrics: OutboxMetrics;
   private loop: Promise<void> | undefined;
   private stopping = false;
-  private woken = false;
-  /** NOTIFYs received so far; a loop compares it with the count it last saw. */
-  private notifications = 0;
-  private readonly sleepers = new Set<(cause: RelayWakeCause) => void>();
-  private listener: pg.Client | undefined;
-  /** Set once the LISTEN connection turned out to go through a pooler: the relay polls from then on. */
-  private listenRefused = false;
+  private readonly wakeup: RelayWakeup;
   /** This relay's batches between claim and record, settled (never rejecting), for claims to wait on. */
   private readonly inFlight = new Set<Promise<void>>();
   /** Whether the last claim came back empty while another batch of this relay was in flight. */
   private metOwnBatch = false;
-  /** The waiting lock (migration `0007_outbox_waiting`) while this relay holds it on `listener`. */
-  private waitLock: WaitLock | undefined;
-  /** Queries on the LISTEN connection about the waiting lock, one at a time. */
-  private lockQueries: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly o: ResolvedRelayOptions) {
     this.metrics = new OutboxMetrics(o.meter, o.onEvent, () => o.outbox.status(o.pool));
+    this.wakeup = new RelayWakeup(o, (error) => this.reportError(error));
   }
 
   start(): void {
     if (this.loop !== undefined) return;
     this.stopping = false;
+    this.wakeup.resume();
     this.metrics.register();
     this.loop = Promise.all(Array.from({ length: this.o.concurrency }, () => this.run())).then(() => undefined);
   }
 
   async stop(): Promise<void> {
     this.stopping = true;
-    this.wakeAll('stop');
+    this.wakeup.stop();
     const loop = this.loop;
     this.loop = undefined;
     if (loop !== undefined) {
       await loop;
       this.metrics.unregister();
     }
-    await this.closeListener();
+    await this.wakeup.closeListener();
   }
 
   async runOnce(): Promise<number> {
@@ -324,7 +139,7 @@ class OutboxRelay implements Relay {
     this.metOwnBatch = busy && result.rows.length === 0;
     if (result.rows.length === 0) return 0;
     // Busy: enqueues need not NOTIFY until this relay waits again.
-    this.stopWaiting();
+    this.wakeup.stopWaiting();
     const delivered = this.deliver(result.rows, token, now + leaseMs);
     const settled = delivered.then(
       () => undefined,
@@ -450,17 +265,18 @@ class OutboxRelay implements Relay {
   }
 
   private async run(): Promise<void> {
-    let seen = this.notifications;
+    const { wakeup } = this;
+    let seen = wakeup.notifications;
     let chaseMs = 0;
     let retryMs = 0;
     while (!this.stopping) {
       // Cleared before the claim: a NOTIFY arriving while the batch runs makes the next wait return at once.
-      this.woken = false;
-      const notified = this.notifications !== seen;
-      seen = this.notifications;
+      wakeup.clearWoken();
+      const notified = wakeup.notifications !== seen;
+      seen = wakeup.notifications;
       let claimed = 0;
       // Without LISTEN the relay still works, by polling; the failure is reported and retried next turn.
-      await this.ensureListener().catch((error: unknown) => this.reportError(error));
+      await wakeup.ensureListener().catch((error: unknown) => this.reportError(error));
       if (this.stopping) break;
       try {
         claimed = await this.runOnce();
@@ -477,75 +293,20 @@ class OutboxRelay implements Relay {
       // whole poll interval. Losing the row to another relay costs a few cheap empty claims.
       chaseMs = notified ? CHASE_FIRST_MS : chaseMs > 0 && chaseMs < this.o.pollIntervalMs ? chaseMs * 2 : 0;
       if (chaseMs > 0) {
-        await this.idle(Math.min(chaseMs, this.o.pollIntervalMs));
+        await wakeup.idle(Math.min(chaseMs, this.o.pollIntervalMs));
         continue;
       }
-      const state = await this.prepareToWait();
+      const state = await wakeup.prepareToWait();
       if (state === 'claim') continue;
       if (state === 'waiting') {
         retryMs = 0;
         this.emitRelayEvent('waiting', undefined, undefined);
-        this.emitRelayEvent('woken', undefined, await this.idle(this.o.pollIntervalMs));
+        this.emitRelayEvent('woken', undefined, await wakeup.idle(this.o.pollIntervalMs));
         continue;
       }
       retryMs = retryMs === 0 ? CHASE_FIRST_MS : Math.min(retryMs * 2, this.o.pollIntervalMs);
-      await this.idle(retryMs);
+      await wakeup.idle(retryMs);
     }
-  }
-
-  /**
-   * Gets this relay ready to sleep until a NOTIFY (migration `0007_outbox_waiting` explains the protocol):
-   * takes the waiting lock, whose horizon is the xmax of a snapshot taken once the lock was held, and
-   * reports `claim` once every transaction below the horizon has ended, as their rows may not have been
-   * claimable before. Never rejects: a failure is reported and answers `retry`.
-   */
-  private prepareToWait(): Promise<WaitState> {
-    const { sql } = this.o;
-    return this.onListener<WaitState>('retry', async (client) => {
-      let lock = this.waitLock;
-      if (lock === undefined) {
-        const taken = await client.query<{ horizon: string | null }>(sql.relayWait);
-        const horizon = taken.rows[0]?.horizon ?? null;
-        if (horizon === null) return 'retry';
-        lock = { horizon, passed: false };
-        this.waitLock = lock;
-      }
-      if (lock.passed) return 'waiting';
-      const check = await client.query<{ passed: boolean }>(sql.horizonPassed, [lock.horizon]);
-      if (check.rows[0]?.passed !== true) return 'retry';
-      lock.passed = true;
-      return 'claim';
-    });
-  }
-
-  /** Gives the waiting lock back, when held, so enqueues stop sending NOTIFYs; does not wait for it. */
-  private stopWaiting(): void {
-    if (this.waitLock === undefined) return;
-    void this.onListener(undefined, async (client) => {
-      if (this.waitLock === undefined) return;
-      this.waitLock = undefined;
-      await client.query(this.o.sql.relayBusy);
-    });
-  }
-
-  /**
-   * Runs `query` on the LISTEN connection after the lock queries before it; resolves with `fallback` when
-   * there is no connection or the query fails (the failure is reported; a lost connection took the lock
-   * with it).
-   */
-  private onListener<T>(fallback: T, query: (client: pg.Client) => Promise<T>): Promise<T> {
-    const result = this.lockQueries.then(async () => {
-      const client = this.listener;
-      if (client === undefined) return fallback;
-      try {
-        return await query(client);
-      } catch (error) {
-        this.reportError(error);
-        return fallback;
-      }
-    });
-    this.lockQueries = result;
-    return result;
   }
 
   private reportError(error: unknown): void {
@@ -561,74 +322,6 @@ class OutboxRelay implements Relay {
     this.metrics.emit(cause === undefined ? event : { ...event, cause });
   }
 
-  /**
-   * Waits for a NOTIFY, `ms` milliseconds, a lost LISTEN connection or `stop()`, whichever comes first,
-   * and answers which it was (`poll` when the time ran out).
-   */
-  private async idle(ms: number): Promise<RelayWakeCause> {
-    if (this.stopping) return 'stop';
-    if (this.woken) return 'notification';
-    let timer: NodeJS.Timeout | undefined;
-    let wake!: (cause: RelayWakeCause) => void;
-    const cause = await new Promise<RelayWakeCause>((resolve) => {
-      wake = resolve;
-      this.sleepers.add(wake);
-      timer = setTimeout(() => resolve('poll'), ms);
-    });
-    clearTimeout(timer);
-    this.sleepers.delete(wake);
-    return cause;
-  }
-
-  private wakeAll(cause: RelayWakeCause): void {
-    for (const wake of this.sleepers) wake(cause);
-  }
-
-  /**
-   * Opens the LISTEN connection if there is none. A lost connection is dropped and reopened on the next
-   * turn; polling covers the gap.
-   */
-  private async ensureListener(): Promise<void> {
-    if (this.listener !== undefined || this.o.listen === false || this.listenRefused) return;
-    const client = listenClient(this.o.pool, this.o.listen);
-    const lost = (): void => {
-      if (this.listener !== client) return;
-      this.listener = undefined;
-      // The waiting lock went with the session: enqueues no longer NOTIFY, so the loops must not sleep on.
-      this.waitLock = undefined;
-      this.wakeAll('listener_lost');
-      void client.end().catch(() => undefined);
-    };
-    client.on('error', lost);
-    client.on('end', lost);
-    client.on('notification', () => {
-      this.notifications++;
-      this.woken = true;
-      this.wakeAll('notification');
-    });
-    this.listener = client;
-    try {
-      await client.connect();
-      const problem = await poolerProblem(client, 'the outbox relay');
-      if (problem !== undefined) {
-        // Reported once: the pooler will not go away, and polling carries on meanwhile.
-        this.listenRefused = true;
-        throw new Error(problem);
-      }
-      await client.query(this.o.sql.listen);
-    } catch (error) {
-      this.listener = undefined;
-      await client.end().catch(() => undefined);
-      throw error;
-    }
-  }
-
-  private async closeListener(): Promise<void> {
-    const client = this.listener;
-    this.listener = undefined;
-    this.waitLock = undefined;
-    if (client !== undefined) await client.end().catch(() => undefined);
-  }
 }
 
 /** Rows in publish order: by inserting transaction id, then sequence (both compared as integers). */

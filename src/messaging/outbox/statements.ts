@@ -7,6 +7,22 @@
  */
 
 /**
+ * The values of an outbox row's `status` column, which migration `0003_outbox` stores as a `smallint`
+ * (`CHECK (status IN (0, 1, 2))`; the partial indexes read `status = 0` and `status = 1`): `pending` (0,
+ * not yet sent, leased or not), `sent` (1, the broker confirmed it; the reaper deletes it after the
+ * retention), `deadLettered` (2, failed for good; `redrive` makes it pending again). The statements
+ * interpolate these constants, so their text stays what the indexes' predicates match.
+ */
+export const OUTBOX_STATUS = Object.freeze({ pending: 0, sent: 1, deadLettered: 2 } as const);
+
+/** One value of {@link OUTBOX_STATUS}: how an outbox row's `status` column reads. */
+export type OutboxRowStatus = (typeof OUTBOX_STATUS)[keyof typeof OUTBOX_STATUS];
+
+const PENDING: OutboxRowStatus = OUTBOX_STATUS.pending;
+const SENT: OutboxRowStatus = OUTBOX_STATUS.sent;
+const DEAD: OutboxRowStatus = OUTBOX_STATUS.deadLettered;
+
+/**
  * A claimed row as the claim's `RETURNING` list reads it: each column under the field name `relay.ts`
  * uses (`created_at` as `createdAt`); `bigint` columns arrive as decimal strings.
  */
@@ -105,14 +121,14 @@ export function outboxStatements(quoted: string, channel: string): OutboxStateme
                  row_number() OVER w AS rn,
                  first_value(COALESCE(lease_until <= $1, true) AND available_at <= $1) OVER w AS head_free
           FROM ${t}
-          WHERE status = 0 AND xid < pg_snapshot_xmin(pg_current_snapshot())
+          WHERE status = ${PENDING} AND xid < pg_snapshot_xmin(pg_current_snapshot())
           WINDOW w AS (PARTITION BY key ORDER BY xid, seq)
         ) w
         WHERE head_free AND rn <= $5
       ), picked AS (
         SELECT o.seq, r.key, r.rn
         FROM ranked r JOIN ${t} o ON o.seq = r.seq
-        WHERE o.status = 0 AND (o.lease_until IS NULL OR o.lease_until <= $1)
+        WHERE o.status = ${PENDING} AND (o.lease_until IS NULL OR o.lease_until <= $1)
         ORDER BY r.xid, r.seq
         LIMIT $4
         FOR UPDATE OF o SKIP LOCKED
@@ -124,39 +140,39 @@ export function outboxStatements(quoted: string, channel: string): OutboxStateme
       UPDATE ${t} o SET lease_token = $3, lease_until = $2, attempts = o.attempts + 1
       FROM kept WHERE o.seq = kept.seq
       RETURNING o.seq, o.xid::text AS xid, o.id, o.topic, o.key, o.headers, o.payload, o.attempts, o.created_at AS "createdAt"`,
-    markSent: `UPDATE ${t} SET status = 1, sent_at = $3, lease_token = NULL, lease_until = NULL, last_error = NULL
-      WHERE seq = ANY($1::bigint[]) AND lease_token = $2 AND status = 0`,
+    markSent: `UPDATE ${t} SET status = ${SENT}, sent_at = $3, lease_token = NULL, lease_until = NULL, last_error = NULL
+      WHERE seq = ANY($1::bigint[]) AND lease_token = $2 AND status = ${PENDING}`,
     fail: `UPDATE ${t} SET lease_token = NULL, lease_until = NULL, last_error = $4,
-        status = CASE WHEN $5::boolean THEN 2 ELSE 0 END,
+        status = CASE WHEN $5::boolean THEN ${DEAD} ELSE ${PENDING} END,
         dead_at = CASE WHEN $5::boolean THEN $3::bigint END,
         available_at = $6
-      WHERE seq = $1 AND lease_token = $2 AND status = 0
+      WHERE seq = $1 AND lease_token = $2 AND status = ${PENDING}
       RETURNING status`,
     release: `UPDATE ${t} SET lease_token = NULL, lease_until = NULL, attempts = attempts - 1
-      WHERE seq = ANY($1::bigint[]) AND lease_token = $2 AND status = 0`,
+      WHERE seq = ANY($1::bigint[]) AND lease_token = $2 AND status = ${PENDING}`,
     status: `SELECT
-        (SELECT count(*) FROM ${t} WHERE status = 0)::bigint AS pending,
-        (SELECT min(created_at) FROM ${t} WHERE status = 0) AS "oldestPendingCreatedAt",
-        (SELECT count(*) FROM ${t} WHERE status = 0 AND lease_until > $1)::bigint AS "inFlight",
-        (SELECT count(*) FROM ${t} WHERE status = 2)::bigint AS "deadLetters",
-        (SELECT count(*) FROM ${t} WHERE status = 1)::bigint AS sent,
-        (SELECT count(*) FROM ${t} WHERE status = 0 AND attempts > 0)::bigint AS retrying,
-        (SELECT last_error FROM ${t} WHERE status = 0 AND last_error IS NOT NULL ORDER BY created_at, seq LIMIT 1) AS "oldestPendingError",
+        (SELECT count(*) FROM ${t} WHERE status = ${PENDING})::bigint AS pending,
+        (SELECT min(created_at) FROM ${t} WHERE status = ${PENDING}) AS "oldestPendingCreatedAt",
+        (SELECT count(*) FROM ${t} WHERE status = ${PENDING} AND lease_until > $1)::bigint AS "inFlight",
+        (SELECT count(*) FROM ${t} WHERE status = ${DEAD})::bigint AS "deadLetters",
+        (SELECT count(*) FROM ${t} WHERE status = ${SENT})::bigint AS sent,
+        (SELECT count(*) FROM ${t} WHERE status = ${PENDING} AND attempts > 0)::bigint AS retrying,
+        (SELECT last_error FROM ${t} WHERE status = ${PENDING} AND last_error IS NOT NULL ORDER BY created_at, seq LIMIT 1) AS "oldestPendingError",
         l.p[1] AS "latencyP50Ms", l.p[2] AS "latencyP99Ms"
       FROM (
         SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY sent_at - created_at) AS p
-        FROM ${t} WHERE status = 1 AND sent_at >= $2
+        FROM ${t} WHERE status = ${SENT} AND sent_at >= $2
       ) l`,
     // The batch is a CTE (materialized, as it locks rows): an \`IN (SELECT … LIMIT)\` subquery may be
     // rescanned by the plan and delete more than the limit.
     reap: `WITH batch AS (
-        SELECT seq FROM ${t} WHERE status = 1 AND sent_at < $1 ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED
+        SELECT seq FROM ${t} WHERE status = ${SENT} AND sent_at < $1 ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED
       )
-      DELETE FROM ${t} o USING batch WHERE o.seq = batch.seq AND o.status = 1`,
+      DELETE FROM ${t} o USING batch WHERE o.seq = batch.seq AND o.status = ${SENT}`,
     deadLetters: `SELECT id, topic, key, headers, payload, attempts, last_error AS error, created_at AS "createdAt", dead_at AS "deadLetteredAt"
-      FROM ${t} WHERE status = 2 ORDER BY dead_at, seq LIMIT $1`,
-    redrive: `UPDATE ${t} SET status = 0, attempts = 0, dead_at = NULL, available_at = $2
-      WHERE id = $1 AND status = 2 RETURNING seq`,
+      FROM ${t} WHERE status = ${DEAD} ORDER BY dead_at, seq LIMIT $1`,
+    redrive: `UPDATE ${t} SET status = ${PENDING}, attempts = 0, dead_at = NULL, available_at = $2
+      WHERE id = $1 AND status = ${DEAD} RETURNING seq`,
     listen: `LISTEN "${channel}"`,
     relayWait: `SELECT ${quoted}.outbox_relay_wait()::text AS horizon`,
     relayBusy: `SELECT ${quoted}.outbox_relay_busy()`,

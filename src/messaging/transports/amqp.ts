@@ -7,12 +7,11 @@
  * @module
  */
 import amqplib, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { describe, requireBoolean, requireDurationMs, requireFunction, requireIntegerIn, requireNonEmptyString, requireOptions } from '../../core/validate.js';
 import type { BrokerMessage, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
-import { deliverer, InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
-import { requireOptions } from '../../core/validate.js';
+import { deliverer, InFlight, RedrivePoller, requireMessageId, resolveCommonOptions } from './runner.js';
 
 /** Options of {@link startAmqpConsumer}. */
 export interface AmqpConsumerOptions extends RedriveOptions {
@@ -108,11 +107,9 @@ export async function startAmqpConsumer(options: AmqpConsumerOptions): Promise<A
   if (typeof channel !== 'object' || channel === null || typeof channel.consume !== 'function') {
     throw new TypeError(`retrysafe: startAmqpConsumer option "channel" must be an amqplib Channel, got ${describe(channel)}`);
   }
-  if (typeof queue !== 'string' || queue.length === 0) {
-    throw new TypeError(`retrysafe: startAmqpConsumer option "queue" must be a non-empty string, got ${describe(queue)}`);
-  }
+  requireNonEmptyString('queue', queue, undefined, 'startAmqpConsumer');
   const { redriveIntervalMs, onError } = resolveCommonOptions('startAmqpConsumer', options);
-  const prefetch = requireCount('startAmqpConsumer', 'prefetch', options.prefetch ?? 32, 65_535);
+  const prefetch = requireIntegerIn('prefetch', options.prefetch ?? 32, 1, 65_535, 'startAmqpConsumer');
   const quorum = options.quorum === undefined ? undefined : requireQuorum(options.quorum);
   const processor = options.process;
   const inFlight = new InFlight();
@@ -150,11 +147,10 @@ export async function startAmqpConsumer(options: AmqpConsumerOptions): Promise<A
 }
 
 function requireQuorum(quorum: unknown): AmqpQuorumOptions {
-  const { deadLetterQueue, deliveryLimit } = (typeof quorum === 'object' && quorum !== null ? quorum : {}) as Partial<AmqpQuorumOptions>;
-  if (typeof deadLetterQueue !== 'string' || deadLetterQueue.length === 0) {
-    throw new TypeError(`retrysafe: startAmqpConsumer option "quorum.deadLetterQueue" must be a non-empty string, got ${describe(deadLetterQueue)}`);
-  }
-  if (deliveryLimit !== undefined) requireCount('startAmqpConsumer', 'quorum.deliveryLimit', deliveryLimit, 2 ** 31 - 1);
+  const given = (typeof quorum === 'object' && quorum !== null ? quorum : {}) as Partial<AmqpQuorumOptions>;
+  const { deliveryLimit } = given;
+  const deadLetterQueue = requireNonEmptyString('quorum.deadLetterQueue', given.deadLetterQueue, undefined, 'startAmqpConsumer');
+  if (deliveryLimit !== undefined) requireIntegerIn('quorum.deliveryLimit', deliveryLimit, 1, 2 ** 31 - 1, 'startAmqpConsumer');
   return deliveryLimit === undefined ? { deadLetterQueue } : { deadLetterQueue, deliveryLimit };
 }
 
@@ -274,18 +270,9 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
   if (typeof exchange !== 'string') {
     throw new TypeError(`retrysafe: option "exchange" must be a string, got ${describe(exchange)}`);
   }
-  const routingKey = options.routingKey ?? ((message: OutboxMessage) => message.topic);
-  if (typeof routingKey !== 'function') {
-    throw new TypeError(`retrysafe: option "routingKey" must be a function, got ${describe(routingKey)}`);
-  }
-  const persistent = options.persistent ?? true;
-  if (typeof persistent !== 'boolean') {
-    throw new TypeError(`retrysafe: option "persistent" must be a boolean, got ${describe(persistent)}`);
-  }
-  const mandatory = options.mandatory ?? true;
-  if (typeof mandatory !== 'boolean') {
-    throw new TypeError(`retrysafe: option "mandatory" must be a boolean, got ${describe(mandatory)}`);
-  }
+  const routingKey = requireFunction<(message: OutboxMessage) => string>('routingKey', options.routingKey ?? ((message: OutboxMessage) => message.topic));
+  const persistent = requireBoolean('persistent', options.persistent ?? true);
+  const mandatory = requireBoolean('mandatory', options.mandatory ?? true);
   const connectTimeoutMs = requireDurationMs('connectTimeoutMs', options.connectTimeoutMs ?? 10_000);
   return new ConfirmPublisher(url, exchange, routingKey, persistent, mandatory, connectTimeoutMs);
 }

@@ -7,12 +7,11 @@
  * @module
  */
 import type { KafkaJS } from '@confluentinc/kafka-javascript';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { describe, requireDurationMs, requireFunction, requireIntegerIn, requireNonEmptyString, requireOptions } from '../../core/validate.js';
 import type { BrokerMessage, Disposition, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
-import { InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
-import { requireOptions } from '../../core/validate.js';
+import { InFlight, RedrivePoller, requireMessageId, resolveCommonOptions } from './runner.js';
 
 /** The header carrying the outbox message id (the id the consumer's inbox deduplicates on). */
 export const KAFKA_MESSAGE_ID_HEADER = 'Retrysafe-Message-Id';
@@ -77,10 +76,7 @@ export interface KafkaPublisher extends OutboxPublisher {
 export function createKafkaPublisher(options: KafkaPublisherOptions): KafkaPublisher {
   requireOptions('createKafkaPublisher', options);
   const kafka = requireKafka('createKafkaPublisher', options.kafka);
-  const topic = options.topic ?? ((message: OutboxMessage) => message.topic);
-  if (typeof topic !== 'function') {
-    throw new TypeError(`retrysafe: createKafkaPublisher option "topic" must be a function, got ${describe(topic)}`);
-  }
+  const topic = requireFunction<(message: OutboxMessage) => string>('topic', options.topic ?? ((message: OutboxMessage) => message.topic), 'createKafkaPublisher');
   const producerConfig = requireProducerConfig('createKafkaPublisher', 'producerConfig', options.producerConfig);
   return new IdempotentPublisher(new LazyProducer(kafka, producerConfig), topic);
 }
@@ -250,20 +246,14 @@ export async function startKafkaConsumer(options: KafkaConsumerOptions): Promise
   const adapter = 'startKafkaConsumer';
   requireOptions(adapter, options);
   const kafka = requireKafka(adapter, options.kafka);
-  const { groupId } = options;
-  if (typeof groupId !== 'string' || groupId.length === 0) {
-    throw new TypeError(`retrysafe: ${adapter} option "groupId" must be a non-empty string, got ${describe(groupId)}`);
-  }
+  const groupId = requireNonEmptyString('groupId', options.groupId, undefined, adapter);
   const topics: unknown[] = Array.isArray(options.topics) ? [...(options.topics as unknown[])] : [];
   if (topics.length === 0 || topics.some((t) => typeof t !== 'string' || t.length === 0)) {
     throw new TypeError(`retrysafe: ${adapter} option "topics" must be a non-empty array of topic names, got ${describe(options.topics)}`);
   }
-  const deadLetterTopic = options.deadLetterTopic ?? ((topic: string) => `${topic}.dlq`);
-  if (typeof deadLetterTopic !== 'function') {
-    throw new TypeError(`retrysafe: ${adapter} option "deadLetterTopic" must be a function, got ${describe(deadLetterTopic)}`);
-  }
+  const deadLetterTopic = requireFunction<(topic: string) => string>('deadLetterTopic', options.deadLetterTopic ?? ((topic: string) => `${topic}.dlq`), adapter);
   const { redriveIntervalMs, onError } = resolveCommonOptions(adapter, options);
-  const concurrency = requireCount(adapter, 'partitionsConsumedConcurrently', options.partitionsConsumedConcurrently ?? 8, 1_000);
+  const concurrency = requireIntegerIn('partitionsConsumedConcurrently', options.partitionsConsumedConcurrently ?? 8, 1, 1_000, adapter);
   const retryDelayMs = requireDurationMs('retryDelayMs', options.retryDelayMs ?? 1_000);
   const commitIntervalMs = requireDurationMs('commitIntervalMs', options.commitIntervalMs ?? 5_000);
   const consumerConfig = requireProperties(adapter, 'consumerConfig', options.consumerConfig, ['group.id', 'enable.auto.commit', 'auto.commit.interval.ms']);

@@ -9,12 +9,11 @@
  * @module
  */
 import { connect, headers as natsHeaders, type ConnectionOptions, type JetStreamClient, type JsMsg, type NatsConnection } from 'nats';
-import { describe, requireDurationMs } from '../../core/validate.js';
+import { describe, requireDurationMs, requireFunction, requireIntegerIn, requireNonEmptyString, requireOptions } from '../../core/validate.js';
 import type { BrokerMessage, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
-import { deliverer, InFlight, RedrivePoller, requireCount, requireMessageId, resolveCommonOptions } from './runner.js';
-import { requireOptions } from '../../core/validate.js';
+import { deliverer, InFlight, RedrivePoller, requireMessageId, resolveCommonOptions } from './runner.js';
 
 /** Options of {@link startNatsConsumer}. */
 export interface NatsConsumerOptions extends RedriveOptions {
@@ -80,13 +79,9 @@ export async function startNatsConsumer(options: NatsConsumerOptions): Promise<N
   if (typeof jetstream !== 'object' || jetstream === null || typeof jetstream.consumers?.get !== 'function') {
     throw new TypeError(`retrysafe: startNatsConsumer option "jetstream" must be a JetStreamClient, got ${describe(jetstream)}`);
   }
-  for (const [name, value] of [['stream', stream], ['consumer', consumer]] as const) {
-    if (typeof value !== 'string' || value.length === 0) {
-      throw new TypeError(`retrysafe: startNatsConsumer option "${name}" must be a non-empty string, got ${describe(value)}`);
-    }
-  }
+  for (const [name, value] of [['stream', stream], ['consumer', consumer]] as const) requireNonEmptyString(name, value, undefined, 'startNatsConsumer');
   const { redriveIntervalMs, onError } = resolveCommonOptions('startNatsConsumer', options);
-  const maxMessages = requireCount('startNatsConsumer', 'maxMessages', options.maxMessages ?? 64, 10_000);
+  const maxMessages = requireIntegerIn('maxMessages', options.maxMessages ?? 64, 1, 10_000, 'startNatsConsumer');
   const retryDelayMs = requireDurationMs('retryDelayMs', options.retryDelayMs ?? 1_000);
   const processor = options.process;
   const inFlight = new InFlight();
@@ -192,10 +187,7 @@ export function createNatsPublisher(options: NatsPublisherOptions): NatsPublishe
   if (typeof connectionOptions !== 'object' || connectionOptions === null) {
     throw new TypeError(`retrysafe: option "connectionOptions" must be an object, got ${describe(connectionOptions)}`);
   }
-  const subject = options.subject ?? ((message: OutboxMessage) => message.topic);
-  if (typeof subject !== 'function') {
-    throw new TypeError(`retrysafe: option "subject" must be a function, got ${describe(subject)}`);
-  }
+  const subject = requireFunction<(message: OutboxMessage) => string>('subject', options.subject ?? ((message: OutboxMessage) => message.topic));
   const open =
     connection === undefined
       ? () => connect({ maxReconnectAttempts: -1, ...connectionOptions, servers: serverList })

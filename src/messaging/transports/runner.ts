@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { describe } from '../../core/validate.js';
+import { describe, requireDurationMs, requireFunction } from '../../core/validate.js';
 import type { BrokerMessage, Disposition, MessageProcessor } from '../inbox/processor.js';
 
 /** Tracks running deliveries so `stop()` can wait until each one is settled with the broker. */
@@ -37,17 +37,16 @@ export class InFlight {
 }
 
 /**
- * Polls the processor's {@link MessageProcessor.redrivePending} (or, from a processor of one's own written
- * before the rename, its deprecated `replayPending`) every `intervalMs` milliseconds, never two polls at
- * once, until `stop()`. Does nothing when the processor has neither (a consumer without the inbox) or
- * polling is off. The timer is unref'd: it does not keep the process alive.
+ * Polls the processor's {@link MessageProcessor.redrivePending} every `intervalMs` milliseconds, never two
+ * polls at once, until `stop()`. Does nothing when the processor has none (a consumer without the inbox)
+ * or polling is off. The timer is unref'd: it does not keep the process alive.
  */
 export class RedrivePoller {
   private timer: NodeJS.Timeout | undefined;
   private current: Promise<void> | undefined;
 
   constructor(processor: MessageProcessor, intervalMs: number | false, onError: (error: unknown) => void) {
-    const redrive = processor.redrivePending ?? processor.replayPending;
+    const redrive = processor.redrivePending;
     if (redrive === undefined || intervalMs === false) return;
     this.timer = setInterval(() => {
       if (this.current !== undefined) return;
@@ -73,16 +72,13 @@ export class RedrivePoller {
 interface CommonOptions {
   readonly process?: unknown;
   readonly redriveIntervalMs?: unknown;
-  /** The first name of `redriveIntervalMs`, still honoured. */
-  readonly replayIntervalMs?: unknown;
   readonly onError?: unknown;
 }
 
 /**
- * Validates the options every adapter shares. The redrive poll's interval is `redriveIntervalMs`, or
- * `replayIntervalMs` (its deprecated first name) when only that is given.
+ * Validates the options every adapter shares.
  *
- * @throws TypeError naming the option when one is invalid, or when both names of the interval are given
+ * @throws TypeError naming the option when one is invalid
  */
 export function resolveCommonOptions(
   adapter: string,
@@ -91,27 +87,10 @@ export function resolveCommonOptions(
   if (typeof options.process !== 'function') {
     throw new TypeError(`retrysafe: ${adapter} option "process" must be a function (e.g. inboxProcessor(...)), got ${describe(options.process)}`);
   }
-  if (options.redriveIntervalMs !== undefined && options.replayIntervalMs !== undefined) {
-    throw new TypeError(`retrysafe: ${adapter} options "redriveIntervalMs" and "replayIntervalMs" (its deprecated name) must not both be given`);
-  }
-  const name = options.redriveIntervalMs === undefined && options.replayIntervalMs !== undefined ? 'replayIntervalMs' : 'redriveIntervalMs';
-  const redriveIntervalMs = options.redriveIntervalMs ?? options.replayIntervalMs ?? 5_000;
-  if (redriveIntervalMs !== false && (typeof redriveIntervalMs !== 'number' || !Number.isSafeInteger(redriveIntervalMs) || redriveIntervalMs <= 0)) {
-    throw new TypeError(`retrysafe: ${adapter} option "${name}" must be a positive integer of milliseconds or false, got ${describe(redriveIntervalMs)}`);
-  }
-  const onError = options.onError ?? ((error: unknown) => console.error('retrysafe:', error));
-  if (typeof onError !== 'function') {
-    throw new TypeError(`retrysafe: ${adapter} option "onError" must be a function, got ${describe(onError)}`);
-  }
-  return { redriveIntervalMs, onError: onError as (error: unknown) => void };
-}
-
-/** Validates a positive integer option. */
-export function requireCount(adapter: string, name: string, value: unknown, max: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > max) {
-    throw new TypeError(`retrysafe: ${adapter} option "${name}" must be an integer from 1 to ${max}, got ${describe(value)}`);
-  }
-  return value;
+  const interval = options.redriveIntervalMs ?? 5_000;
+  const redriveIntervalMs = interval === false ? false : requireDurationMs('redriveIntervalMs', interval, adapter);
+  const onError = requireFunction<(error: unknown) => void>('onError', options.onError ?? ((error: unknown) => console.error('retrysafe:', error)), adapter);
+  return { redriveIntervalMs, onError };
 }
 
 /** How an adapter reads and settles the deliveries of its broker, for {@link deliverer}. */
@@ -155,11 +134,7 @@ export function deliverer<M>(handling: DeliveryHandling<M>): (message: M) => Pro
  * @throws TypeError naming the option when it is given and not a function
  */
 export function requireMessageId<M>(adapter: string, value: unknown, fallback: (message: M) => string | undefined): (message: M) => string | undefined {
-  const extractor = value ?? fallback;
-  if (typeof extractor !== 'function') {
-    throw new TypeError(`retrysafe: ${adapter} option "messageId" must be a function, got ${describe(extractor)}`);
-  }
-  return extractor as (message: M) => string | undefined;
+  return requireFunction<(message: M) => string | undefined>('messageId', value ?? fallback, adapter);
 }
 
 /** Runs an id extractor; a throw counts as "no id", so the message is rejected rather than crash the consumer. */

@@ -8,7 +8,7 @@
  */
 import { request, type Dispatcher } from 'undici';
 import { systemClock, type Clock } from '../../core/clock.js';
-import { requireClock, requireOptions } from '../../core/validate.js';
+import { requireClock, requireNonEmptyString, requireOptions } from '../../core/validate.js';
 import { describe, requireDurationMs } from '../../core/validate.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
@@ -59,10 +59,7 @@ export function createWebhookPublisher(options: WebhookPublisherOptions): Outbox
   if (secretLength < 16) {
     throw new TypeError(`retrysafe: option "secret" must be a string or bytes of at least 16 bytes, got ${secretLength < 0 ? describe(secret) : `${secretLength} bytes`}`);
   }
-  const contentType = options.contentType ?? 'application/json';
-  if (typeof contentType !== 'string' || contentType === '') {
-    throw new TypeError(`retrysafe: option "contentType" must be a non-empty string, got ${describe(contentType)}`);
-  }
+  const contentType = requireNonEmptyString('contentType', options.contentType ?? 'application/json');
   const clock = requireClock(options.clock ?? systemClock);
   if (dispatcher !== undefined && (typeof dispatcher !== 'object' || dispatcher === null || typeof dispatcher.dispatch !== 'function')) {
     throw new TypeError(`retrysafe: option "dispatcher" must be an undici Dispatcher, got ${describe(dispatcher)}`);

@@ -8,14 +8,11 @@ import { ManualClock } from '../../../src/core/clock.js';
 import {
   createInbox,
   HandlerTimeoutError,
-  type DeadLetter,
   inboxProcessor,
   MessageIdMissingError,
   type Inbox,
   type InboxOptions,
   type InboxStore,
-  type InboxStoreAliases,
-  type LegacyInboxStore,
 } from '../../../src/messaging/inbox/index.js';
 
 /** What a store's test file provides. */
@@ -244,8 +241,6 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
       expect(await inbox.deadLetters()).toEqual([]);
       const [pending] = await inbox.pendingRedrives(consumer);
       expect(pending).toMatchObject({ messageId: id, attempts: 0, deadLetteredAt: undefined, redriveRequestedAt: clock.now() });
-      // The first name of the field, deprecated, holds the same time.
-      expect(pending?.replayRequestedAt).toBe(clock.now());
       const bodies: string[] = [];
       const processor = inboxProcessor(inbox, consumer, async (message, tx) => {
         bodies.push(new TextDecoder().decode(message.body));
@@ -258,8 +253,6 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
       expect(runs.includes(1)).toBe(true);
       expect(runs.every((n) => n === 0 || n === 1)).toBe(true);
       expect(await processor.redrivePending?.()).toBe(0);
-      // The first name, deprecated, is the same poll.
-      expect(processor.replayPending).toBe(processor.redrivePending);
       expect(bodies).toEqual(['{"n":1}']);
       expect(await harness.count(consumer, id)).toBe(1);
       expect(await inbox.redrive(consumer, id)).toBe(false);
@@ -276,38 +269,6 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
       expect(await inbox.reap(2)).toBe(1);
       expect(await inbox.reap(2)).toBe(0);
       expect(await inbox.handle({ consumer, messageId: fresh }, () => Promise.resolve())).toEqual({ status: 'duplicate' });
-    });
-    it('keeps the first names working: a store implementing only requestReplay, pendingReplays and cleanup, and the deprecated aliases', async () => {
-      const harness = await setup();
-      const clock = new ManualClock(1_700_000_000_000);
-      // The built-in stores still answer to the first names; a store of one's own written before the
-      // rename has only those.
-      const builtIn = harness.store as InboxStore<Tx> & InboxStoreAliases;
-      // Its dead letters carry only the field's first name, replayRequestedAt.
-      const firstFields = (letters: DeadLetter[]): Omit<DeadLetter, 'redriveRequestedAt'>[] => letters.map(({ redriveRequestedAt: _, ...letter }) => letter);
-      const firstNames: LegacyInboxStore<Tx> = {
-        begin: (...args) => builtIn.begin(...args),
-        process: (...args) => builtIn.process(...args),
-        fail: (...args) => builtIn.fail(...args),
-        deadLetters: async (...args) => firstFields(await builtIn.deadLetters(...args)),
-        requestReplay: (...args) => builtIn.requestReplay(...args),
-        pendingReplays: async (...args) => firstFields(await builtIn.pendingReplays(...args)),
-        cleanup: (...args) => builtIn.cleanup(...args),
-        close: () => builtIn.close(),
-      };
-      const inbox = createInbox({ store: firstNames, clock, maxAttempts: 1, retentionMs: 10_000, retryHorizonMs: 5_000 });
-      const id = randomUUID();
-      await inbox.handle({ consumer, messageId: id, body: new Uint8Array([7]) }, () => Promise.reject(new Error('down')));
-      expect(await inbox.redrive(consumer, id)).toBe(true);
-      expect(await inbox.replay(consumer, id)).toBe(false);
-      expect((await inbox.pendingRedrives(consumer)).map((letter) => [letter.messageId, letter.redriveRequestedAt])).toEqual([[id, clock.now()]]);
-      expect((await inbox.pendingReplays(consumer)).map((letter) => letter.messageId)).toEqual([id]);
-      expect(await inbox.handle({ consumer, messageId: id }, (tx) => harness.write(tx, consumer, id))).toEqual({ status: 'processed', attempts: 1 });
-      expect(await inbox.pendingRedrives(consumer)).toEqual([]);
-      clock.advance(10_001);
-      expect(await inbox.reap(1)).toBe(1);
-      expect(await inbox.cleanup(1)).toBe(0);
-      expect(await harness.count(consumer, id)).toBe(1);
     });
   });
 }

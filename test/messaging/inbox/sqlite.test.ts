@@ -41,7 +41,7 @@ describe('SQLite inbox', () => {
   it('migrates idempotently and validates its options', () => {
     createSqliteInboxStore({ database, prefix: 'again' });
     createSqliteInboxStore({ database, prefix: 'again' });
-    expect(database.prepare('SELECT version FROM again_migrations').pluck().all()).toEqual([1]);
+    expect(database.prepare('SELECT version FROM again_migrations').pluck().all()).toEqual([1, 2]);
     expect(() => createSqliteInboxStore({ database, prefix: '1x' })).toThrow(/"prefix"/);
     expect(() => createSqliteInboxStore({ database, path: 'x.db' })).toThrow(/"path"/);
     const inbox = createInbox({ store: createSqliteInboxStore({ database, prefix: 'again' }) });

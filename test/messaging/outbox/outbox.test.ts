@@ -1,6 +1,6 @@
 /**
  * The outbox and its relay on the real PostgreSQL, publishing to a real HTTP webhook receiver: rollback,
- * commit-visibility ordering, per-key order with two relays, poison messages, leases, shutdown, cleanup,
+ * commit-visibility ordering, per-key order with two relays, poison messages, leases, shutdown, reaping,
  * status and metrics.
  */
 import { metrics } from '@opentelemetry/api';
@@ -95,7 +95,7 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
 
   it('keeps its SQL off the public interface: the relay takes only an outbox createOutbox made, and publishes through it', async () => {
     const outbox = createOutbox({ schema: db.schema });
-    expect(Object.keys(outbox).sort()).toEqual(['channel', 'cleanup', 'clock', 'deadLetters', 'enqueue', 'reap', 'redrive', 'requeue', 'schema', 'status']);
+    expect(Object.keys(outbox).sort()).toEqual(['channel', 'clock', 'deadLetters', 'enqueue', 'reap', 'redrive', 'schema', 'status']);
     expect('statements' in outbox).toBe(false);
     const publisher = createWebhookPublisher({ url: hook.url, secret: WEBHOOK_SECRET });
     // A look-alike with every public member is not an outbox the relay can run: it has no statements.
@@ -243,7 +243,7 @@ describe.runIf(available)('outbox on PostgreSQL', () => {
     const status = await outbox.status(db.pool);
     expect([status.pending, status.deadLetters]).toEqual([0, 2]);
 
-    // A requeued dead letter goes out again with its original id.
+    // A redriven dead letter goes out again with its original id.
     hook.respond = () => 200;
     expect(await outbox.redrive(db.pool, flaky)).toBe(true);
     expect(await outbox.redrive(db.pool, flaky)).toBe(false);

@@ -13,7 +13,6 @@ import {
   inboxProcessor,
   type Inbox,
   type MessageHandler,
-  type MessageProcessor,
 } from '../../../src/messaging/inbox/index.js';
 import type pg from 'pg';
 import { postgresAvailable } from '../../support/postgres-schema.js';
@@ -175,15 +174,11 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     await expect(startAmqpConsumer({ channel, queue: q, quorum: { deadLetterQueue: '' }, process: recorder.process })).rejects.toThrow(/"quorum.deadLetterQueue"/);
   });
 
-  // The first names (the option `replayIntervalMs`, a processor's `replayPending`) are deprecated and still honoured.
-  it.each([
-    ['redriveIntervalMs', 'redrivePending'],
-    ['replayIntervalMs', 'replayPending'],
-  ] as const)('redrives a dead letter once when asked, through the running consumer (option %s, processor %s)', async (option, method) => {
+  it('redrives a dead letter once when asked, through the running consumer', async () => {
     const q = await queue();
     const id = randomUUID();
-    // A consumer name of its own: the other case's consumer, still running, polls its consumer's redrives.
-    const name = `redrive_${option}`;
+    // A consumer name of its own: other tests' consumers, still running, poll their consumers' redrives.
+    const name = 'redrive_redriveIntervalMs';
     publish(q, id, 'flaky');
     const inbox = newInbox(1);
     let healthy = false;
@@ -194,9 +189,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
         await writeEffect(db, runs, name)(message, tx, { attempt: 1, signal: new AbortController().signal });
       }),
     );
-    const { redrivePending } = recorder.process;
-    const process = Object.assign((message: Parameters<MessageProcessor>[0]) => recorder.process(message), { [method]: redrivePending });
-    consumers.push(await startAmqpConsumer({ channel: await connection.createChannel(), queue: q, process, [option]: 50 }));
+    consumers.push(await startAmqpConsumer({ channel: await connection.createChannel(), queue: q, process: recorder.process, redriveIntervalMs: 50 }));
     await recorder.until((seen) => count(seen, id, 'dead_letter') === 1);
     healthy = true;
     expect(await inbox.redrive(name, id)).toBe(true);
@@ -274,10 +267,7 @@ describe.runIf(available)('RabbitMQ consumer with the inbox', () => {
     expect(runs).toBe(2);
     await expect(startAmqpConsumer({ channel, queue: q, process: recorder.process, prefetch: 0 })).rejects.toThrow(/"prefetch".*got 0/);
     await expect(startAmqpConsumer({ channel, queue: '', process: recorder.process })).rejects.toThrow(/"queue"/);
-    await expect(startAmqpConsumer({ channel, queue: q, process: recorder.process, replayIntervalMs: 0 })).rejects.toThrow(/"replayIntervalMs".*got 0/);
-    await expect(startAmqpConsumer({ channel, queue: q, process: recorder.process, redriveIntervalMs: 50, replayIntervalMs: 50 })).rejects.toThrow(
-      /"redriveIntervalMs" and "replayIntervalMs"/,
-    );
+    await expect(startAmqpConsumer({ channel, queue: q, process: recorder.process, redriveIntervalMs: 0 })).rejects.toThrow(/"redriveIntervalMs".*got 0/);
   });
 });
 

@@ -43,6 +43,12 @@ const INBOX_SQLITE_MIGRATIONS: readonly InboxSqliteMigration[] = [
       CREATE INDEX ${p('attempts_dead')} ON ${p('attempts')} (dead_lettered_at) WHERE dead_lettered_at IS NOT NULL;
     `,
   },
+  {
+    // "replay" names the HTTP replay of a saved response; the column records a dead letter's redrive.
+    version: 2,
+    name: 'redrive_requested_at',
+    sql: (p) => `ALTER TABLE ${p('attempts')} RENAME COLUMN replay_requested_at TO redrive_requested_at;`,
+  },
 ];
 
 /**
