@@ -36,7 +36,7 @@ function sortKeys(value: unknown): unknown {
 
 /**
  * Thrown by {@link readBody} and {@link peekBody} when a body exceeds its limit (code
- * `idempotency-request-too-large`); the exchange answers it with a 413 problem before any claim.
+ * `idempotency-request-too-large`); the pipeline answers it with a 413 problem before any claim.
  */
 export class BodyTooLargeError extends IdempotencyError {
   override readonly name = 'BodyTooLargeError';

@@ -4,7 +4,7 @@
  * The middleware holds the handler's response — whether it is sent with `res.json`, `res.send`,
  * `res.end()`, `res.write()` + `res.end()` or `res.writeHead` — until the receiver has saved it (in
  * transactional mode: until COMMIT), then sends it. Behaviour: see
- * {@link HttpExchange.handle}.
+ * {@link HttpPipeline.handle}.
  *
  * Request body and the fingerprint — what this middleware chose, in order:
  * 1. `req.rawBody` (a Buffer, e.g. set by `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`)
@@ -33,14 +33,14 @@ import { checkHealth, type HealthCheck } from '../observability/health.js';
 import { canonicalBody, hasBody, peekBody } from './body.js';
 import {
   contextOf,
-  createHttpExchange,
+  createHttpPipeline,
   type CapturedResponse,
   type IdempotencyContext,
   type IdempotencyOptions,
-} from './exchange.js';
+} from './pipeline.js';
 import { holdResponse, sendFresh, sendHeld } from './held-response.js';
 
-export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './pipeline.js';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace -- Express types its request through this global namespace
@@ -90,7 +90,7 @@ export function idempotencyOf<Tx>(
  * invalid key, 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress
  * (with `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`.
  *
- * @throws TypeError at creation, naming the option, when an option is invalid (see `createHttpExchange`)
+ * @throws TypeError at creation, naming the option, when an option is invalid (see `createHttpPipeline`)
  * @example
  * ```ts
  * import express from 'express';
@@ -105,15 +105,15 @@ export function idempotencyOf<Tx>(
  * ```
  */
 export function idempotency<Tx = undefined>(options: IdempotencyOptions<Request, Tx>): RequestHandler {
-  const exchange = createHttpExchange(options);
+  const pipeline = createHttpPipeline(options);
   return function idempotencyMiddleware(req: Request, res: Response, next: NextFunction): void {
-    if (!exchange.applies(req.method)) {
+    if (!pipeline.applies(req.method)) {
       next();
       return;
     }
     const url = req.originalUrl;
     const queryAt = url.indexOf('?');
-    exchange
+    pipeline
       .handle(
         {
           request: req,
@@ -121,7 +121,7 @@ export function idempotency<Tx = undefined>(options: IdempotencyOptions<Request,
           route: `${req.baseUrl}${req.path}`,
           query: queryAt === -1 ? '' : url.slice(queryAt + 1),
           headers: { get: (name) => joinHeader(req.headers, name) },
-          body: () => fingerprintBody(req, exchange.maxBodyBytes),
+          body: () => fingerprintBody(req, pipeline.maxBodyBytes),
         },
         (context) => capture(req, res, next, context),
       )

@@ -1,6 +1,6 @@
 /**
  * Idempotency-Key plugin for Fastify 5, built with `fastify-plugin` so its hooks apply to every route of
- * the instance it is registered on. Behaviour: see {@link HttpExchange.handle}.
+ * the instance it is registered on. Behaviour: see {@link HttpPipeline.handle}.
  *
  * Hooks:
  * - `preParsing` keeps the raw body bytes for the fingerprint (only on requests that carry a key, on
@@ -29,16 +29,16 @@ import { checkHealth, type HealthCheck, type HealthReport } from '../observabili
 import { BodyTooLargeError, canonicalBody, peekBodyThen, readBody, type PeekCallback } from './body.js';
 import {
   contextOf,
-  createHttpExchange,
+  createHttpPipeline,
   IDEMPOTENCY_KEY_HEADER,
   type CapturedResponse,
-  type HttpExchange,
-  type HttpExchangeOutcome,
-  type HttpExchangeRequest,
+  type HttpPipeline,
+  type HttpPipelineOutcome,
+  type HttpPipelineRequest,
   type IdempotencyContext,
   type IdempotencyOptions,
   type OutgoingResponse,
-} from './exchange.js';
+} from './pipeline.js';
 
 /** Per-route settings, under `config.idempotency` of a route's options. */
 export interface IdempotencyRouteConfig {
@@ -48,7 +48,7 @@ export interface IdempotencyRouteConfig {
   readonly enabled?: boolean;
 }
 
-export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './pipeline.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -96,10 +96,10 @@ export function idempotencyOf<Tx>(request: FastifyRequest, receiver: Receiver<Tx
 }
 
 /**
- * What one request under the plugin carries between its hooks; it is also the request the exchange sees
+ * What one request under the plugin carries between its hooks; it is also the request the pipeline sees
  * (and its own `headers`), so a request costs one object rather than several closures.
  */
-class Call implements HttpExchangeRequest<FastifyRequest> {
+class Call implements HttpPipelineRequest<FastifyRequest> {
   readonly method: string;
   readonly route: string;
   readonly query: string;
@@ -107,12 +107,12 @@ class Call implements HttpExchangeRequest<FastifyRequest> {
   readonly headers: this = this;
   /** The raw body bytes kept by `preParsing`. */
   rawBody: Buffer | undefined;
-  /** Set by `preParsing` when the body was over the limit; `body()` throws it, so the exchange answers 413. */
+  /** Set by `preParsing` when the body was over the limit; `body()` throws it, so the pipeline answers 413. */
   tooLarge: BodyTooLargeError | undefined;
   /** Hands the captured response to the receiver; set while the handler runs under a claim. */
   deliver: ((response: CapturedResponse) => void) | undefined;
-  /** The exchange's answer, settled once the response is saved (or released). */
-  outcome: Promise<HttpExchangeOutcome> | undefined;
+  /** The pipeline's answer, settled once the response is saved (or released). */
+  outcome: Promise<HttpPipelineOutcome> | undefined;
   /** Whether the handler runs under the claim (so `onSend`, not `preHandler`, settles the outcome). */
   running = false;
   /** Whether the handler threw (an `onError` hook ran). */
@@ -155,7 +155,7 @@ type Carrier = Record<symbol, Call | null | undefined>;
  * `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`. An exception in the handler goes through
  * Fastify's error handler as usual; its response is sent and the key released whatever `shouldPersist` says.
  *
- * @throws TypeError at registration, naming the option, when an option is invalid (see `createHttpExchange`)
+ * @throws TypeError at registration, naming the option, when an option is invalid (see `createHttpPipeline`)
  * @example
  * ```ts
  * import Fastify from 'fastify';
@@ -174,12 +174,12 @@ export const idempotency: FastifyPluginAsync<FastifyIdempotencyOptions> = fastif
 });
 
 function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOptions): Promise<void> {
-  let exchange: HttpExchange<FastifyRequest, unknown>;
+  let pipeline: HttpPipeline<FastifyRequest, unknown>;
   try {
-    exchange = createHttpExchange(options);
+    pipeline = createHttpPipeline(options);
   } catch (error) {
     // Fastify's plugin loader reports a rejection from register(); a synchronous throw escapes it.
-    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- createHttpExchange throws only TypeErrors
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- createHttpPipeline throws only TypeErrors
     return Promise.reject(error);
   }
   // One symbol per registration: two registrations on one instance keep apart.
@@ -195,7 +195,7 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
    */
   const callFor = (request: FastifyRequest): Call | undefined => {
     const settings = request.routeOptions.config.idempotency;
-    if (settings?.enabled === false || !exchange.applies(request.method)) return undefined;
+    if (settings?.enabled === false || !pipeline.applies(request.method)) return undefined;
     const call = new Call(request, settings);
     (request as unknown as Carrier)[slot] = call;
     return call;
@@ -222,10 +222,10 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
         done(error);
         return;
       }
-      // Answered here, before Fastify parses a body it never got whole: the exchange checks the key,
+      // Answered here, before Fastify parses a body it never got whole: the pipeline checks the key,
       // then answers 413 from `body()` without claiming. A reply sent from a hook ends the request.
       call.tooLarge = error;
-      exchange.handle(call, () => Promise.reject(error)).then(
+      pipeline.handle(call, () => Promise.reject(error)).then(
         (answer) => {
           if (answer.kind === 'replay' || answer.kind === 'problem') send(reply, answer.response);
           else done(error);
@@ -234,24 +234,24 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
       );
     };
     if (peeked) {
-      peekBodyThen(payload, exchange.maxBodyBytes, contentLength, kept);
+      peekBodyThen(payload, pipeline.maxBodyBytes, contentLength, kept);
       return;
     }
-    readBody(payload, exchange.maxBodyBytes, contentLength).then(
+    readBody(payload, pipeline.maxBodyBytes, contentLength).then(
       (bytes) => kept(null, bytes),
       (error: unknown) => kept(toError(error), undefined),
     );
   });
 
   app.addHook('preHandler', (request, reply, done) => {
-    // A request with a key got its call in `preParsing`; one without gets it here, where the exchange
+    // A request with a key got its call in `preParsing`; one without gets it here, where the pipeline
     // answers a missing key.
     const current = callOf(request) ?? callFor(request);
     if (current === undefined) {
       done();
       return;
     }
-    const outcome = exchange.handle(current, (context) =>
+    const outcome = pipeline.handle(current, (context) =>
       new Promise<CapturedResponse>((deliver) => {
         request.idempotency = context;
         current.deliver = deliver;
@@ -260,7 +260,7 @@ function registerIdempotency(app: FastifyInstance, options: FastifyIdempotencyOp
       }),
     );
     current.outcome = outcome;
-    // Either the handler gets to run under the claim (onSend then settles the outcome), or the exchange
+    // Either the handler gets to run under the claim (onSend then settles the outcome), or the pipeline
     // answers without it.
     outcome.then(
       (answer) => {

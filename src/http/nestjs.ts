@@ -2,7 +2,7 @@
  * Idempotency-Key support for NestJS 10 and 11, on the Express and the Fastify platform: a module that
  * installs a global interceptor, a route decorator for per-route settings, and a parameter decorator
  * that hands the handler its idempotency context (and, in transactional mode, the transaction).
- * Behaviour per the HTTP contract of the other adapters; see {@link HttpExchange.handle}.
+ * Behaviour per the HTTP contract of the other adapters; see {@link HttpPipeline.handle}.
  *
  * Why an interceptor that holds the Node response: an interceptor knows the route (so `@Idempotent()`
  * applies) and sees a handler fail before the exception filters answer, and the bytes Nest finally
@@ -43,16 +43,16 @@ import { Observable, tap, type Subscription } from 'rxjs';
 import { describe } from '../core/validate.js';
 import { BodyTooLargeError, canonicalBody, hasBody, peekBody } from './body.js';
 import {
-  createHttpExchange,
+  createHttpPipeline,
   type CapturedResponse,
-  type HttpExchange,
+  type HttpPipeline,
   type IdempotencyContext,
   type IdempotencyOptions,
   type OutgoingResponse,
-} from './exchange.js';
+} from './pipeline.js';
 import { holdResponse, sendFresh, sendHeld } from './held-response.js';
 
-export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './pipeline.js';
 
 /**
  * What the options' `scope` and `route` functions are given: the platform's request — Express's
@@ -125,8 +125,8 @@ interface PlatformRequest extends NestRequest {
 /** Nest's metadata key for {@link Idempotent}. */
 const ROUTE_OPTIONS = 'retrysafe:idempotent';
 
-/** Injection token of the module's exchange. */
-const EXCHANGE = Symbol('retrysafe.idempotency.exchange');
+/** Injection token of the module's pipeline. */
+const PIPELINE = Symbol('retrysafe.idempotency.pipeline');
 
 /**
  * Per-route Idempotency-Key settings, on a route handler or on a controller (the handler's win).
@@ -195,7 +195,7 @@ export class IdempotencyModule {
   /**
    * The module with options known up front.
    *
-   * @throws TypeError naming the option when an option is invalid (see `createHttpExchange`)
+   * @throws TypeError naming the option when an option is invalid (see `createHttpPipeline`)
    * @example
    * ```ts
    * import { Module } from '@nestjs/common';
@@ -214,8 +214,8 @@ export class IdempotencyModule {
    * ```
    */
   static forRoot<Req extends NestRequest = NestRequest, Tx = unknown>(options: IdempotencyOptions<Req, Tx>): DynamicModule {
-    const exchange = createHttpExchange(options) as unknown as HttpExchange<NestRequest, unknown>;
-    return { module: IdempotencyModule, providers: [{ provide: EXCHANGE, useValue: exchange }, INTERCEPTOR] };
+    const pipeline = createHttpPipeline(options) as unknown as HttpPipeline<NestRequest, unknown>;
+    return { module: IdempotencyModule, providers: [{ provide: PIPELINE, useValue: pipeline }, INTERCEPTOR] };
   }
 
   /**
@@ -241,8 +241,8 @@ export class IdempotencyModule {
       imports: options.imports ?? [],
       providers: [
         {
-          provide: EXCHANGE,
-          useFactory: async (...args: unknown[]) => createHttpExchange(await factory(...args)),
+          provide: PIPELINE,
+          useFactory: async (...args: unknown[]) => createHttpPipeline(await factory(...args)),
           inject: options.inject ?? [],
         },
         INTERCEPTOR,
@@ -251,10 +251,10 @@ export class IdempotencyModule {
   }
 }
 
-/** Runs every HTTP request through the module's exchange, holding the Node response until it is saved. */
+/** Runs every HTTP request through the module's pipeline, holding the Node response until it is saved. */
 class IdempotencyInterceptor implements NestInterceptor {
   constructor(
-    private readonly exchange: HttpExchange<NestRequest, unknown>,
+    private readonly pipeline: HttpPipeline<NestRequest, unknown>,
     private readonly reflector: Reflector,
   ) {}
 
@@ -263,10 +263,10 @@ class IdempotencyInterceptor implements NestInterceptor {
     const settings = this.reflector.getAllAndOverride<IdempotentRouteOptions | undefined>(ROUTE_OPTIONS, [context.getHandler(), context.getClass()]);
     const http = context.switchToHttp();
     const req = http.getRequest<PlatformRequest>();
-    if (settings?.enabled === false || !this.exchange.applies(req.method)) return next.handle();
+    if (settings?.enabled === false || !this.pipeline.applies(req.method)) return next.handle();
     const reply = http.getResponse<ServerResponse | { readonly raw: ServerResponse }>();
     const res = 'raw' in reply ? reply.raw : reply;
-    const exchange = this.exchange;
+    const pipeline = this.pipeline;
     const url = req.originalUrl ?? req.url;
     const queryAt = url.indexOf('?');
 
@@ -282,7 +282,7 @@ class IdempotencyInterceptor implements NestInterceptor {
         inner = next.handle().pipe(tap({ error: () => void (failed = true) })).subscribe(subscriber);
         return held.then((response) => (failed ? { ...response, failed } : response));
       };
-      exchange
+      pipeline
         .handle(
           {
             request: req,
@@ -290,7 +290,7 @@ class IdempotencyInterceptor implements NestInterceptor {
             route: queryAt === -1 ? url : url.slice(0, queryAt),
             query: queryAt === -1 ? '' : url.slice(queryAt + 1),
             headers: { get: (name) => joinHeader(req.headers, name) },
-            body: () => fingerprintBody(req, exchange.maxBodyBytes),
+            body: () => fingerprintBody(req, pipeline.maxBodyBytes),
             required: settings?.required,
           },
           run,
@@ -338,8 +338,8 @@ function respondsItself(context: ExecutionContext): boolean {
 
 const INTERCEPTOR: Provider = {
   provide: APP_INTERCEPTOR,
-  useFactory: (exchange: HttpExchange<NestRequest, unknown>, reflector: Reflector) => new IdempotencyInterceptor(exchange, reflector),
-  inject: [EXCHANGE, Reflector],
+  useFactory: (pipeline: HttpPipeline<NestRequest, unknown>, reflector: Reflector) => new IdempotencyInterceptor(pipeline, reflector),
+  inject: [PIPELINE, Reflector],
 };
 
 function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefined {

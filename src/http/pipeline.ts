@@ -2,11 +2,11 @@
  * The framework-neutral half of the HTTP adapters: everything the Express, Fastify and Hono middleware
  * share — the method filter, Idempotency-Key parsing, required/optional keys, scope, fingerprint, the
  * replay-header allow-list, problem responses, and running the handler through the {@link Receiver}.
- * An adapter only translates its framework's request into an {@link HttpExchangeRequest}, captures the
- * handler's response, and sends the {@link HttpExchangeOutcome}.
+ * An adapter only translates its framework's request into an {@link HttpPipelineRequest}, captures the
+ * handler's response, and sends the {@link HttpPipelineOutcome}.
  *
  * Behaviour (IETF draft-ietf-httpapi-idempotency-key-header; Stripe's idempotent
- * requests): see {@link HttpExchange.handle}.
+ * requests): see {@link HttpPipeline.handle}.
  *
  * @module
  */
@@ -115,7 +115,7 @@ export interface IdempotencyContext<Tx> {
 }
 
 /**
- * A context as the exchange makes it. The receiver it was made under is kept in a private field, so
+ * A context as the pipeline makes it. The receiver it was made under is kept in a private field, so
  * {@link contextOf} can hand a context back typed with that receiver's transaction handle only when it
  * really came from that receiver (a field, not a weak map entry per request).
  */
@@ -132,7 +132,7 @@ class IssuedContext<Tx> implements IdempotencyContext<Tx> {
     this.#issuer = issuer;
   }
 
-  /** Whether `context` was made by an exchange under `receiver`. */
+  /** Whether `context` was made by a pipeline under `receiver`. */
   static issuedBy(context: object, receiver: object): boolean {
     return #issuer in context && context.#issuer === receiver;
   }
@@ -157,8 +157,8 @@ export function contextOf<Tx>(context: IdempotencyContext<unknown> | undefined, 
   return context as IdempotencyContext<Tx>;
 }
 
-/** A request as the exchange sees it. */
-export interface HttpExchangeRequest<Req> {
+/** A request as the pipeline sees it. */
+export interface HttpPipelineRequest<Req> {
   /** The framework's own request, handed to the `scope` and `route` options. */
   readonly request: Req;
   readonly method: string;
@@ -201,13 +201,13 @@ export interface OutgoingResponse {
  * - `replay`: send a saved response; its headers include `idempotent-replayed: true`.
  * - `problem`: send an `application/problem+json` answer (400, 409, 410, 413, 422 or 503).
  */
-export type HttpExchangeOutcome =
+export type HttpPipelineOutcome =
   | { readonly kind: 'pass' }
   | { readonly kind: 'handler'; readonly response: CapturedResponse }
   | { readonly kind: 'replay' | 'problem'; readonly response: OutgoingResponse };
 
-/** The shared request pipeline. Create one per middleware with {@link createHttpExchange}. */
-export interface HttpExchange<Req, Tx> {
+/** The shared request pipeline. Create one per middleware with {@link createHttpPipeline}. */
+export interface HttpPipeline<Req, Tx> {
   /** The resolved {@link IdempotencyOptions.maxBodyBytes}. */
   readonly maxBodyBytes: number;
   /** The resolved {@link IdempotencyOptions.maxResponseBytes}. */
@@ -231,12 +231,12 @@ export interface HttpExchange<Req, Tx> {
    * @throws whatever `scope`, `route`, `body` or `run` throw (not a failed handler: see `failed`)
    */
   handle(
-    request: HttpExchangeRequest<Req>,
+    request: HttpPipelineRequest<Req>,
     run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
-  ): Promise<HttpExchangeOutcome>;
+  ): Promise<HttpPipelineOutcome>;
 }
 
-/** The resolved, frozen options of an {@link HttpExchange}. */
+/** The resolved, frozen options of an {@link HttpPipeline}. */
 interface ResolvedOptions<Req, Tx> {
   readonly receiver: Receiver<Tx>;
   readonly required: boolean;
@@ -259,7 +259,7 @@ class HandlerFailed extends Error {
 }
 
 const encoder = new TextEncoder();
-const PASS: HttpExchangeOutcome = Object.freeze({ kind: 'pass' });
+const PASS: HttpPipelineOutcome = Object.freeze({ kind: 'pass' });
 const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
 
 /**
@@ -271,13 +271,13 @@ const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
  *   `maxBodyBytes` or `maxResponseBytes` not a non-negative integer
  * @example
  * ```ts
- * const exchange = createHttpExchange({ receiver, scope: (req: Request) => req.headers.get('x-tenant') ?? '' });
- * const outcome = await exchange.handle(neutralRequest, async (context) => runHandler(context));
+ * const pipeline = createHttpPipeline({ receiver, scope: (req: Request) => req.headers.get('x-tenant') ?? '' });
+ * const outcome = await pipeline.handle(neutralRequest, async (context) => runHandler(context));
  * ```
  */
-export function createHttpExchange<Req, Tx>(options: IdempotencyOptions<Req, Tx>): HttpExchange<Req, Tx> {
+export function createHttpPipeline<Req, Tx>(options: IdempotencyOptions<Req, Tx>): HttpPipeline<Req, Tx> {
   const resolved = resolveOptions(options);
-  return new ReceiverExchange(resolved);
+  return new ReceiverPipeline(resolved);
 }
 
 function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): ResolvedOptions<Req, Tx> {
@@ -344,7 +344,7 @@ function isStringArray(value: unknown, pattern: RegExp): value is readonly strin
   return Array.isArray(value) && value.every((item) => typeof item === 'string' && pattern.test(item));
 }
 
-class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
+class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
   readonly maxBodyBytes: number;
   readonly maxResponseBytes: number;
 
@@ -358,9 +358,9 @@ class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
   }
 
   async handle(
-    request: HttpExchangeRequest<Req>,
+    request: HttpPipelineRequest<Req>,
     run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
-  ): Promise<HttpExchangeOutcome> {
+  ): Promise<HttpPipelineOutcome> {
     if (!this.applies(request.method)) return PASS;
     const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
     if (header === null || header === undefined) {
@@ -420,7 +420,7 @@ class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
     }
   }
 
-  private problemOutcome(error: IdempotencyError): HttpExchangeOutcome {
+  private problemOutcome(error: IdempotencyError): HttpPipelineOutcome {
     const problem = problemFor(error, this.options.problemTypeBase, this.options.retryAfterSeconds);
     return {
       kind: 'problem',
@@ -429,7 +429,7 @@ class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
   }
 
   /** The 410 answer to a retry whose first response was saved without its body. */
-  private notKeptOutcome(saved: StoredResponse, bytes: number): HttpExchangeOutcome {
+  private notKeptOutcome(saved: StoredResponse, bytes: number): HttpPipelineOutcome {
     const error = new ResponseNotKeptError(saved.status, bytes);
     const problem = problemFor(error, this.options.problemTypeBase, this.options.retryAfterSeconds);
     const location = saved.headers['location'];
