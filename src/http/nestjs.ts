@@ -40,7 +40,7 @@ import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/comm
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
 import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
 import { Observable, tap, type Subscription } from 'rxjs';
-import { describe } from '../core/validate.js';
+import { requireBoolean } from '../core/validate.js';
 import { BodyTooLargeError, canonicalBody, hasBody, peekBody } from './body.js';
 import {
   createHttpPipeline,
@@ -142,12 +142,8 @@ const PIPELINE = Symbol('retrysafe.idempotency.pipeline');
  * ```
  */
 export function Idempotent(options: IdempotentRouteOptions = {}): CustomDecorator<string> {
-  for (const name of ['required', 'enabled'] as const) {
-    const value: unknown = options[name];
-    if (value !== undefined && typeof value !== 'boolean') {
-      throw new TypeError(`retrysafe: @Idempotent() option "${name}" must be a boolean, got ${describe(value)}`);
-    }
-  }
+  if (options.required !== undefined) requireBoolean('required', options.required, '@Idempotent()');
+  if (options.enabled !== undefined) requireBoolean('enabled', options.enabled, '@Idempotent()');
   return SetMetadata(ROUTE_OPTIONS, Object.freeze({ ...options }));
 }
 

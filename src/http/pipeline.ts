@@ -10,14 +10,13 @@
  *
  * @module
  */
-import { describe } from '../core/validate.js';
 import { IdempotencyError, IdempotencyKeyMissingError, ResponseNotKeptError } from '../core/errors.js';
 import { fingerprint } from '../core/fingerprint.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../core/problem.js';
 import type { Claim, StoredResponse } from '../core/record.js';
 import type { Receiver } from '../core/receiver.js';
-import { requireOptions } from '../core/validate.js';
+import { describe, invalidOption, requireBoolean, requireFunction, requireOptions } from '../core/validate.js';
 import { BodyTooLargeError } from './body.js';
 
 /** Name of the request header carrying the key (IETF draft section 2). */
@@ -282,50 +281,24 @@ export function createHttpPipeline<Req, Tx>(options: IdempotencyOptions<Req, Tx>
 
 function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): ResolvedOptions<Req, Tx> {
   requireOptions('the idempotency middleware', options);
-  const receiver = options.receiver as unknown;
-  if (typeof receiver !== 'object' || receiver === null || typeof (receiver as Receiver<Tx>).execute !== 'function') {
-    throw new TypeError(`retrysafe: option "receiver" must be a Receiver (see createReceiver), got ${describe(receiver)}`);
-  }
-  const required = options.required ?? true;
-  if (typeof required !== 'boolean') {
-    throw new TypeError(`retrysafe: option "required" must be a boolean, got ${describe(required)}`);
-  }
+  if (!isReceiver(options.receiver)) throw invalidOption('receiver', 'a Receiver (see createReceiver)', options.receiver);
+  const required = requireBoolean('required', options.required ?? true);
   const methods: unknown = options.methods ?? DEFAULT_METHODS;
-  if (!isStringArray(methods, /^[A-Za-z]+$/) || methods.length === 0) {
-    throw new TypeError(`retrysafe: option "methods" must be a non-empty array of HTTP method names, got ${describe(methods)}`);
-  }
-  const scope = options.scope ?? (() => '');
-  if (typeof scope !== 'function') {
-    throw new TypeError(`retrysafe: option "scope" must be a function of the request, got ${describe(scope)}`);
-  }
-  if (options.route !== undefined && typeof options.route !== 'function') {
-    throw new TypeError(`retrysafe: option "route" must be a function of the request, got ${describe(options.route)}`);
-  }
+  if (!isStringArray(methods, METHOD_NAME) || methods.length === 0) throw invalidOption('methods', 'a non-empty array of HTTP method names', methods);
+  const scope = requireFunction<(req: Req) => string | Promise<string>>('scope', options.scope ?? noScope);
+  const route = options.route === undefined ? undefined : requireFunction<(req: Req) => string>('route', options.route);
   const replayHeaders: unknown = options.replayHeaders ?? DEFAULT_REPLAY_HEADERS;
-  if (!isStringArray(replayHeaders, /^[!#$%&'*+.^_`|~0-9a-z-]+$/)) {
-    throw new TypeError(`retrysafe: option "replayHeaders" must be an array of lower-case header names, got ${describe(replayHeaders)}`);
-  }
-  for (const name of replayHeaders) {
-    if (NEVER_REPLAYED.has(name)) {
-      throw new TypeError(`retrysafe: option "replayHeaders" must not list ${describe(name)}: cookies are never stored or replayed`);
-    }
-  }
-  const problemTypeBase = options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE;
-  if (typeof problemTypeBase !== 'string') {
-    throw new TypeError(`retrysafe: option "problemTypeBase" must be a string, got ${describe(problemTypeBase)}`);
-  }
-  const retryAfterSeconds = options.retryAfterSeconds ?? 1;
-  if (typeof retryAfterSeconds !== 'number' || !Number.isSafeInteger(retryAfterSeconds) || retryAfterSeconds < 0) {
-    throw new TypeError(`retrysafe: option "retryAfterSeconds" must be a non-negative integer number of seconds, got ${describe(retryAfterSeconds)}`);
-  }
-  const maxBodyBytes = options.maxBodyBytes ?? 1_048_576;
-  if (typeof maxBodyBytes !== 'number' || !Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 0) {
-    throw new TypeError(`retrysafe: option "maxBodyBytes" must be a non-negative integer number of bytes, got ${describe(maxBodyBytes)}`);
-  }
-  const maxResponseBytes = options.maxResponseBytes ?? 1_048_576;
-  if (typeof maxResponseBytes !== 'number' || !Number.isSafeInteger(maxResponseBytes) || maxResponseBytes < 0) {
-    throw new TypeError(`retrysafe: option "maxResponseBytes" must be a non-negative integer number of bytes, got ${describe(maxResponseBytes)}`);
-  }
+  if (!isStringArray(replayHeaders, HEADER_NAME)) throw invalidOption('replayHeaders', 'an array of lower-case header names', replayHeaders);
+  const refused = replayHeaders.find((name) => NEVER_REPLAYED.has(name));
+  if (refused !== undefined) throw invalidOption('replayHeaders', `a list without ${describe(refused)} (cookies are never stored or replayed)`, replayHeaders);
+  const problemTypeBase: unknown = options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE;
+  if (typeof problemTypeBase !== 'string') throw invalidOption('problemTypeBase', 'a string', problemTypeBase);
+  const retryAfterSeconds: unknown = options.retryAfterSeconds ?? 1;
+  if (!isNonNegativeInteger(retryAfterSeconds)) throw invalidOption('retryAfterSeconds', 'a non-negative integer number of seconds', retryAfterSeconds);
+  const maxBodyBytes: unknown = options.maxBodyBytes ?? 1_048_576;
+  if (!isNonNegativeInteger(maxBodyBytes)) throw invalidOption('maxBodyBytes', 'a non-negative integer number of bytes', maxBodyBytes);
+  const maxResponseBytes: unknown = options.maxResponseBytes ?? 1_048_576;
+  if (!isNonNegativeInteger(maxResponseBytes)) throw invalidOption('maxResponseBytes', 'a non-negative integer number of bytes', maxResponseBytes);
   return Object.freeze({
     receiver: options.receiver,
     maxBodyBytes,
@@ -333,11 +306,28 @@ function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): Resolved
     required,
     methods: new Set(methods.map((m) => m.toUpperCase())),
     scope,
-    route: options.route,
+    route,
     replayHeaders: new Set(replayHeaders),
     problemTypeBase,
     retryAfterSeconds,
   });
+}
+
+/** Method names as the `methods` option takes them (any case), and header names as `replayHeaders` does (RFC 9110 tokens, lower case). */
+const METHOD_NAME = /^[A-Za-z]+$/;
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
+
+/** The default `scope`: every key in one namespace. */
+function noScope(): string {
+  return '';
+}
+
+function isReceiver(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && typeof (value as Partial<Receiver<unknown>>).execute === 'function';
+}
+
+function isNonNegativeInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
 function isStringArray(value: unknown, pattern: RegExp): value is readonly string[] {
