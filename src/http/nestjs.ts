@@ -11,12 +11,14 @@
  * `reply.raw`). Holding that response back is what makes the saved response, and so the replay, byte
  * for byte what the first client got, and sends it only once saved (in transactional mode: after COMMIT).
  *
- * The body for the fingerprint, in order: `req.rawBody` — kept by Nest on both platforms when the app
- * is created with `{ rawBody: true }` — as is; a body stream no parser read (Express: a content type
- * other than JSON or a form), read here, kept as `req.rawBody` and handed on as `req.body` (text for
- * `text/*`, else a Buffer); otherwise the parsed `req.body` as canonical JSON (object keys sorted). A body
- * longer than `maxBodyBytes` — read here or by a parser — is answered with a 413 problem before anything
- * is claimed.
+ * The body for the fingerprint, under the one rule the Express middleware shares (`nodeRequestBody` in
+ * `body.ts`), in order: a Content-Length over `maxBodyBytes` is answered with a 413 problem before
+ * anything is read; a body stream no parser read (Express: a content type other than JSON or a form) is
+ * read here, kept as `req.rawBody` and handed on as `req.body` (parsed JSON for `application/json` and
+ * `*+json`, text for `text/*`, else a Buffer); otherwise `req.rawBody` — kept by Nest on both platforms
+ * when the app is created with `{ rawBody: true }` — as is, or else the parsed `req.body` as canonical
+ * JSON (object keys sorted). A body longer than `maxBodyBytes` — read here or by a parser — is answered
+ * with a 413 problem before anything is claimed.
  *
  * Peers: `@nestjs/common` and `@nestjs/core` 10 or 11, and what Nest itself needs, `reflect-metadata`
  * (imported once by the application) and `rxjs` 7.
@@ -41,7 +43,7 @@ import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
 import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
 import { Observable, tap, type Subscription } from 'rxjs';
 import { requireBoolean } from '../core/validate.js';
-import { BodyTooLargeError, canonicalBody, hasBody, peekBody } from './body.js';
+import { nodeRequestBody } from './body.js';
 import {
   createHttpPipeline,
   type CapturedResponse,
@@ -286,7 +288,7 @@ class IdempotencyInterceptor implements NestInterceptor {
             route: queryAt === -1 ? url : url.slice(0, queryAt),
             query: queryAt === -1 ? '' : url.slice(queryAt + 1),
             headers: { get: (name) => joinHeader(req.headers, name) },
-            body: () => fingerprintBody(req, pipeline.maxBodyBytes),
+            body: () => nodeRequestBody(req, req.raw ?? (req as unknown as IncomingMessage), pipeline.maxBodyBytes),
             required: settings?.required,
           },
           run,
@@ -341,25 +343,4 @@ const INTERCEPTOR: Provider = {
 function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefined {
   const value = headers[name];
   return Array.isArray(value) ? value.join(', ') : value;
-}
-
-async function fingerprintBody(req: PlatformRequest, limit: number): Promise<Uint8Array | string> {
-  const contentLength = req.headers['content-length'];
-  if (contentLength !== undefined && Number(contentLength) > limit) throw new BodyTooLargeError(limit);
-  const node = req.raw ?? (req as unknown as IncomingMessage);
-  let body: Uint8Array | string;
-  if (req.rawBody instanceof Uint8Array) {
-    body = req.rawBody;
-  } else if (!node.readableEnded && hasBody(node)) {
-    const bytes = await peekBody(node, limit, contentLength);
-    const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    req.rawBody = raw;
-    req.body = (req.headers['content-type'] ?? '').toLowerCase().startsWith('text/') ? raw.toString('utf8') : raw;
-    return raw;
-  } else {
-    body = canonicalBody(req.body);
-  }
-  // A parser read the body already, under its own limit; the fingerprint keeps to this one.
-  if ((typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength) > limit) throw new BodyTooLargeError(limit);
-  return body;
 }

@@ -83,11 +83,11 @@ export interface IdempotencyOptions<Req, Tx> {
   /** `Retry-After` on 409 and 503 problems, in seconds. @defaultValue 1 */
   readonly retryAfterSeconds?: number;
   /**
-   * Longest request body the middleware reads itself for the fingerprint, in bytes. A longer body (by
-   * its Content-Length, or as it streams in) is answered with a 413 problem `idempotency-request-too-large`
-   * before anything is claimed: the store is not touched and the handler does not run. A body a parser
-   * mounted before the middleware already read is that parser's to limit. @defaultValue 1_048_576
-   * (1 MiB, Fastify's default `bodyLimit`)
+   * Longest request body fingerprinted, in bytes. A longer body (by its Content-Length, as it streams in,
+   * or as a parser mounted before the middleware kept it) is answered with a 413 problem
+   * `idempotency-request-too-large` before anything is claimed: the store is not touched and the handler
+   * does not run. On Hono alone, a body another middleware already read is that middleware's to limit.
+   * @defaultValue 1_048_576 (1 MiB, Fastify's default `bodyLimit`)
    */
   readonly maxBodyBytes?: number;
   /**
