@@ -135,7 +135,7 @@ function readNodeStream(stream: NodeStream, limit: number): Promise<Uint8Array> 
  *   of the body is then drained, so the 413 still reaches the client
  * @throws the stream's own error; `ERR_STREAM_PREMATURE_CLOSE` when it closes before the message is complete
  */
-export function peekBody(req: NodeRequest, limit: number, contentLength?: string): Promise<Uint8Array> {
+function peekBody(req: NodeRequest, limit: number, contentLength?: string): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     peekBodyThen(req, limit, contentLength, (error, body) => {
       if (error === null) resolve(body);
@@ -287,7 +287,7 @@ function settleOn(
 }
 
 /** The part of an Express or NestJS request that {@link nodeRequestBody} reads and sets. */
-export interface ParsedNodeRequest {
+interface ParsedNodeRequest {
   readonly headers: {
     readonly 'content-length'?: string | undefined;
     readonly 'content-type'?: string | undefined;
@@ -350,7 +350,7 @@ function parsedBody(contentType: string | undefined, raw: Buffer): unknown {
 }
 
 /** As the `type-is` package decides: a body is announced by Transfer-Encoding or Content-Length. */
-export function hasBody(req: { readonly headers: Readonly<Record<string, unknown>> }): boolean {
+function hasBody(req: { readonly headers: Readonly<Record<string, unknown>> }): boolean {
   return req.headers['transfer-encoding'] !== undefined || req.headers['content-length'] !== undefined;
 }
 
