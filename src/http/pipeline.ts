@@ -275,8 +275,7 @@ const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
  * ```
  */
 export function createHttpPipeline<Req, Tx>(options: IdempotencyOptions<Req, Tx>): HttpPipeline<Req, Tx> {
-  const resolved = resolveOptions(options);
-  return new ReceiverPipeline(resolved);
+  return new ReceiverPipeline(resolveOptions(options));
 }
 
 function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): ResolvedOptions<Req, Tx> {
