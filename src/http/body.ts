@@ -4,10 +4,12 @@
  * - {@link readBody}: a body stream read to its end (Hono; Fastify when the payload is not the request);
  * - {@link peekBody}: a Node request (Express, NestJS, Fastify) read without consuming it: its bytes are
  *   pushed back onto the stream with `readable.unshift` (Node's stream API for handing on data a reader
- *   pulled out), so a body parser mounted after the middleware reads the request as if nothing had.
+ *   pulled out), so a body parser mounted after the middleware reads the request as if nothing had;
+ * - {@link nodeRequestBody}: the one rule of the Express and NestJS adapters, choosing among the three.
  *
  * Each refuses a body over its limit with {@link BodyTooLargeError} (413) before anything is claimed.
- * No module of Node's is imported here: Hono runs elsewhere too.
+ * No module of Node's is imported here: Hono runs elsewhere too (only {@link nodeRequestBody}, which runs on
+ * Node alone, uses the global `Buffer`).
  *
  * @module
  */
@@ -36,7 +38,7 @@ function sortKeys(value: unknown): unknown {
 
 /**
  * Thrown by {@link readBody} and {@link peekBody} when a body exceeds its limit (code
- * `idempotency-request-too-large`); the exchange answers it with a 413 problem before any claim.
+ * `idempotency-request-too-large`); the pipeline answers it with a 413 problem before any claim.
  */
 export class BodyTooLargeError extends IdempotencyError {
   override readonly name = 'BodyTooLargeError';
@@ -134,7 +136,7 @@ function readNodeStream(stream: NodeStream, limit: number): Promise<Uint8Array> 
  *   of the body is then drained, so the 413 still reaches the client
  * @throws the stream's own error; `ERR_STREAM_PREMATURE_CLOSE` when it closes before the message is complete
  */
-export function peekBody(req: NodeRequest, limit: number, contentLength?: string): Promise<Uint8Array> {
+function peekBody(req: NodeRequest, limit: number, contentLength?: string): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     peekBodyThen(req, limit, contentLength, (error, body) => {
       if (error === null) resolve(body);
@@ -286,8 +288,71 @@ function settleOn(
   });
 }
 
+/** The part of an Express or NestJS request that {@link nodeRequestBody} reads and sets. */
+interface ParsedNodeRequest {
+  readonly headers: {
+    readonly 'content-length'?: string | undefined;
+    readonly 'content-type'?: string | undefined;
+    readonly 'transfer-encoding'?: string | undefined;
+  };
+  /** What a body parser made of the body; set here when this reads the body itself. */
+  body?: unknown;
+  /** The raw body bytes, when a parser (`verify`, Nest's `rawBody: true`) or this kept them. */
+  rawBody?: Buffer;
+}
+
+/**
+ * The fingerprint body of a Node request, the one rule of the Express middleware and the NestJS
+ * interceptor, in order:
+ * 1. a Content-Length over `limit` is refused before anything is read;
+ * 2. a body stream no parser read yet is peeked ({@link peekBody}: a parser mounted after the middleware
+ *    still reads it, under its own options), kept as `req.rawBody`, and handed on as `req.body`: parsed
+ *    JSON for `application/json` and `*+json` (invalid JSON is a `SyntaxError` with status 400, as
+ *    `express.json()` answers it), text for `text/*`, else the Buffer;
+ * 3. otherwise `req.rawBody` (kept by a parser's `verify`, or by Nest's `rawBody: true`) as is, or else
+ *    the parsed `req.body` as {@link canonicalBody} (a parser consumed the stream);
+ *    either is refused when longer than `limit` bytes: the limit holds whoever read the body.
+ *
+ * @param req - the framework's request (its headers, `body`, `rawBody`)
+ * @param node - the Node `IncomingMessage` carrying the body: `req` itself on Express, `request.raw` on
+ *   Nest's Fastify platform
+ * @param limit - the longest body, in bytes
+ * @throws {@link BodyTooLargeError} (as a rejection) when the body is longer than `limit` bytes
+ * @throws a `SyntaxError` with `status` and `statusCode` 400 when a JSON body it read does not parse
+ * @throws the stream's own error; `ERR_STREAM_PREMATURE_CLOSE` when it closes before the message is complete
+ */
+export async function nodeRequestBody(req: ParsedNodeRequest, node: NodeRequest, limit: number): Promise<Uint8Array | string> {
+  const contentLength = req.headers['content-length'];
+  if (!(req.rawBody instanceof Uint8Array) && !node.readableEnded && hasBody(req)) {
+    // peekBody refuses an announced length over the limit itself.
+    const bytes = await peekBody(node, limit, contentLength);
+    const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    req.rawBody = raw;
+    req.body = parsedBody(req.headers['content-type'], raw);
+    return raw;
+  }
+  if (contentLength !== undefined && Number(contentLength) > limit) throw new BodyTooLargeError(limit);
+  const body = req.rawBody instanceof Uint8Array ? req.rawBody : canonicalBody(req.body);
+  if ((typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength) > limit) throw new BodyTooLargeError(limit);
+  return body;
+}
+
+/** `req.body` for bytes {@link nodeRequestBody} read itself, by the request's Content-Type. */
+function parsedBody(contentType: string | undefined, raw: Buffer): unknown {
+  const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  if (type === 'application/json' || type.endsWith('+json')) {
+    try {
+      return raw.byteLength === 0 ? undefined : (JSON.parse(raw.toString('utf8')) as unknown);
+    } catch (error) {
+      throw Object.assign(new SyntaxError(`Invalid JSON body: ${(error as Error).message}`), { status: 400, statusCode: 400, expose: true });
+    }
+  }
+  if (type.startsWith('text/')) return raw.toString('utf8');
+  return raw;
+}
+
 /** As the `type-is` package decides: a body is announced by Transfer-Encoding or Content-Length. */
-export function hasBody(req: { readonly headers: Readonly<Record<string, unknown>> }): boolean {
+function hasBody(req: { readonly headers: Readonly<Record<string, unknown>> }): boolean {
   return req.headers['transfer-encoding'] !== undefined || req.headers['content-length'] !== undefined;
 }
 

@@ -4,20 +4,23 @@
  * The middleware holds the handler's response — whether it is sent with `res.json`, `res.send`,
  * `res.end()`, `res.write()` + `res.end()` or `res.writeHead` — until the receiver has saved it (in
  * transactional mode: until COMMIT), then sends it. Behaviour: see
- * {@link HttpExchange.handle}.
+ * {@link HttpPipeline.handle}.
  *
- * Request body and the fingerprint — what this middleware chose, in order:
- * 1. `req.rawBody` (a Buffer, e.g. set by `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`)
- *    is hashed as is;
- * 2. a body a parser already consumed (mounted before this middleware) is hashed as canonical JSON of
- *    `req.body` (object keys sorted; a Buffer or string body as its bytes);
- * 3. otherwise the body stream is read here: the bytes are kept as `req.rawBody`, `req.body` is set to the
- *    parsed JSON (`application/json`, `*+json`), the text (`text/*`) or the Buffer (any other type), and
- *    the bytes are pushed back onto the request stream, unconsumed: a body parser mounted after the
- *    middleware (`express.json()`, `express.urlencoded()`, …, Express 4 or 5) reads them as if nothing
- *    had, under its own options, and sets `req.body` itself. Invalid JSON goes to `next(error)` with
- *    `status: 400`, as `express.json()` would do; a body over `maxBodyBytes` is answered with a 413
- *    problem `idempotency-request-too-large` before any claim.
+ * Request body and the fingerprint, under the one rule the NestJS interceptor shares (`nodeRequestBody`
+ * in `body.ts`), in order:
+ * 1. a Content-Length over `maxBodyBytes` is answered with a 413 problem `idempotency-request-too-large`
+ *    before any claim;
+ * 2. a body stream no parser read yet (the middleware mounted before the parsers) is read here: the bytes
+ *    are kept as `req.rawBody`, `req.body` is set to the parsed JSON (`application/json`, `*+json`), the
+ *    text (`text/*`) or the Buffer (any other type), and the bytes are pushed back onto the request
+ *    stream, unconsumed: a body parser mounted after the middleware (`express.json()`,
+ *    `express.urlencoded()`, …, Express 4 or 5) reads them as if nothing had, under its own options, and
+ *    sets `req.body` itself. Invalid JSON goes to `next(error)` with `status: 400`, as `express.json()`
+ *    would do; a body over `maxBodyBytes` is answered with the 413 problem;
+ * 3. otherwise `req.rawBody` (a Buffer, e.g. set by
+ *    `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`) is hashed as is, or else the
+ *    `req.body` of a parser mounted before the middleware as canonical JSON (object keys sorted; a Buffer
+ *    or string body as its bytes); either longer than `maxBodyBytes` is answered with the 413 problem.
  *
  * Errors: an exception in the handler (thrown, or passed to `next(err)`) reaches the app's error handler
  * as usual; the error handler's response is what is sent, and as a 5xx it releases the key (the default
@@ -30,17 +33,17 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Receiver } from '../core/receiver.js';
 import { checkHealth, type HealthCheck } from '../observability/health.js';
-import { canonicalBody, hasBody, peekBody } from './body.js';
+import { nodeRequestBody } from './body.js';
 import {
   contextOf,
-  createHttpExchange,
+  createHttpPipeline,
   type CapturedResponse,
   type IdempotencyContext,
   type IdempotencyOptions,
-} from './exchange.js';
+} from './pipeline.js';
 import { holdResponse, sendFresh, sendHeld } from './held-response.js';
 
-export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './pipeline.js';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace -- Express types its request through this global namespace
@@ -90,7 +93,7 @@ export function idempotencyOf<Tx>(
  * invalid key, 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress
  * (with `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`.
  *
- * @throws TypeError at creation, naming the option, when an option is invalid (see `createHttpExchange`)
+ * @throws TypeError at creation, naming the option, when an option is invalid (see `createHttpPipeline`)
  * @example
  * ```ts
  * import express from 'express';
@@ -105,15 +108,15 @@ export function idempotencyOf<Tx>(
  * ```
  */
 export function idempotency<Tx = undefined>(options: IdempotencyOptions<Request, Tx>): RequestHandler {
-  const exchange = createHttpExchange(options);
+  const pipeline = createHttpPipeline(options);
   return function idempotencyMiddleware(req: Request, res: Response, next: NextFunction): void {
-    if (!exchange.applies(req.method)) {
+    if (!pipeline.applies(req.method)) {
       next();
       return;
     }
     const url = req.originalUrl;
     const queryAt = url.indexOf('?');
-    exchange
+    pipeline
       .handle(
         {
           request: req,
@@ -121,7 +124,7 @@ export function idempotency<Tx = undefined>(options: IdempotencyOptions<Request,
           route: `${req.baseUrl}${req.path}`,
           query: queryAt === -1 ? '' : url.slice(queryAt + 1),
           headers: { get: (name) => joinHeader(req.headers, name) },
-          body: () => fingerprintBody(req, exchange.maxBodyBytes),
+          body: () => nodeRequestBody(req, req, pipeline.maxBodyBytes),
         },
         (context) => capture(req, res, next, context),
       )
@@ -137,30 +140,6 @@ export function idempotency<Tx = undefined>(options: IdempotencyOptions<Request,
 function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefined {
   const value = headers[name];
   return Array.isArray(value) ? value.join(', ') : value;
-}
-
-async function fingerprintBody(req: Request, maxBodyBytes: number): Promise<Uint8Array | string> {
-  if (req.rawBody instanceof Uint8Array) return req.rawBody;
-  // A parser mounted before the middleware read the stream to its end.
-  if (req.readableEnded || !hasBody(req)) return canonicalBody(req.body);
-  const bytes = await peekBody(req, maxBodyBytes, req.headers['content-length']);
-  const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  req.rawBody = raw;
-  req.body = parseBody(req, raw);
-  return raw;
-}
-
-function parseBody(req: Request, raw: Buffer): unknown {
-  const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-  if (type === 'application/json' || type.endsWith('+json')) {
-    try {
-      return raw.byteLength === 0 ? undefined : (JSON.parse(raw.toString('utf8')) as unknown);
-    } catch (error) {
-      throw Object.assign(new SyntaxError(`Invalid JSON body: ${(error as Error).message}`), { status: 400, expose: true });
-    }
-  }
-  if (type.startsWith('text/')) return raw.toString('utf8');
-  return raw;
 }
 
 /**

@@ -7,7 +7,7 @@
  * @module
  */
 import type { OutgoingHttpHeader, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { CapturedResponse, OutgoingResponse } from './exchange.js';
+import type { CapturedResponse, OutgoingResponse } from './pipeline.js';
 
 type Callback = (error?: Error | null) => void;
 

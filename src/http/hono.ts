@@ -1,7 +1,7 @@
 /**
  * Idempotency-Key middleware for Hono. It works on the fetch `Request`/`Response` pair, so it runs
  * wherever Hono does: Node (`@hono/node-server`), Bun, Deno, Cloudflare Workers, and Next.js route
- * handlers through `hono/vercel`. Behaviour: see {@link HttpExchange.handle}.
+ * handlers through `hono/vercel`. Behaviour: see {@link HttpPipeline.handle}.
  *
  * The body for the fingerprint is read from a clone of the request (at most `maxBodyBytes`; a longer one
  * is answered with a 413 problem before any claim), so the handler can still call
@@ -16,14 +16,14 @@ import { checkHealth, type HealthCheck } from '../observability/health.js';
 import { readBody } from './body.js';
 import {
   contextOf,
-  createHttpExchange,
+  createHttpPipeline,
   type CapturedResponse,
   type IdempotencyContext,
   type IdempotencyOptions,
   type OutgoingResponse,
-} from './exchange.js';
+} from './pipeline.js';
 
-export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './pipeline.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -79,7 +79,7 @@ export function idempotencyOf<Tx>(c: Context, receiver: Receiver<Tx>): Idempoten
  * (with `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`. An exception in the handler goes to
  * `app.onError` as usual; its response is sent and the key is released whatever `shouldPersist` says.
  *
- * @throws TypeError at creation, naming the option, when an option is invalid (see `createHttpExchange`)
+ * @throws TypeError at creation, naming the option, when an option is invalid (see `createHttpPipeline`)
  * @example
  * ```ts
  * import { Hono } from 'hono';
@@ -93,22 +93,22 @@ export function idempotencyOf<Tx>(c: Context, receiver: Receiver<Tx>): Idempoten
  * ```
  */
 export function idempotency<Tx = undefined>(options: IdempotencyOptions<Context, Tx>): MiddlewareHandler<IdempotencyEnv<Tx>> {
-  const exchange = createHttpExchange(options);
+  const pipeline = createHttpPipeline(options);
   return async function idempotencyMiddleware(c: Context<IdempotencyEnv<Tx>>, next: Next): Promise<Response | undefined> {
-    if (!exchange.applies(c.req.method)) {
+    if (!pipeline.applies(c.req.method)) {
       await next();
       return undefined;
     }
     const url = c.req.url;
     const queryAt = url.indexOf('?');
-    const outcome = await exchange.handle(
+    const outcome = await pipeline.handle(
       {
         request: c,
         method: c.req.method,
         route: c.req.path,
         query: queryAt === -1 ? '' : url.slice(queryAt + 1),
         headers: c.req.raw.headers,
-        body: () => fingerprintBody(c, exchange.maxBodyBytes),
+        body: () => fingerprintBody(c, pipeline.maxBodyBytes),
       },
       async (context) => {
         c.set('idempotency', context);
@@ -146,7 +146,7 @@ export function idempotency<Tx = undefined>(options: IdempotencyOptions<Context,
  * Reads the body for the fingerprint from a clone of the request, so the handler can still read the
  * original; a body another middleware already read comes from Hono's cache.
  *
- * @throws BodyTooLargeError when the body is longer than `limit` bytes (the exchange answers 413)
+ * @throws BodyTooLargeError when the body is longer than `limit` bytes (the pipeline answers 413)
  */
 async function fingerprintBody(c: Context, limit: number): Promise<Uint8Array> {
   if (c.req.raw.bodyUsed) return new Uint8Array(await c.req.arrayBuffer());

@@ -2,7 +2,7 @@
  * Idempotency-Key support for NestJS 10 and 11, on the Express and the Fastify platform: a module that
  * installs a global interceptor, a route decorator for per-route settings, and a parameter decorator
  * that hands the handler its idempotency context (and, in transactional mode, the transaction).
- * Behaviour per the HTTP contract of the other adapters; see {@link HttpExchange.handle}.
+ * Behaviour per the HTTP contract of the other adapters; see {@link HttpPipeline.handle}.
  *
  * Why an interceptor that holds the Node response: an interceptor knows the route (so `@Idempotent()`
  * applies) and sees a handler fail before the exception filters answer, and the bytes Nest finally
@@ -11,12 +11,14 @@
  * `reply.raw`). Holding that response back is what makes the saved response, and so the replay, byte
  * for byte what the first client got, and sends it only once saved (in transactional mode: after COMMIT).
  *
- * The body for the fingerprint, in order: `req.rawBody` — kept by Nest on both platforms when the app
- * is created with `{ rawBody: true }` — as is; a body stream no parser read (Express: a content type
- * other than JSON or a form), read here, kept as `req.rawBody` and handed on as `req.body` (text for
- * `text/*`, else a Buffer); otherwise the parsed `req.body` as canonical JSON (object keys sorted). A body
- * longer than `maxBodyBytes` — read here or by a parser — is answered with a 413 problem before anything
- * is claimed.
+ * The body for the fingerprint, under the one rule the Express middleware shares (`nodeRequestBody` in
+ * `body.ts`), in order: a Content-Length over `maxBodyBytes` is answered with a 413 problem before
+ * anything is read; a body stream no parser read (Express: a content type other than JSON or a form) is
+ * read here, kept as `req.rawBody` and handed on as `req.body` (parsed JSON for `application/json` and
+ * `*+json`, text for `text/*`, else a Buffer); otherwise `req.rawBody` — kept by Nest on both platforms
+ * when the app is created with `{ rawBody: true }` — as is, or else the parsed `req.body` as canonical
+ * JSON (object keys sorted). A body longer than `maxBodyBytes` — read here or by a parser — is answered
+ * with a 413 problem before anything is claimed.
  *
  * Peers: `@nestjs/common` and `@nestjs/core` 10 or 11, and what Nest itself needs, `reflect-metadata`
  * (imported once by the application) and `rxjs` 7.
@@ -40,19 +42,19 @@ import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/comm
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
 import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
 import { Observable, tap, type Subscription } from 'rxjs';
-import { describe } from '../core/validate.js';
-import { BodyTooLargeError, canonicalBody, hasBody, peekBody } from './body.js';
+import { requireBoolean } from '../core/validate.js';
+import { nodeRequestBody } from './body.js';
 import {
-  createHttpExchange,
+  createHttpPipeline,
   type CapturedResponse,
-  type HttpExchange,
+  type HttpPipeline,
   type IdempotencyContext,
   type IdempotencyOptions,
   type OutgoingResponse,
-} from './exchange.js';
+} from './pipeline.js';
 import { holdResponse, sendFresh, sendHeld } from './held-response.js';
 
-export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './pipeline.js';
 
 /**
  * What the options' `scope` and `route` functions are given: the platform's request — Express's
@@ -125,8 +127,8 @@ interface PlatformRequest extends NestRequest {
 /** Nest's metadata key for {@link Idempotent}. */
 const ROUTE_OPTIONS = 'retrysafe:idempotent';
 
-/** Injection token of the module's exchange. */
-const EXCHANGE = Symbol('retrysafe.idempotency.exchange');
+/** Injection token of the module's pipeline. */
+const PIPELINE = Symbol('retrysafe.idempotency.pipeline');
 
 /**
  * Per-route Idempotency-Key settings, on a route handler or on a controller (the handler's win).
@@ -142,12 +144,8 @@ const EXCHANGE = Symbol('retrysafe.idempotency.exchange');
  * ```
  */
 export function Idempotent(options: IdempotentRouteOptions = {}): CustomDecorator<string> {
-  for (const name of ['required', 'enabled'] as const) {
-    const value: unknown = options[name];
-    if (value !== undefined && typeof value !== 'boolean') {
-      throw new TypeError(`retrysafe: @Idempotent() option "${name}" must be a boolean, got ${describe(value)}`);
-    }
-  }
+  if (options.required !== undefined) requireBoolean('required', options.required, '@Idempotent()');
+  if (options.enabled !== undefined) requireBoolean('enabled', options.enabled, '@Idempotent()');
   return SetMetadata(ROUTE_OPTIONS, Object.freeze({ ...options }));
 }
 
@@ -195,7 +193,7 @@ export class IdempotencyModule {
   /**
    * The module with options known up front.
    *
-   * @throws TypeError naming the option when an option is invalid (see `createHttpExchange`)
+   * @throws TypeError naming the option when an option is invalid (see `createHttpPipeline`)
    * @example
    * ```ts
    * import { Module } from '@nestjs/common';
@@ -214,8 +212,8 @@ export class IdempotencyModule {
    * ```
    */
   static forRoot<Req extends NestRequest = NestRequest, Tx = unknown>(options: IdempotencyOptions<Req, Tx>): DynamicModule {
-    const exchange = createHttpExchange(options) as unknown as HttpExchange<NestRequest, unknown>;
-    return { module: IdempotencyModule, providers: [{ provide: EXCHANGE, useValue: exchange }, INTERCEPTOR] };
+    const pipeline = createHttpPipeline(options) as unknown as HttpPipeline<NestRequest, unknown>;
+    return { module: IdempotencyModule, providers: [{ provide: PIPELINE, useValue: pipeline }, INTERCEPTOR] };
   }
 
   /**
@@ -241,8 +239,8 @@ export class IdempotencyModule {
       imports: options.imports ?? [],
       providers: [
         {
-          provide: EXCHANGE,
-          useFactory: async (...args: unknown[]) => createHttpExchange(await factory(...args)),
+          provide: PIPELINE,
+          useFactory: async (...args: unknown[]) => createHttpPipeline(await factory(...args)),
           inject: options.inject ?? [],
         },
         INTERCEPTOR,
@@ -251,10 +249,10 @@ export class IdempotencyModule {
   }
 }
 
-/** Runs every HTTP request through the module's exchange, holding the Node response until it is saved. */
+/** Runs every HTTP request through the module's pipeline, holding the Node response until it is saved. */
 class IdempotencyInterceptor implements NestInterceptor {
   constructor(
-    private readonly exchange: HttpExchange<NestRequest, unknown>,
+    private readonly pipeline: HttpPipeline<NestRequest, unknown>,
     private readonly reflector: Reflector,
   ) {}
 
@@ -263,10 +261,10 @@ class IdempotencyInterceptor implements NestInterceptor {
     const settings = this.reflector.getAllAndOverride<IdempotentRouteOptions | undefined>(ROUTE_OPTIONS, [context.getHandler(), context.getClass()]);
     const http = context.switchToHttp();
     const req = http.getRequest<PlatformRequest>();
-    if (settings?.enabled === false || !this.exchange.applies(req.method)) return next.handle();
+    if (settings?.enabled === false || !this.pipeline.applies(req.method)) return next.handle();
     const reply = http.getResponse<ServerResponse | { readonly raw: ServerResponse }>();
     const res = 'raw' in reply ? reply.raw : reply;
-    const exchange = this.exchange;
+    const pipeline = this.pipeline;
     const url = req.originalUrl ?? req.url;
     const queryAt = url.indexOf('?');
 
@@ -282,7 +280,7 @@ class IdempotencyInterceptor implements NestInterceptor {
         inner = next.handle().pipe(tap({ error: () => void (failed = true) })).subscribe(subscriber);
         return held.then((response) => (failed ? { ...response, failed } : response));
       };
-      exchange
+      pipeline
         .handle(
           {
             request: req,
@@ -290,7 +288,7 @@ class IdempotencyInterceptor implements NestInterceptor {
             route: queryAt === -1 ? url : url.slice(0, queryAt),
             query: queryAt === -1 ? '' : url.slice(queryAt + 1),
             headers: { get: (name) => joinHeader(req.headers, name) },
-            body: () => fingerprintBody(req, exchange.maxBodyBytes),
+            body: () => nodeRequestBody(req, req.raw ?? (req as unknown as IncomingMessage), pipeline.maxBodyBytes),
             required: settings?.required,
           },
           run,
@@ -338,32 +336,11 @@ function respondsItself(context: ExecutionContext): boolean {
 
 const INTERCEPTOR: Provider = {
   provide: APP_INTERCEPTOR,
-  useFactory: (exchange: HttpExchange<NestRequest, unknown>, reflector: Reflector) => new IdempotencyInterceptor(exchange, reflector),
-  inject: [EXCHANGE, Reflector],
+  useFactory: (pipeline: HttpPipeline<NestRequest, unknown>, reflector: Reflector) => new IdempotencyInterceptor(pipeline, reflector),
+  inject: [PIPELINE, Reflector],
 };
 
 function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefined {
   const value = headers[name];
   return Array.isArray(value) ? value.join(', ') : value;
-}
-
-async function fingerprintBody(req: PlatformRequest, limit: number): Promise<Uint8Array | string> {
-  const contentLength = req.headers['content-length'];
-  if (contentLength !== undefined && Number(contentLength) > limit) throw new BodyTooLargeError(limit);
-  const node = req.raw ?? (req as unknown as IncomingMessage);
-  let body: Uint8Array | string;
-  if (req.rawBody instanceof Uint8Array) {
-    body = req.rawBody;
-  } else if (!node.readableEnded && hasBody(node)) {
-    const bytes = await peekBody(node, limit, contentLength);
-    const raw = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    req.rawBody = raw;
-    req.body = (req.headers['content-type'] ?? '').toLowerCase().startsWith('text/') ? raw.toString('utf8') : raw;
-    return raw;
-  } else {
-    body = canonicalBody(req.body);
-  }
-  // A parser read the body already, under its own limit; the fingerprint keeps to this one.
-  if ((typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength) > limit) throw new BodyTooLargeError(limit);
-  return body;
 }

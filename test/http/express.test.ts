@@ -1,3 +1,6 @@
+import { once } from 'node:events';
+import { createServer, request, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Receiver } from '../../src/core/receiver.js';
@@ -236,6 +239,41 @@ describe('express adapter', () => {
     await client.request(withKey('k'));
     expect((await client.request(withKey('k', '{"a":1,"b":2}'))).status).toBe(422);
     expect(calls).toBe(1);
+  });
+
+  it.each<[string, (app: Express) => void]>([
+    ['canonical JSON of req.body (express.json())', (app) => app.use(express.json())],
+    ['req.rawBody (a verify hook)', (app) => app.use(express.json({ verify: (req, _res, buf) => void ((req as Request).rawBody = buf) }))],
+  ])('answers 413 to a body a parser before it read, fingerprinted as %s, when over maxBodyBytes, before claiming', async (_label, parser) => {
+    let calls = 0;
+    const app = express();
+    parser(app);
+    const store = createMemoryStore();
+    app.post('/x', idempotency({ receiver: createReceiver({ store }), maxBodyBytes: 12 }), (_req, res) => {
+      calls++;
+      res.status(201).end();
+    });
+    const server = createServer(app).listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const { port } = server.address() as AddressInfo;
+      // Chunked, so no Content-Length announces the size: the body the parser read is measured itself.
+      const post = async (body: string): Promise<number> => {
+        const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/x', headers: { 'idempotency-key': 'k', 'content-type': 'application/json', 'transfer-encoding': 'chunked' } });
+        const answered = once(req, 'response') as Promise<[IncomingMessage]>;
+        req.end(body);
+        const [res] = await answered;
+        res.resume();
+        return res.statusCode ?? 0;
+      };
+      expect(await post('{"b":2,"a":100}')).toBe(413);
+      expect(await store.get('', 'k')).toBeUndefined();
+      expect(calls).toBe(0);
+      expect(await post('{"a":1}')).toBe(201);
+      expect(calls).toBe(1);
+    } finally {
+      server.close();
+    }
   });
 
   it('scopes by a function of the request and hands the handler req.idempotency', async () => {

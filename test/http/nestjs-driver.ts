@@ -13,7 +13,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyReply } from 'fastify';
 import { Idempotency, IdempotencyModule, type NestRequest } from '../../src/http/nestjs.js';
-import type { IdempotencyOptions } from '../../src/http/exchange.js';
+import type { IdempotencyOptions } from '../../src/http/pipeline.js';
 import { headerEntries, type Driver, type HandlerReply, type TestClient, type TestResponse } from '../support/http.js';
 
 export type Platform = 'express' | 'fastify';

@@ -248,3 +248,33 @@ describe.each(platforms)('nestjs module (%s)', (platform) => {
     expect(res.header('content-type')).toMatch(/^application\/problem\+json/);
   }
 });
+
+describe('nestjs module (express, bodyParser: false)', () => {
+  it('reads a JSON body no parser read, fingerprints its bytes, hands it on parsed, and answers invalid JSON 400 before claiming', async () => {
+    const seen: unknown[] = [];
+    class Echo {
+      echo(body: unknown): unknown {
+        seen.push(body);
+        return { ok: true };
+      }
+    }
+    controller(Echo, { echo: { decorators: [Post('echo')], params: [Body()] } });
+    const store = createMemoryStore();
+    class AppModule {}
+    Module({ imports: [IdempotencyModule.forRoot({ receiver: createReceiver({ store }) })], controllers: [Echo] })(AppModule);
+    const { ExpressAdapter } = await import('@nestjs/platform-express');
+    const client = await listen(await NestFactory.create(AppModule, new ExpressAdapter(), { bodyParser: false, logger: false }));
+    try {
+      const post = (key: string, body: string): TestRequest => ({ method: 'POST', path: '/echo', headers: { 'content-type': 'application/json', 'idempotency-key': key }, body });
+      expect((await client.request(post('e', '{"b":2,"a":1}'))).status).toBe(201);
+      expect(seen).toEqual([{ b: 2, a: 1 }]);
+      // Raw bytes: the same JSON with another key order is another request.
+      expect((await client.request(post('e', '{"a":1,"b":2}'))).status).toBe(422);
+      expect((await client.request(post('bad', '{"a":'))).status).toBe(400);
+      expect(await store.get('', 'bad')).toBeUndefined();
+      expect(seen).toHaveLength(1);
+    } finally {
+      await client.close();
+    }
+  });
+});

@@ -12,7 +12,7 @@ import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { type Receiver } from '../../src/core/receiver.js';
 import { createReceiver } from '../../src/receiver.js';
-import type { IdempotencyContext } from '../../src/http/exchange.js';
+import type { IdempotencyContext } from '../../src/http/pipeline.js';
 import { idempotency as expressIdempotency, idempotencyOf as expressIdempotencyOf } from '../../src/http/express.js';
 import { idempotency as fastifyIdempotency, idempotencyOf as fastifyIdempotencyOf } from '../../src/http/fastify.js';
 import { idempotency as honoIdempotency, idempotencyOf as honoIdempotencyOf } from '../../src/http/hono.js';

@@ -5,7 +5,7 @@
  */
 import type { Server } from 'node:http';
 import request from 'supertest';
-import type { IdempotencyContext, IdempotencyOptions } from '../../src/http/exchange.js';
+import type { IdempotencyContext, IdempotencyOptions } from '../../src/http/pipeline.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 
 /** What the test handler sees of a request. */

@@ -2,22 +2,21 @@
  * The framework-neutral half of the HTTP adapters: everything the Express, Fastify and Hono middleware
  * share — the method filter, Idempotency-Key parsing, required/optional keys, scope, fingerprint, the
  * replay-header allow-list, problem responses, and running the handler through the {@link Receiver}.
- * An adapter only translates its framework's request into an {@link HttpExchangeRequest}, captures the
- * handler's response, and sends the {@link HttpExchangeOutcome}.
+ * An adapter only translates its framework's request into an {@link HttpPipelineRequest}, captures the
+ * handler's response, and sends the {@link HttpPipelineOutcome}.
  *
  * Behaviour (IETF draft-ietf-httpapi-idempotency-key-header; Stripe's idempotent
- * requests): see {@link HttpExchange.handle}.
+ * requests): see {@link HttpPipeline.handle}.
  *
  * @module
  */
-import { describe } from '../core/validate.js';
 import { IdempotencyError, IdempotencyKeyMissingError, ResponseNotKeptError } from '../core/errors.js';
 import { fingerprint } from '../core/fingerprint.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../core/problem.js';
 import type { Claim, StoredResponse } from '../core/record.js';
 import type { Receiver } from '../core/receiver.js';
-import { requireOptions } from '../core/validate.js';
+import { describe, invalidOption, requireBoolean, requireFunction, requireOptions } from '../core/validate.js';
 import { BodyTooLargeError } from './body.js';
 
 /** Name of the request header carrying the key (IETF draft section 2). */
@@ -84,11 +83,11 @@ export interface IdempotencyOptions<Req, Tx> {
   /** `Retry-After` on 409 and 503 problems, in seconds. @defaultValue 1 */
   readonly retryAfterSeconds?: number;
   /**
-   * Longest request body the middleware reads itself for the fingerprint, in bytes. A longer body (by
-   * its Content-Length, or as it streams in) is answered with a 413 problem `idempotency-request-too-large`
-   * before anything is claimed: the store is not touched and the handler does not run. A body a parser
-   * mounted before the middleware already read is that parser's to limit. @defaultValue 1_048_576
-   * (1 MiB, Fastify's default `bodyLimit`)
+   * Longest request body fingerprinted, in bytes. A longer body (by its Content-Length, as it streams in,
+   * or as a parser mounted before the middleware kept it) is answered with a 413 problem
+   * `idempotency-request-too-large` before anything is claimed: the store is not touched and the handler
+   * does not run. On Hono alone, a body another middleware already read is that middleware's to limit.
+   * @defaultValue 1_048_576 (1 MiB, Fastify's default `bodyLimit`)
    */
   readonly maxBodyBytes?: number;
   /**
@@ -114,9 +113,9 @@ export interface IdempotencyContext<Tx> {
   readonly tx: Tx;
 }
 
-// Hot path: docs/hot-path.md#exchange-context
+// Hot path: docs/hot-path.md#pipeline-context
 /**
- * A context as the exchange makes it. The receiver it was made under is kept in a private field, so
+ * A context as the pipeline makes it. The receiver it was made under is kept in a private field, so
  * {@link contextOf} can hand a context back typed with that receiver's transaction handle only when it
  * really came from that receiver (a field, not a weak map entry per request).
  */
@@ -133,7 +132,7 @@ class IssuedContext<Tx> implements IdempotencyContext<Tx> {
     this.#issuer = issuer;
   }
 
-  /** Whether `context` was made by an exchange under `receiver`. */
+  /** Whether `context` was made by a pipeline under `receiver`. */
   static issuedBy(context: object, receiver: object): boolean {
     return #issuer in context && context.#issuer === receiver;
   }
@@ -158,8 +157,8 @@ export function contextOf<Tx>(context: IdempotencyContext<unknown> | undefined, 
   return context as IdempotencyContext<Tx>;
 }
 
-/** A request as the exchange sees it. */
-export interface HttpExchangeRequest<Req> {
+/** A request as the pipeline sees it. */
+export interface HttpPipelineRequest<Req> {
   /** The framework's own request, handed to the `scope` and `route` options. */
   readonly request: Req;
   readonly method: string;
@@ -202,13 +201,13 @@ export interface OutgoingResponse {
  * - `replay`: send a saved response; its headers include `idempotent-replayed: true`.
  * - `problem`: send an `application/problem+json` answer (400, 409, 410, 413, 422 or 503).
  */
-export type HttpExchangeOutcome =
+export type HttpPipelineOutcome =
   | { readonly kind: 'pass' }
   | { readonly kind: 'handler'; readonly response: CapturedResponse }
   | { readonly kind: 'replay' | 'problem'; readonly response: OutgoingResponse };
 
-/** The shared request pipeline. Create one per middleware with {@link createHttpExchange}. */
-export interface HttpExchange<Req, Tx> {
+/** The shared request pipeline. Create one per middleware with {@link createHttpPipeline}. */
+export interface HttpPipeline<Req, Tx> {
   /** The resolved {@link IdempotencyOptions.maxBodyBytes}. */
   readonly maxBodyBytes: number;
   /** The resolved {@link IdempotencyOptions.maxResponseBytes}. */
@@ -232,12 +231,12 @@ export interface HttpExchange<Req, Tx> {
    * @throws whatever `scope`, `route`, `body` or `run` throw (not a failed handler: see `failed`)
    */
   handle(
-    request: HttpExchangeRequest<Req>,
+    request: HttpPipelineRequest<Req>,
     run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
-  ): Promise<HttpExchangeOutcome>;
+  ): Promise<HttpPipelineOutcome>;
 }
 
-/** The resolved, frozen options of an {@link HttpExchange}. */
+/** The resolved, frozen options of an {@link HttpPipeline}. */
 interface ResolvedOptions<Req, Tx> {
   readonly receiver: Receiver<Tx>;
   readonly required: boolean;
@@ -260,7 +259,7 @@ class HandlerFailed extends Error {
 }
 
 const encoder = new TextEncoder();
-const PASS: HttpExchangeOutcome = Object.freeze({ kind: 'pass' });
+const PASS: HttpPipelineOutcome = Object.freeze({ kind: 'pass' });
 const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
 
 /**
@@ -272,61 +271,34 @@ const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
  *   `maxBodyBytes` or `maxResponseBytes` not a non-negative integer
  * @example
  * ```ts
- * const exchange = createHttpExchange({ receiver, scope: (req: Request) => req.headers.get('x-tenant') ?? '' });
- * const outcome = await exchange.handle(neutralRequest, async (context) => runHandler(context));
+ * const pipeline = createHttpPipeline({ receiver, scope: (req: Request) => req.headers.get('x-tenant') ?? '' });
+ * const outcome = await pipeline.handle(neutralRequest, async (context) => runHandler(context));
  * ```
  */
-export function createHttpExchange<Req, Tx>(options: IdempotencyOptions<Req, Tx>): HttpExchange<Req, Tx> {
-  const resolved = resolveOptions(options);
-  return new ReceiverExchange(resolved);
+export function createHttpPipeline<Req, Tx>(options: IdempotencyOptions<Req, Tx>): HttpPipeline<Req, Tx> {
+  return new ReceiverPipeline(resolveOptions(options));
 }
 
 function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): ResolvedOptions<Req, Tx> {
   requireOptions('the idempotency middleware', options);
-  const receiver = options.receiver as unknown;
-  if (typeof receiver !== 'object' || receiver === null || typeof (receiver as Receiver<Tx>).execute !== 'function') {
-    throw new TypeError(`retrysafe: option "receiver" must be a Receiver (see createReceiver), got ${describe(receiver)}`);
-  }
-  const required = options.required ?? true;
-  if (typeof required !== 'boolean') {
-    throw new TypeError(`retrysafe: option "required" must be a boolean, got ${describe(required)}`);
-  }
+  if (!isReceiver(options.receiver)) throw invalidOption('receiver', 'a Receiver (see createReceiver)', options.receiver);
+  const required = requireBoolean('required', options.required ?? true);
   const methods: unknown = options.methods ?? DEFAULT_METHODS;
-  if (!isStringArray(methods, /^[A-Za-z]+$/) || methods.length === 0) {
-    throw new TypeError(`retrysafe: option "methods" must be a non-empty array of HTTP method names, got ${describe(methods)}`);
-  }
-  const scope = options.scope ?? (() => '');
-  if (typeof scope !== 'function') {
-    throw new TypeError(`retrysafe: option "scope" must be a function of the request, got ${describe(scope)}`);
-  }
-  if (options.route !== undefined && typeof options.route !== 'function') {
-    throw new TypeError(`retrysafe: option "route" must be a function of the request, got ${describe(options.route)}`);
-  }
+  if (!isStringArray(methods, METHOD_NAME) || methods.length === 0) throw invalidOption('methods', 'a non-empty array of HTTP method names', methods);
+  const scope = requireFunction<(req: Req) => string | Promise<string>>('scope', options.scope ?? noScope);
+  const route = options.route === undefined ? undefined : requireFunction<(req: Req) => string>('route', options.route);
   const replayHeaders: unknown = options.replayHeaders ?? DEFAULT_REPLAY_HEADERS;
-  if (!isStringArray(replayHeaders, /^[!#$%&'*+.^_`|~0-9a-z-]+$/)) {
-    throw new TypeError(`retrysafe: option "replayHeaders" must be an array of lower-case header names, got ${describe(replayHeaders)}`);
-  }
-  for (const name of replayHeaders) {
-    if (NEVER_REPLAYED.has(name)) {
-      throw new TypeError(`retrysafe: option "replayHeaders" must not list ${describe(name)}: cookies are never stored or replayed`);
-    }
-  }
-  const problemTypeBase = options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE;
-  if (typeof problemTypeBase !== 'string') {
-    throw new TypeError(`retrysafe: option "problemTypeBase" must be a string, got ${describe(problemTypeBase)}`);
-  }
-  const retryAfterSeconds = options.retryAfterSeconds ?? 1;
-  if (typeof retryAfterSeconds !== 'number' || !Number.isSafeInteger(retryAfterSeconds) || retryAfterSeconds < 0) {
-    throw new TypeError(`retrysafe: option "retryAfterSeconds" must be a non-negative integer number of seconds, got ${describe(retryAfterSeconds)}`);
-  }
-  const maxBodyBytes = options.maxBodyBytes ?? 1_048_576;
-  if (typeof maxBodyBytes !== 'number' || !Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 0) {
-    throw new TypeError(`retrysafe: option "maxBodyBytes" must be a non-negative integer number of bytes, got ${describe(maxBodyBytes)}`);
-  }
-  const maxResponseBytes = options.maxResponseBytes ?? 1_048_576;
-  if (typeof maxResponseBytes !== 'number' || !Number.isSafeInteger(maxResponseBytes) || maxResponseBytes < 0) {
-    throw new TypeError(`retrysafe: option "maxResponseBytes" must be a non-negative integer number of bytes, got ${describe(maxResponseBytes)}`);
-  }
+  if (!isStringArray(replayHeaders, HEADER_NAME)) throw invalidOption('replayHeaders', 'an array of lower-case header names', replayHeaders);
+  const refused = replayHeaders.find((name) => NEVER_REPLAYED.has(name));
+  if (refused !== undefined) throw invalidOption('replayHeaders', `a list without ${describe(refused)} (cookies are never stored or replayed)`, replayHeaders);
+  const problemTypeBase: unknown = options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE;
+  if (typeof problemTypeBase !== 'string') throw invalidOption('problemTypeBase', 'a string', problemTypeBase);
+  const retryAfterSeconds: unknown = options.retryAfterSeconds ?? 1;
+  if (!isNonNegativeInteger(retryAfterSeconds)) throw invalidOption('retryAfterSeconds', 'a non-negative integer number of seconds', retryAfterSeconds);
+  const maxBodyBytes: unknown = options.maxBodyBytes ?? 1_048_576;
+  if (!isNonNegativeInteger(maxBodyBytes)) throw invalidOption('maxBodyBytes', 'a non-negative integer number of bytes', maxBodyBytes);
+  const maxResponseBytes: unknown = options.maxResponseBytes ?? 1_048_576;
+  if (!isNonNegativeInteger(maxResponseBytes)) throw invalidOption('maxResponseBytes', 'a non-negative integer number of bytes', maxResponseBytes);
   return Object.freeze({
     receiver: options.receiver,
     maxBodyBytes,
@@ -334,18 +306,35 @@ function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): Resolved
     required,
     methods: new Set(methods.map((m) => m.toUpperCase())),
     scope,
-    route: options.route,
+    route,
     replayHeaders: new Set(replayHeaders),
     problemTypeBase,
     retryAfterSeconds,
   });
 }
 
+/** Method names as the `methods` option takes them (any case), and header names as `replayHeaders` does (RFC 9110 tokens, lower case). */
+const METHOD_NAME = /^[A-Za-z]+$/;
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
+
+/** The default `scope`: every key in one namespace. */
+function noScope(): string {
+  return '';
+}
+
+function isReceiver(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && typeof (value as Partial<Receiver<unknown>>).execute === 'function';
+}
+
+function isNonNegativeInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+}
+
 function isStringArray(value: unknown, pattern: RegExp): value is readonly string[] {
   return Array.isArray(value) && value.every((item) => typeof item === 'string' && pattern.test(item));
 }
 
-class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
+class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
   readonly maxBodyBytes: number;
   readonly maxResponseBytes: number;
 
@@ -359,9 +348,9 @@ class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
   }
 
   async handle(
-    request: HttpExchangeRequest<Req>,
+    request: HttpPipelineRequest<Req>,
     run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
-  ): Promise<HttpExchangeOutcome> {
+  ): Promise<HttpPipelineOutcome> {
     if (!this.applies(request.method)) return PASS;
     const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
     if (header === null || header === undefined) {
@@ -381,7 +370,7 @@ class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
       }
       throw error;
     }
-    // Hot path: docs/hot-path.md#exchange-context
+    // Hot path: docs/hot-path.md#pipeline-context
     // Awaiting a value that is not a promise still costs a microtask hop; the usual scope and body are plain.
     const scoped = this.options.scope(request.request);
     const scope = typeof scoped === 'string' ? scoped : await scoped;
@@ -422,7 +411,7 @@ class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
     }
   }
 
-  private problemOutcome(error: IdempotencyError): HttpExchangeOutcome {
+  private problemOutcome(error: IdempotencyError): HttpPipelineOutcome {
     const problem = problemFor(error, this.options.problemTypeBase, this.options.retryAfterSeconds);
     return {
       kind: 'problem',
@@ -431,7 +420,7 @@ class ReceiverExchange<Req, Tx> implements HttpExchange<Req, Tx> {
   }
 
   /** The 410 answer to a retry whose first response was saved without its body. */
-  private notKeptOutcome(saved: StoredResponse, bytes: number): HttpExchangeOutcome {
+  private notKeptOutcome(saved: StoredResponse, bytes: number): HttpPipelineOutcome {
     const error = new ResponseNotKeptError(saved.status, bytes);
     const problem = problemFor(error, this.options.problemTypeBase, this.options.retryAfterSeconds);
     const location = saved.headers['location'];
