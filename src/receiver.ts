@@ -4,12 +4,8 @@
  *
  * @module
  */
-import {
-  createEngine,
-  type PlainEngineOptions,
-  type Receiver,
-  type TransactionalEngineOptions,
-} from './core/receiver.js';
+import { createEngine } from './core/engine.js';
+import type { PlainEngineOptions, Receiver, TransactionalEngineOptions } from './core/receiver.js';
 import { TelemetryObserver, type ObservabilityOptions } from './observability/observer.js';
 
 /** Options of a receiver over a plain store. */

@@ -11,8 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
-import { requireClock, requireOptions } from '../core/validate.js';
-import { describe, requireDurationMs } from '../core/validate.js';
+import { describe, invalidOption, requireAtMost, requireClock, requireCount, requireDurationMs, requireFunction, requireOptions } from '../core/validate.js';
 import { IdempotencyKeyInvalidError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { fullJitterDelay } from './backoff.js';
@@ -139,32 +138,27 @@ export function createRetryingFetch(options: RetryingFetchOptions = {}): Retryin
 
 function resolve(options: RetryingFetchOptions): ResolvedOptions {
   requireOptions('createRetryingFetch', options);
-  const maxAttempts = orDefault(options.maxAttempts, 5);
-  if (typeof maxAttempts !== 'number' || !Number.isSafeInteger(maxAttempts) || maxAttempts < 1) {
-    throw new TypeError(`retrysafe: option "maxAttempts" must be a positive integer, got ${describe(maxAttempts)}`);
-  }
+  const maxAttempts = requireCount('maxAttempts', orDefault(options.maxAttempts, 5));
   const baseDelayMs = requireDurationMs('baseDelayMs', orDefault(options.baseDelayMs, 100));
   const maxDelayMs = requireDurationMs('maxDelayMs', orDefault(options.maxDelayMs, 5_000));
-  if (baseDelayMs > maxDelayMs) {
-    throw new TypeError(`retrysafe: option "baseDelayMs" (${baseDelayMs}) must not exceed "maxDelayMs" (${maxDelayMs})`);
-  }
+  requireAtMost('baseDelayMs', baseDelayMs, 'maxDelayMs', maxDelayMs);
   const clock = requireClock(orDefault(options.clock, systemClock));
   const methods = orDefault(options.methods, ['POST', 'PATCH', 'PUT', 'DELETE']);
   if (!Array.isArray(methods) || !methods.every((m) => typeof m === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(m))) {
-    throw new TypeError(`retrysafe: option "methods" must be an array of HTTP method names, got ${describe(methods)}`);
+    throw invalidOption('methods', 'an array of HTTP method names', methods);
   }
   return Object.freeze({
-    fetch: requireFunction('fetch', orDefault(options.fetch, globalThis.fetch)),
+    fetch: fn('fetch', orDefault(options.fetch, globalThis.fetch)),
     maxAttempts,
     baseDelayMs,
     maxDelayMs,
     attemptTimeoutMs: requireDurationMs('attemptTimeoutMs', orDefault(options.attemptTimeoutMs, 10_000)),
     deadlineMs: requireDurationMs('deadlineMs', orDefault(options.deadlineMs, 30_000)),
-    generateKey: requireFunction('generateKey', orDefault(options.generateKey, randomUUID)),
-    random: requireFunction('random', orDefault(options.random, Math.random)),
-    sleep: requireFunction('sleep', orDefault(options.sleep, timerSleep)),
+    generateKey: fn('generateKey', orDefault(options.generateKey, randomUUID)),
+    random: fn('random', orDefault(options.random, Math.random)),
+    sleep: fn('sleep', orDefault(options.sleep, timerSleep)),
     clock,
-    onAttempt: options.onAttempt === undefined ? undefined : requireFunction('onAttempt', options.onAttempt),
+    onAttempt: options.onAttempt === undefined ? undefined : fn('onAttempt', options.onAttempt),
     methods: new Set((methods as readonly string[]).map((m) => m.toUpperCase())),
   });
 }
@@ -174,10 +168,9 @@ function orDefault<T>(value: T | undefined, fallback: T): T {
   return value === undefined ? fallback : value;
 }
 
-function requireFunction<F>(name: string, value: F): F {
-  if (typeof value !== 'function') {
-    throw new TypeError(`retrysafe: option "${name}" must be a function, got ${describe(value)}`);
-  }
+/** {@link requireFunction} keeping the option's own type. */
+function fn<F>(name: string, value: F): F {
+  requireFunction(name, value);
   return value;
 }
 

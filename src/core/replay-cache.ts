@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { describe, requireDurationMs } from './validate.js';
+import { requireCount, requireDurationMs, requireObject } from './validate.js';
 import { recordSlot, type IdempotencyRecord } from './record.js';
 
 /** Options of the receiver's replay cache (its `replayCache` option). Durations are in milliseconds. */
@@ -48,13 +48,8 @@ export class ReplayCache {
 
   /** @throws TypeError naming the option when `options` is not valid {@link ReplayCacheOptions} */
   constructor(options: ReplayCacheOptions) {
-    if (typeof options !== 'object' || options === null) {
-      throw new TypeError(`retrysafe: option "replayCache" must be an object with "maxEntries", got ${describe(options)}`);
-    }
-    const { maxEntries } = options;
-    if (typeof maxEntries !== 'number' || !Number.isSafeInteger(maxEntries) || maxEntries <= 0) {
-      throw new TypeError(`retrysafe: option "replayCache.maxEntries" must be a positive integer, got ${describe(maxEntries)}`);
-    }
+    requireObject('replayCache', options);
+    const maxEntries = requireCount('replayCache.maxEntries', options.maxEntries);
     this.options = Object.freeze({ maxEntries, maxAgeMs: requireDurationMs('replayCache.maxAgeMs', options.maxAgeMs ?? 60_000) });
   }
 

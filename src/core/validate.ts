@@ -10,6 +10,7 @@
  * @module
  */
 import type { Clock } from './clock.js';
+import type { IdempotencyStore } from './store.js';
 
 /** Renders a value for an error message. */
 export function describe(value: unknown): string {
@@ -202,4 +203,30 @@ export function requireExactlyOne(owner: string, first: string, firstValue: unkn
   if ((firstValue === undefined) === (secondValue === undefined)) {
     throw new TypeError(`retrysafe: ${owner} needs exactly one of the options "${first}" and "${second}"`);
   }
+}
+
+/**
+ * Returns `value` if it is at most `limit`, the value of the option `limitName`: the check of two options
+ * whose order matters (`leaseMs` within `retentionMs`, `baseDelayMs` within `maxDelayMs`). Both are
+ * checked on their own first.
+ *
+ * @throws TypeError `retrysafe: option "<name>" (<value>) must not exceed "<limitName>" (<limit>)` otherwise
+ */
+export function requireAtMost(name: string, value: number, limitName: string, limit: number): number {
+  if (value > limit) throw new TypeError(`retrysafe: option "${name}" (${value}) must not exceed "${limitName}" (${limit})`);
+  return value;
+}
+
+/**
+ * Returns `value` if it is an {@link IdempotencyStore} (an object with a `claim()` method), the check of
+ * the `store` option of the receiver and the phase runner.
+ *
+ * @throws TypeError naming the option `store` and the value otherwise
+ */
+export function requireIdempotencyStore<S extends IdempotencyStore>(value: S): S {
+  const store = value as unknown;
+  if (typeof store !== 'object' || store === null || typeof (store as Partial<IdempotencyStore>).claim !== 'function') {
+    throw invalidOption('store', 'an IdempotencyStore', store);
+  }
+  return value;
 }

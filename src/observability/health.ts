@@ -7,6 +7,7 @@
  * @module
  */
 import { STUCK_KEY_LIMIT, type ComponentHealth } from '../core/health.js';
+import { invalidOption } from '../core/validate.js';
 
 /** A named health check; it should resolve even when its component is down (see {@link checkHealth}). */
 export type HealthCheck = () => Promise<ComponentHealth>;
@@ -37,9 +38,7 @@ export interface OutboxBacklog {
  * ```
  */
 export function outboxHealthCheck(status: () => Promise<OutboxBacklog>, maxLagMs: number): HealthCheck {
-  if (typeof maxLagMs !== 'number' || !(maxLagMs > 0)) {
-    throw new TypeError(`retrysafe: outboxHealthCheck "maxLagMs" must be a positive number of milliseconds, got ${String(maxLagMs)}`);
-  }
+  if (typeof maxLagMs !== 'number' || !(maxLagMs > 0)) throw invalidOption('maxLagMs', 'a positive number of milliseconds', maxLagMs, 'outboxHealthCheck');
   return async () => {
     try {
       const s = await status();

@@ -8,12 +8,11 @@
  *
  * @module
  */
-import { describe } from '../core/validate.js';
 import { RequestInProgressError } from '../core/errors.js';
 import { checkPlan, type PhasePlan } from './plan.js';
 import { storeName, type PhaseRunner } from './runner.js';
 import { decodeRecoveryPoint } from './recovery-point.js';
-import { requireOptions } from '../core/validate.js';
+import { describe, invalidOption, requireCount, requireOptions } from '../core/validate.js';
 
 /** Options of {@link completeAbandoned}. */
 export interface CompleteAbandonedOptions<Tx> {
@@ -70,7 +69,7 @@ export async function completeAbandoned<Tx>(options: CompleteAbandonedOptions<Tx
   requireOptions('completeAbandoned', options);
   const { runner } = options;
   if (typeof runner !== 'object' || runner === null || typeof runner.execute !== 'function') {
-    throw new TypeError(`retrysafe: option "runner" must be a phase runner from createPhaseRunner, got ${describe(runner)}`);
+    throw invalidOption('runner', 'a phase runner from createPhaseRunner', runner);
   }
   const store = runner.store;
   if (typeof store.listAbandoned !== 'function') {
@@ -78,19 +77,14 @@ export async function completeAbandoned<Tx>(options: CompleteAbandonedOptions<Tx
       `retrysafe: option "runner" has a store (${storeName(runner.store)}) without listAbandoned(), so abandoned records cannot be found`,
     );
   }
-  if (!Array.isArray(options.plans)) {
-    throw new TypeError(`retrysafe: option "plans" must be an array of plans, got ${describe(options.plans)}`);
-  }
+  if (!Array.isArray(options.plans)) throw invalidOption('plans', 'an array of plans', options.plans);
   const plans = new Map<string, PhasePlan<Tx, never>>();
   for (const [index, plan] of options.plans.entries()) {
     checkPlan(`plans[${index}].`, plan);
     if (plans.has(plan.id)) throw new TypeError(`retrysafe: option "plans[${index}].id" repeats the plan id ${describe(plan.id)}`);
     plans.set(plan.id, plan);
   }
-  const limit = options.limit ?? 100;
-  if (!Number.isSafeInteger(limit) || limit <= 0) {
-    throw new TypeError(`retrysafe: option "limit" must be a positive integer, got ${describe(limit)}`);
-  }
+  const limit = requireCount('limit', options.limit ?? 100);
 
   const records = await store.listAbandoned(limit);
   const completed: AbandonedRecordRef[] = [];

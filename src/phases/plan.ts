@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { describe } from '../core/validate.js';
+import { describe, invalidOption, requireFunction, requireNonEmptyString } from '../core/validate.js';
 import type { Claim, StoredResponse } from '../core/record.js';
 
 /** What a phase is handed. */
@@ -121,31 +121,18 @@ export function definePhases<Tx = undefined, Input = unknown>(plan: PhasePlanInp
  * @throws TypeError naming the option, as {@link definePhases} does
  */
 export function checkPlan<Tx, Input>(option: string, plan: unknown): asserts plan is PhasePlan<Tx, Input> {
-  if (typeof plan !== 'object' || plan === null) {
-    throw new TypeError(`retrysafe: option "${option || 'plan'}" must be a plan from definePhases, got ${describe(plan)}`);
-  }
+  if (typeof plan !== 'object' || plan === null) throw invalidOption(option || 'plan', 'a plan from definePhases', plan);
   const { id, phases, respond } = plan as Partial<PhasePlan<Tx, Input>>;
-  if (typeof id !== 'string' || id.length === 0 || id.length > 200) {
-    throw new TypeError(`retrysafe: option "${option}id" must be a string of 1 to 200 characters, got ${describe(id)}`);
-  }
-  if (!Array.isArray(phases) || phases.length === 0) {
-    throw new TypeError(`retrysafe: option "${option}phases" must be a non-empty array of phases, got ${describe(phases)}`);
-  }
+  if (typeof id !== 'string' || id.length === 0 || id.length > 200) throw invalidOption(`${option}id`, 'a string of 1 to 200 characters', id);
+  if (!Array.isArray(phases) || phases.length === 0) throw invalidOption(`${option}phases`, 'a non-empty array of phases', phases);
   const names = new Set<string>();
   for (const [index, phase] of (phases as unknown[]).entries()) {
     const candidate = phase as Partial<Phase<Tx, Input>> | null;
-    if (typeof candidate !== 'object' || candidate === null || typeof candidate.name !== 'string' || candidate.name === '') {
-      throw new TypeError(`retrysafe: option "${option}phases[${index}].name" must be a non-empty string, got ${describe(candidate?.name)}`);
-    }
-    if (typeof candidate.run !== 'function') {
-      throw new TypeError(`retrysafe: option "${option}phases[${index}].run" must be a function, got ${describe(candidate.run)}`);
-    }
-    if (names.has(candidate.name)) {
-      throw new TypeError(`retrysafe: option "${option}phases[${index}].name" repeats the phase name ${describe(candidate.name)}`);
-    }
-    names.add(candidate.name);
+    if (typeof candidate !== 'object' || candidate === null) throw invalidOption(`${option}phases[${index}].name`, 'a non-empty string', undefined);
+    const name = requireNonEmptyString(`${option}phases[${index}].name`, candidate.name);
+    requireFunction(`${option}phases[${index}].run`, candidate.run);
+    if (names.has(name)) throw new TypeError(`retrysafe: option "${option}phases[${index}].name" repeats the phase name ${describe(name)}`);
+    names.add(name);
   }
-  if (typeof respond !== 'function') {
-    throw new TypeError(`retrysafe: option "${option}respond" must be a function, got ${describe(respond)}`);
-  }
+  requireFunction(`${option}respond`, respond);
 }

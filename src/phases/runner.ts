@@ -10,10 +10,8 @@
  * @module
  */
 import { derivedKey } from './derived-key.js';
-import { describe, requireDurationMs } from '../core/validate.js';
 import {
   IdempotencyError,
-  IdempotencyKeyReusedError,
   LeaseLostError,
   RecoveryPointUnresumableError,
   RequestInProgressError,
@@ -23,8 +21,9 @@ import { checkPlan, type Phase, type PhaseContext, type PhasePlan } from './plan
 import type { Claim, IdempotencyRecord, StoredResponse } from '../core/record.js';
 import type { OperationId } from '../core/receiver.js';
 import { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './recovery-point.js';
+import { answerStanding } from '../core/standing.js';
 import { claimInputOf, type IdempotencyStore, type TransactionalStore, type TransactionView } from '../core/store.js';
-import { requireOptions } from '../core/validate.js';
+import { describe, requireAtMost, requireDurationMs, requireIdempotencyStore, requireOptions } from '../core/validate.js';
 
 /** Options shared by every phase runner. Durations are in milliseconds. */
 export interface PhaseRunnerOptions {
@@ -142,10 +141,7 @@ class Runner<Tx> implements PhaseRunner<Tx> {
 
   constructor(options: PlainPhaseRunnerOptions | TransactionalPhaseRunnerOptions<Tx>) {
     requireOptions('createPhaseRunner', options);
-    const store = options.store as unknown;
-    if (typeof store !== 'object' || store === null || typeof (store as IdempotencyStore).claim !== 'function') {
-      throw new TypeError(`retrysafe: option "store" must be an IdempotencyStore, got ${describe(store)}`);
-    }
+    const store = requireIdempotencyStore(options.store);
     if (typeof options.store.checkpoint !== 'function') {
       throw new TypeError(
         `retrysafe: option "store" (${storeName(store)}) has no checkpoint() method, which atomic phases need to record recovery points`,
@@ -161,9 +157,7 @@ class Runner<Tx> implements PhaseRunner<Tx> {
     }
     const leaseMs = requireDurationMs('leaseMs', options.leaseMs ?? 30_000);
     const retentionMs = requireDurationMs('retentionMs', options.retentionMs ?? 86_400_000);
-    if (leaseMs > retentionMs) {
-      throw new TypeError(`retrysafe: option "leaseMs" (${leaseMs}) must not exceed "retentionMs" (${retentionMs})`);
-    }
+    requireAtMost('leaseMs', leaseMs, 'retentionMs', retentionMs);
     this.options = Object.freeze({ leaseMs, retentionMs, transactional });
   }
 
@@ -293,10 +287,9 @@ class Runner<Tx> implements PhaseRunner<Tx> {
 
   /** A claim lost to `record`: the replay, or a typed error. */
   private lost(id: OperationId, record: IdempotencyRecord): Step {
-    // Mismatch is checked before in-flight.
-    if (record.fingerprint !== id.fingerprint) throw new IdempotencyKeyReusedError(record);
-    if (record.state === 'completed' && record.response) return { done: { response: record.response, replayed: true } };
-    throw new RequestInProgressError(record);
+    const response = answerStanding(record, id);
+    if (response === undefined) throw new RequestInProgressError(record);
+    return { done: { response, replayed: true } };
   }
 
   /**

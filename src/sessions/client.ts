@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { describe, requireDurationMs } from '../core/validate.js';
+import { describe, requireAtMost, requireCount, requireDurationMs, requireFunction } from '../core/validate.js';
 import { fullJitterDelay } from '../client/backoff.js';
 import {
   SessionError,
@@ -202,19 +202,15 @@ export class SessionClient {
 
 function resolveClientOptions(options: SessionClientOptions): ResolvedClientOptions {
   requireOptions('SessionClient.open', options);
+  // Keeps each option's own type, which requireFunction's generic would have to restate.
   const fn = <F>(name: string, value: F): F => {
-    if (typeof value !== 'function') throw new TypeError(`retrysafe: option "${name}" must be a function, got ${describe(value)}`);
+    requireFunction(name, value);
     return value;
   };
-  const maxAttempts = options.maxAttempts === undefined ? 5 : options.maxAttempts;
-  if (typeof maxAttempts !== 'number' || !Number.isSafeInteger(maxAttempts) || maxAttempts < 1) {
-    throw new TypeError(`retrysafe: option "maxAttempts" must be a positive integer, got ${describe(maxAttempts)}`);
-  }
+  const maxAttempts = requireCount('maxAttempts', options.maxAttempts === undefined ? 5 : options.maxAttempts);
   const baseDelayMs = requireDurationMs('baseDelayMs', options.baseDelayMs === undefined ? 100 : options.baseDelayMs);
   const maxDelayMs = requireDurationMs('maxDelayMs', options.maxDelayMs === undefined ? 5_000 : options.maxDelayMs);
-  if (baseDelayMs > maxDelayMs) {
-    throw new TypeError(`retrysafe: option "baseDelayMs" (${baseDelayMs}) must not exceed "maxDelayMs" (${maxDelayMs})`);
-  }
+  requireAtMost('baseDelayMs', baseDelayMs, 'maxDelayMs', maxDelayMs);
   return Object.freeze({
     register: fn('register', options.register),
     keepAlive: options.keepAlive === undefined ? undefined : fn('keepAlive', options.keepAlive),

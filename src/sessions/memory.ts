@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { requireLimit } from '../core/validate.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
 
 interface RequestEntry {
@@ -122,10 +123,8 @@ class MemorySessionStore implements SessionStore {
   }
 
   /** One page in client-id order: filters and sorts every session id, so O(n log n) in the sessions held. */
-  listSessions(query: SessionQuery): Promise<SessionSummary[]> {
-    if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
-      return Promise.reject(new TypeError(`retrysafe: listSessions limit must be a positive integer, got ${String(query.limit)}`));
-    }
+  async listSessions(query: SessionQuery): Promise<SessionSummary[]> {
+    requireLimit('listSessions', query.limit);
     const { clientIdPrefix, after } = query;
     const ids = [...this.sessions.keys()]
       .filter((id) => (clientIdPrefix === undefined || id.startsWith(clientIdPrefix)) && (after === undefined || id > after))

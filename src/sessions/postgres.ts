@@ -10,7 +10,7 @@ import type { Pool, QueryResult, QueryResultRow } from 'pg';
 import { describe } from '../core/validate.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../stores/postgres/schema.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
-import { requireOptions } from '../core/validate.js';
+import { requireLimit, requireOptions } from '../core/validate.js';
 
 /** Options of {@link createPostgresSessionStore}. */
 export interface PostgresSessionStoreOptions {
@@ -217,9 +217,7 @@ class PostgresSessionStore implements SessionStore {
   }
 
   async listSessions(query: SessionQuery): Promise<SessionSummary[]> {
-    if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
-      throw new TypeError(`retrysafe: listSessions limit must be a positive integer, got ${String(query.limit)}`);
-    }
+    requireLimit('listSessions', query.limit);
     // Unnamed, unlike the other statements, so each page is planned with its own values: a plan cached for
     // any values could not bound the index scan by a prefix or an `after` that may be null, and would read
     // the index from its start on every page.

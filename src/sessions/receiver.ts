@@ -11,8 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { MeterProvider } from '@opentelemetry/api';
 import { systemClock, type Clock } from '../core/clock.js';
-import { requireClock, requireGenerateId, requireOptions } from '../core/validate.js';
-import { describe, requireDurationMs } from '../core/validate.js';
+import { describe, invalidOption, requireClock, requireDurationMs, requireGenerateId, requireLimit, requireOptions } from '../core/validate.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import {
   SessionExpiredError,
@@ -140,13 +139,11 @@ class Receiver implements SessionReceiver {
   constructor(options: SessionReceiverOptions) {
     requireOptions('createSessionReceiver', options);
     const store = options.store as unknown;
-    if (typeof store !== 'object' || store === null || typeof (store as SessionStore).begin !== 'function') {
-      throw new TypeError(`retrysafe: option "store" must be a SessionStore, got ${describe(store)}`);
-    }
+    if (typeof store !== 'object' || store === null || typeof (store as SessionStore).begin !== 'function') throw invalidOption('store', 'a SessionStore', store);
     this.store = options.store;
     const { meterProvider } = options;
     if (meterProvider !== undefined && (typeof meterProvider !== 'object' || meterProvider === null || typeof meterProvider.getMeter !== 'function')) {
-      throw new TypeError(`retrysafe: option "meterProvider" must be an OpenTelemetry MeterProvider, got ${describe(meterProvider)}`);
+      throw invalidOption('meterProvider', 'an OpenTelemetry MeterProvider', meterProvider);
     }
     this.metrics = new SessionMetrics(meterProvider);
     const clock = requireClock(options.clock === undefined ? systemClock : options.clock);
@@ -251,9 +248,7 @@ class Receiver implements SessionReceiver {
   }
 
   reap(limit = 1_000): Promise<number> {
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: reap "limit" must be a positive integer, got ${describe(limit)}`);
-    }
+    requireLimit('reap', limit);
     return this.call(async () => {
       const reaped = await this.store.reap(this.options.clock.now(), limit);
       this.metrics.reaped(reaped);

@@ -19,7 +19,7 @@ import { RELEASE_SESSION_LUA } from './redis-scripts/release.lua.js';
 import { STATS_SESSION_LUA } from './redis-scripts/stats.lua.js';
 import { SUMMARY_SESSION_LUA } from './redis-scripts/summary.lua.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
-import { requireOptions } from '../core/validate.js';
+import { requireLimit, requireOptions } from '../core/validate.js';
 
 /** Options of {@link createRedisSessionStore}. */
 export interface RedisSessionStoreOptions {
@@ -207,9 +207,7 @@ class RedisSessionStore implements SessionStore {
    */
   async listSessions(query: SessionQuery): Promise<SessionSummary[]> {
     const { limit, clientIdPrefix, after } = query;
-    if (!Number.isSafeInteger(limit) || limit <= 0) {
-      throw new TypeError(`retrysafe: listSessions limit must be a positive integer, got ${String(limit)}`);
-    }
+    requireLimit('listSessions', limit);
     // SCAN may return a key twice: a set keeps each id once.
     let page = new Set<string>();
     for await (const found of scanKeys(this.config.client, recordPattern(this.config.prefix), SCAN_COUNT)) {

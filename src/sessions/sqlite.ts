@@ -12,7 +12,7 @@ import { attempt } from '../stores/sqlite/attempt.js';
 import { openSqlite } from '../stores/sqlite/open.js';
 import { sessionsSqliteSchema } from './migrations/sqlite.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
-import { requireClock, requireOptions } from '../core/validate.js';
+import { requireClock, requireLimit, requireOptions } from '../core/validate.js';
 import { requireSqliteSource } from '../stores/sqlite/source.js';
 
 /** Options of {@link createSqliteSessionStore}. */
@@ -252,9 +252,7 @@ class SqliteSessionStore implements SessionStore {
 
   listSessions(query: SessionQuery): Promise<SessionSummary[]> {
     return attempt(() => {
-      if (!Number.isSafeInteger(query.limit) || query.limit <= 0) {
-        throw new TypeError(`retrysafe: listSessions limit must be a positive integer, got ${String(query.limit)}`);
-      }
+      requireLimit('listSessions', query.limit);
       const rows = this.sql.listSessions.all({ prefix: query.clientIdPrefix ?? null, after: query.after ?? null, limit: query.limit }) as SummaryRow[];
       return rows.map((row) => ({
         clientId: row.clientId,

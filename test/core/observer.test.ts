@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { IdempotencyKeyReusedError, LeaseLostError, StoreUnavailableError } from '../../src/core/errors.js';
 import type { ReceiverObserver } from '../../src/core/observer.js';
-import { createEngine } from '../../src/core/receiver.js';
+import { createEngine } from '../../src/core/engine.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { instrument } from '../support/http.js';
 

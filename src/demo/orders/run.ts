@@ -142,7 +142,6 @@ interface PipelineInput {
 
 async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
   const { pool, broker, schema, plan, unsafe } = input;
-  const n = plan.length;
   const counts: Record<WorkerCounter, number> = { publishes: 0, 'duplicate-copies': 0, deliveries: 0, 'duplicates-skipped': 0 };
   const crashes: Record<WorkerCrash, number> = { 'relay-after-confirm': 0, 'consumer-after-commit': 0, 'consumer-mid-handler': 0 };
   const http = { lostReplies: 0, clientTimeouts: 0 };
@@ -152,33 +151,11 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
   input.signal?.addEventListener('abort', onInterrupt, { once: true });
   const client = createDemoClient({ attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, deadlineMs: 30_000, maxAttempts: 100 });
 
-  const base: WorkerConfig = { store: input.store, schema, broker: broker.endpoint, crash: undefined, duplicateEvery: 0, unsafe };
-  // Crash points sit a fifth of the way in, so traffic is flowing when each worker dies and keeps coming after.
-  const at = Math.ceil(n / 5);
-  const common = {
+  const { relay, consumers } = supervisors(input, {
     onCount: (counter: WorkerCounter) => counts[counter]++,
     onCrash: (kind: WorkerCrash) => crashes[kind]++,
     onFailure: (error: Error) => failure.abort(error),
-  };
-  const relay = new WorkerSupervisor({
-    ...common,
-    entry: 'relay-worker',
-    incarnations: [
-      { ...base, duplicateEvery: 10, crash: { kind: 'relay-after-confirm', at } },
-      { ...base, duplicateEvery: 10 },
-    ],
   });
-  // RabbitMQ hands a dead consumer's unacknowledged messages to the next one at once, so one consumer process
-  // goes through both crashes in turn. A Kafka group gives a SIGKILLed member's partitions away only once its
-  // session has timed out, so there the billing consumer is a group of two members, each killed once and early
-  // in its half of the records (before the other's restart makes the group rebalance), so that the two
-  // recoveries overlap.
-  const kafka = input.brokerName === 'kafka';
-  const consumerAt = kafka ? Math.ceil(at / 2) : at;
-  const midHandler: WorkerConfig = { ...base, crash: { kind: 'consumer-mid-handler', at: consumerAt } };
-  const afterCommit: WorkerConfig = { ...base, crash: { kind: 'consumer-after-commit', at: consumerAt } };
-  const consumerPlans: readonly (readonly WorkerConfig[])[] = kafka ? [[midHandler, base], [afterCommit, base]] : [[midHandler, afterCommit, base]];
-  const consumers = consumerPlans.map((incarnations) => new WorkerSupervisor({ ...common, entry: 'consumer-worker', incarnations }));
 
   const postgresStore = createPostgresStore({ pool, schema });
   const app = createOrdersApp({
@@ -242,6 +219,36 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
     await client.close();
     await postgresStore.close();
   }
+}
+
+/** The relay's and the consumers' supervisors, with the crash each incarnation is to suffer. */
+function supervisors(
+  input: PipelineInput,
+  common: Pick<ConstructorParameters<typeof WorkerSupervisor>[0], 'onCount' | 'onCrash' | 'onFailure'>,
+): { relay: WorkerSupervisor; consumers: WorkerSupervisor[] } {
+  const base: WorkerConfig = { store: input.store, schema: input.schema, broker: input.broker.endpoint, crash: undefined, duplicateEvery: 0, unsafe: input.unsafe };
+  // Crash points sit a fifth of the way in, so traffic is flowing when each worker dies and keeps coming after.
+  const at = Math.ceil(input.plan.length / 5);
+  const relay = new WorkerSupervisor({
+    ...common,
+    entry: 'relay-worker',
+    incarnations: [
+      { ...base, duplicateEvery: 10, crash: { kind: 'relay-after-confirm', at } },
+      { ...base, duplicateEvery: 10 },
+    ],
+  });
+  // RabbitMQ hands a dead consumer's unacknowledged messages to the next one at once, so one consumer process
+  // goes through both crashes in turn. A Kafka group gives a SIGKILLed member's partitions away only once its
+  // session has timed out, so there the billing consumer is a group of two members, each killed once and early
+  // in its half of the records (before the other's restart makes the group rebalance), so that the two
+  // recoveries overlap.
+  const kafka = input.brokerName === 'kafka';
+  const consumerAt = kafka ? Math.ceil(at / 2) : at;
+  const midHandler: WorkerConfig = { ...base, crash: { kind: 'consumer-mid-handler', at: consumerAt } };
+  const afterCommit: WorkerConfig = { ...base, crash: { kind: 'consumer-after-commit', at: consumerAt } };
+  const consumerPlans: readonly (readonly WorkerConfig[])[] = kafka ? [[midHandler, base], [afterCommit, base]] : [[midHandler, afterCommit, base]];
+  const consumers = consumerPlans.map((incarnations) => new WorkerSupervisor({ ...common, entry: 'consumer-worker', incarnations }));
+  return { relay, consumers };
 }
 
 /**

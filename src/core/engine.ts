@@ -1,0 +1,431 @@
+/**
+ * The engine: turns (scope, key, fingerprint) plus a unit of work into "the work runs once; every retry
+ * gets the first answer". Framework-free; the HTTP adapters and the function API are built
+ * on {@link Receiver.execute}. It reports what happens to a {@link ReceiverObserver}; the package's
+ * `createReceiver` builds it with the OpenTelemetry observer. Its public types are in `receiver.ts`.
+ *
+ * Sources: IETF draft-ietf-httpapi-idempotency-key-header (sections 2.6–2.7), Stripe's idempotent
+ * requests, Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres".
+ *
+ * @module
+ */
+import { systemClock } from './clock.js';
+import { IdempotencyError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
+import { receiverHealth, type ReceiverHealth } from './health.js';
+import { randomLeaseToken } from './lease-token.js';
+import { SILENT_OBSERVER, type ReceiverObserver, type StoreCallResult, type StoreOperation } from './observer.js';
+import type {
+  Execution,
+  ExecutionContext,
+  OperationId,
+  PlainEngineOptions,
+  Receiver,
+  TransactionalEngineOptions,
+} from './receiver.js';
+import { frozenResponse, type Claim, type IdempotencyRecord, type StoredResponse } from './record.js';
+import { ReplayCache } from './replay-cache.js';
+import { outcomeOf, RequestRun } from './request-run.js';
+import { answerStanding } from './standing.js';
+import { claimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';
+import {
+  requireAtMost,
+  requireClock,
+  requireDurationMs,
+  requireFunction,
+  requireGenerateId,
+  requireIdempotencyStore,
+  requireOneOf,
+  requireOptions,
+} from './validate.js';
+
+/**
+ * Creates the engine over a store, reporting to the observer `observe` returns (called once, with the
+ * store, after the options are checked). `createReceiver` is this with the OpenTelemetry observer.
+ *
+ * @param observe - builds the observer from the store; by default one that reports nothing
+ * @throws TypeError naming the option when an option is invalid (e.g. `leaseMs` not a positive integer,
+ *   `leaseMs` > `retentionMs`, `transactional: true` on a store without `claimTransaction`)
+ */
+export function createEngine<Tx = undefined>(
+  options: PlainEngineOptions | TransactionalEngineOptions<Tx>,
+  observe: (store: IdempotencyStore) => ReceiverObserver = () => SILENT_OBSERVER,
+): Receiver<Tx> {
+  return new Engine<Tx>(options, observe);
+}
+
+const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' });
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Saves every status below 500; releases server errors. */
+function persistBelow500(response: StoredResponse): boolean {
+  return response.status < 500;
+}
+
+/** Thrown inside a transaction to roll it back while still answering with `response`. */
+class Rollback extends Error {
+  constructor(readonly response: StoredResponse) {
+    super('rolled back: the response is not to be saved');
+  }
+}
+
+/** Wraps the work's own failure so it is told apart from a store failure. */
+class WorkFailed extends Error {
+  constructor(readonly error: unknown) {
+    super('the work failed', { cause: error });
+  }
+}
+
+/** The result of a store call that says nothing beyond its success. */
+const NO_RESULT = (): StoreCallResult => undefined;
+/** `complete` and `release` report whether they took effect. */
+const TOOK_EFFECT = (done: boolean): StoreCallResult => done;
+
+class Engine<Tx> implements Receiver<Tx> {
+  readonly options: Receiver<Tx>['options'];
+  readonly store: IdempotencyStore;
+  readonly observer: ReceiverObserver;
+  private readonly transactional: boolean;
+  /** Completed records kept in this process (the `replayCache` option), or none. */
+  private readonly replays: ReplayCache | undefined;
+
+  constructor(
+    options: PlainEngineOptions | TransactionalEngineOptions<Tx>,
+    observe: (store: IdempotencyStore) => ReceiverObserver,
+  ) {
+    requireOptions('createReceiver', options);
+    this.store = requireIdempotencyStore(options.store);
+    this.transactional = options.transactional === true;
+    if (this.transactional && typeof (options.store as Partial<TransactionalStore<Tx>>).claimTransaction !== 'function') {
+      throw new TypeError('retrysafe: option "transactional" is true but the store has no claimTransaction() method');
+    }
+    const leaseMs = requireDurationMs('leaseMs', options.leaseMs ?? 30_000);
+    const retentionMs = requireDurationMs('retentionMs', options.retentionMs ?? 86_400_000);
+    requireAtMost('leaseMs', leaseMs, 'retentionMs', retentionMs);
+    const inFlight = requireOneOf('inFlight', options.inFlight ?? 'reject', ['reject', 'wait']);
+    const shouldPersist = requireFunction<(response: StoredResponse) => boolean>('shouldPersist', options.shouldPersist ?? persistBelow500);
+    const clock = requireClock(options.clock ?? systemClock);
+    const generateId = requireGenerateId(options.generateId ?? randomLeaseToken);
+    this.replays = options.replayCache === undefined ? undefined : new ReplayCache(options.replayCache);
+    this.options = Object.freeze({
+      generateId,
+      leaseMs,
+      retentionMs,
+      inFlight,
+      waitTimeoutMs: requireDurationMs('waitTimeoutMs', options.waitTimeoutMs ?? 10_000),
+      pollIntervalMs: requireDurationMs('pollIntervalMs', options.pollIntervalMs ?? 25),
+      shouldPersist,
+      clock,
+      replayCache: this.replays?.options,
+    });
+    this.observer = observe(options.store);
+  }
+
+  health(): Promise<ReceiverHealth> {
+    return receiverHealth(this.store);
+  }
+
+  async execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution> {
+    const request = new RequestRun(this.observer.request(id.scope, id.key), work, this.options.waitTimeoutMs);
+    let execution: Execution;
+    try {
+      execution = await request.observation.within(() => this.attempt(id, request));
+    } catch (error) {
+      request.observation.end(request.threw(error) ? 'released_after_error' : outcomeOf(error), error);
+      throw error;
+    }
+    request.observation.end(execution.replayed ? (request.waited ? 'waited' : 'replayed') : 'executed');
+    return execution;
+  }
+
+  /**
+   * One attempt at `id`: a completed record in the replay cache answers at once; otherwise a claim, then
+   * the work on a won claim. A claim lost to a running request is answered by {@link Engine.inFlight},
+   * which may wait and attempt again.
+   */
+  private attempt(id: OperationId, request: RequestRun<Tx>): Promise<Execution> {
+    const cached = this.replays?.get(id.scope, id.key, this.options.clock.now());
+    if (cached !== undefined) {
+      try {
+        return Promise.resolve(this.answer(id, request, cached));
+      } catch (error) {
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the engine's own typed error (422), passed on as it came
+        return Promise.reject(error);
+      }
+    }
+    return this.transactional ? this.attemptInTransaction(id, request) : this.attemptPlain(id, request);
+  }
+
+  /**
+   * A claim lost to a request still in flight: `reject` mode answers 409 at once; `wait` mode waits for
+   * the record to change, within the wait budget, and attempts again.
+   */
+  private async inFlight(id: OperationId, request: RequestRun<Tx>, holder: IdempotencyRecord): Promise<Execution> {
+    // The wait budget is counted in the time actually waited, so a fake clock cannot stall it.
+    if (this.options.inFlight === 'reject' || request.budgetMs <= 0) throw new RequestInProgressError(holder);
+    // Wake no later than the holder's lease expiry, when a takeover becomes possible. A lease the store
+    // called live but this clock calls over means the clocks differ (PostgreSQL and Redis decide by the
+    // server's): look again after a poll interval rather than spinning on claims.
+    const untilLeaseEnds = holder.leaseExpiresAt - this.options.clock.now();
+    const slice = Math.min(request.budgetMs, untilLeaseEnds > 0 ? untilLeaseEnds : this.options.pollIntervalMs);
+    request.budgetMs -= slice;
+    request.waited = true;
+    await this.waitForChange(id, slice);
+    // Completed, released or taken over: claim again and let the store decide.
+    return await this.attempt(id, request);
+  }
+
+  async run<T>(id: OperationId, fn: (context: ExecutionContext<Tx>) => Promise<T>): Promise<T> {
+    const execution = await this.execute(id, async (context) => {
+      const value = await fn(context);
+      const text = JSON.stringify(value) as string | undefined;
+      return { status: 200, headers: JSON_HEADERS, body: text === undefined ? new Uint8Array() : encoder.encode(text) };
+    });
+    const body = execution.response.body;
+    return (body.byteLength === 0 ? undefined : JSON.parse(decoder.decode(body))) as T;
+  }
+
+  // Hot path: docs/hot-path.md#engine-store-calls
+  /**
+   * Plain mode: claim, work, complete (or release) as separate store operations. The store calls are
+   * observed in place (not through {@link Engine.call}): on the path every request takes, a wrapper would
+   * cost each call one more promise.
+   */
+  private async attemptPlain(id: OperationId, request: RequestRun<Tx>): Promise<Execution> {
+    const input = this.claimInput(id);
+    const claimedAt = this.replays === undefined ? 0 : this.options.clock.now();
+    let result: ClaimResult;
+    let claiming = this.observer.storeCall('claim');
+    try {
+      result = await this.store.claim(input);
+    } catch (first) {
+      claiming.fail(first);
+      // A claim whose reply was lost may have committed: the second try, with the same owner token, is
+      // then answered as this request's own claim.
+      claiming = this.observer.storeCall('claim');
+      try {
+        result = await this.store.claim(input);
+      } catch (error) {
+        claiming.fail(error);
+        throw new StoreUnavailableError(error);
+      }
+    }
+    claiming.end(claimResult(input, result));
+    if (!result.acquired) return this.lost(id, request, result.record);
+    const claim = result.claim;
+    if (claim.takeover) this.observer.takeover(id.scope, id.key);
+    let response: StoredResponse;
+    request.workStarted();
+    try {
+      response = await request.work({ claim, tx: undefined as Tx });
+    } catch (error) {
+      request.workFailed(error);
+      await this.release(claim);
+      throw error;
+    }
+    request.workSucceeded();
+    if (!this.options.shouldPersist(response)) {
+      await this.release(claim);
+      return { response, replayed: false, saved: false };
+    }
+    const completing = this.observer.storeCall('complete');
+    let saved: boolean;
+    try {
+      saved = await this.store.complete(claim, response, this.options.retentionMs);
+    } catch (error) {
+      completing.fail(error);
+      // The effect happened; answer it. The key stays claimed until its lease expires.
+      return { response, replayed: false, saved: false };
+    }
+    completing.end(saved);
+    if (!saved) throw new LeaseLostError(id.scope, id.key);
+    this.rememberCompleted(claim, response, claimedAt);
+    return { response, replayed: false, saved: true };
+  }
+
+  /**
+   * Transactional mode: the store claims, then work and complete run in one transaction on a won claim.
+   * A rolled-back transaction leaves the claim to release here (where the store committed it apart).
+   */
+  private async attemptInTransaction(id: OperationId, request: RequestRun<Tx>): Promise<Execution> {
+    const store = this.store as TransactionalStore<Tx>;
+    let claim: Claim | undefined;
+    let outcome: ClaimedTransaction<Execution>;
+    const input = this.claimInput(id);
+    const claimedAt = this.replays === undefined ? 0 : this.options.clock.now();
+    try {
+      const run = (): Promise<ClaimedTransaction<Execution>> => this.claimTransaction(store, input, async (tx, view, held): Promise<Execution> => {
+        claim = held;
+        let response: StoredResponse;
+        request.workStarted();
+        try {
+          response = await request.work({ claim: held, tx });
+        } catch (error) {
+          request.workFailed(error);
+          throw new WorkFailed(error);
+        }
+        request.workSucceeded();
+        if (!this.options.shouldPersist(response)) throw new Rollback(response);
+        if (!(await this.call('complete', () => view.complete(held, response, this.options.retentionMs), TOOK_EFFECT))) {
+          throw new WorkFailed(new LeaseLostError(id.scope, id.key));
+        }
+        return { response, replayed: false, saved: true };
+      });
+      outcome = await run().catch((failure: unknown) => {
+        // Failed before the work ran, perhaps after the claim committed: claim again with the same owner
+        // token, which the store recognises as this request's own claim. Once only.
+        if (claim !== undefined || failure instanceof IdempotencyError) throw failure;
+        return run();
+      });
+    } catch (failure) {
+      if (claim) await this.release(claim);
+      if (failure instanceof Rollback) return { response: failure.response, replayed: false, saved: false };
+      if (failure instanceof WorkFailed) throw failure.error;
+      // A store's own typed faults (closed, misused, an aborted transaction) still mean the store could
+      // not do its part: fail closed as unavailable, with the fault as the cause.
+      if (failure instanceof IdempotencyError && !failure.code.startsWith('store-')) throw failure;
+      throw new StoreUnavailableError(failure);
+    }
+    if (!outcome.acquired) return this.lost(id, request, outcome.record);
+    // Committed with the business writes: the claim was set when the transaction started.
+    if (outcome.value.saved && claim !== undefined) this.rememberCompleted(claim, outcome.value.response, claimedAt);
+    return outcome.value;
+  }
+
+  /**
+   * The store's `claimTransaction`, its claim observed from the call to the transaction's start (or to the
+   * record that stood in the way).
+   */
+  private async claimTransaction<R>(
+    store: TransactionalStore<Tx>,
+    input: ClaimInput,
+    fn: (tx: Tx, view: TransactionView, claim: Claim) => Promise<R>,
+  ): Promise<ClaimedTransaction<R>> {
+    const observation = this.observer.storeCall('claim');
+    let claiming = true;
+    try {
+      const outcome = await store.claimTransaction(input, (tx, view, claim) => {
+        claiming = false;
+        observation.end(claim.takeover ? 'takeover' : 'acquired');
+        if (claim.takeover) this.observer.takeover(input.scope, input.key);
+        return fn(tx, view, claim);
+      });
+      if (!outcome.acquired) {
+        claiming = false;
+        observation.end(lostResult(input, outcome.record));
+      }
+      return outcome;
+    } catch (error) {
+      if (claiming) observation.fail(error);
+      throw error;
+    }
+  }
+
+  /** Releases `claim` so a retry runs again; a failed release leaves the key to its lease's expiry. */
+  private async release(claim: Claim): Promise<void> {
+    await this.call('release', () => this.store.release(claim), TOOK_EFFECT).catch(() => false);
+  }
+
+  // Hot path: docs/hot-path.md#engine-store-calls
+  /**
+   * Makes one store call, observed as `operation`; `result` tells the observer how it ended. Not an `async`
+   * function: it chains once onto the store's own promise, where an `async` wrapper would cost every store
+   * call one more promise and hop.
+   */
+  private call<T>(operation: StoreOperation, call: () => Promise<T>, result: (value: T) => StoreCallResult): Promise<T> {
+    const observation = this.observer.storeCall(operation);
+    let pending: Promise<T>;
+    try {
+      pending = Promise.resolve(call());
+    } catch (error) {
+      observation.fail(error);
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the store's own throw, passed on as it came, as an `async` function would
+      return Promise.reject(error);
+    }
+    return pending.then(
+      (value) => {
+        observation.end(result(value));
+        return value;
+      },
+      (error: unknown) => {
+        observation.fail(error);
+        throw error;
+      },
+    );
+  }
+
+  /** The claim input of `id`, with a fresh owner token for this attempt. */
+  private claimInput(id: OperationId): ClaimInput {
+    return claimInputOf(id, this.options, this.options.generateId());
+  }
+
+  /**
+   * Keeps the record this receiver just completed in the replay cache (when there is one), so the first
+   * retry is answered from it too. Its times are this receiver's: claimed at `claimedAt`, completed now,
+   * retained `retentionMs` from now. A takeover's record is left out: its first claim's time is not known
+   * here.
+   */
+  private rememberCompleted(claim: Claim, response: StoredResponse, claimedAt: number): void {
+    if (this.replays === undefined || claim.takeover) return;
+    const now = this.options.clock.now();
+    this.replays.remember(
+      {
+        scope: claim.scope,
+        key: claim.key,
+        fingerprint: claim.fingerprint,
+        state: 'completed',
+        leaseToken: claim.leaseToken,
+        leaseExpiresAt: claim.leaseExpiresAt,
+        // Its own copy: the work's response object goes back to the caller, who may change or reuse it.
+        response: frozenResponse(response),
+        createdAt: claimedAt,
+        completedAt: now,
+        expiresAt: now + this.options.retentionMs,
+      },
+      now,
+    );
+  }
+
+  /** The answer to a claim lost to `record`, which the store returned (and the replay cache keeps if completed). */
+  private lost(id: OperationId, request: RequestRun<Tx>, record: IdempotencyRecord): Execution | Promise<Execution> {
+    this.replays?.remember(record, this.options.clock.now());
+    return this.answer(id, request, record);
+  }
+
+  /** The answer to `record` standing in the way: a replay, a reused key (422), or a request in flight. */
+  private answer(id: OperationId, request: RequestRun<Tx>, record: IdempotencyRecord): Execution | Promise<Execution> {
+    const response = answerStanding(record, id);
+    return response === undefined ? this.inFlight(id, request, record) : { response, replayed: true, saved: true };
+  }
+
+  /** Waits until the record changes state (completed, released, lease expired) or `timeoutMs` passes. */
+  private async waitForChange(id: OperationId, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    const store = this.store;
+    try {
+      const waitFor = store.waitFor?.bind(store);
+      if (waitFor) return await this.call('wait_for', () => waitFor(id.scope, id.key, timeoutMs), NO_RESULT);
+      const get = (): Promise<IdempotencyRecord | undefined> => this.call('get', () => store.get(id.scope, id.key), NO_RESULT);
+      let record = await get();
+      for (let waited = 0; waited < timeoutMs; waited += this.options.pollIntervalMs) {
+        if (record?.state !== 'in_progress' || record.leaseExpiresAt <= this.options.clock.now()) break;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(this.options.pollIntervalMs, timeoutMs - waited)));
+        record = await get();
+      }
+      return record;
+    } catch (error) {
+      throw new StoreUnavailableError(error);
+    }
+  }
+}
+
+/** A plain claim's answer as its store call's result. */
+function claimResult(input: ClaimInput, result: ClaimResult): StoreCallResult {
+  if (result.acquired) return result.claim.takeover ? 'takeover' : 'acquired';
+  return lostResult(input, result.record);
+}
+
+/** A lost claim's answer, by the record that stood in the way. */
+function lostResult(input: ClaimInput, record: IdempotencyRecord): StoreCallResult {
+  if (record.fingerprint !== input.fingerprint) return 'mismatch';
+  return record.state === 'completed' ? 'replay' : 'in_flight';
+}
