@@ -48,7 +48,7 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
  *
  * @throws TypeError naming the option when an option is invalid
  * @throws the driver's error when the file cannot be opened or migrated
- * @throws Error naming the table when a newer retrysafe migrated the tables (downgrading is not supported)
+ * @throws SchemaTooNewError (`store-schema-too-new`) when a newer retrysafe migrated the tables (downgrading is not supported)
  * @example
  * ```ts
  * import { createSessionReceiver, createSqliteSessionStore } from 'retrysafe/sessions';
