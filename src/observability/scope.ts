@@ -7,4 +7,4 @@
 /** Name and version of the instrumentation scope every retrysafe meter and tracer is obtained under. */
 export const INSTRUMENTATION_SCOPE = 'retrysafe';
 /** The package version reported with the instrumentation scope. */
-export const INSTRUMENTATION_VERSION = '0.2.0';
+export const INSTRUMENTATION_VERSION = '0.3.0';
