@@ -1,0 +1,195 @@
+/**
+ * The running gateway: its listeners, the store, and the configuration in force. A reload (SIGHUP, or
+ * the configuration file changing) reads and validates the file first and swaps the routes, upstreams
+ * and scope rule in one assignment, so a request is served wholly by the old configuration or wholly by
+ * the new; an invalid file, or one that changes `store` or `listen`/`admin` (which need a restart), is
+ * reported and the old configuration stays. Closing drains: the listeners stop accepting, requests in
+ * flight finish (up to `drain`), then connections, upstream pools and the store are closed.
+ *
+ * @module
+ */
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { StoredResponse } from '../core/record.js';
+import { createReceiver } from '../receiver.js';
+import { parseStoreUrl } from '../store-url.js';
+import { handleAdmin } from './admin.js';
+import { loadConfig, type GatewayConfig, type ListenConfig } from './config.js';
+import { HoldingStore } from './indeterminate.js';
+import { GatewayMetrics } from './metrics.js';
+import { handleRequest, type ProxyContext, type RouteRuntime } from './proxy.js';
+import { createScopeResolver } from './scope.js';
+import { Upstream } from './upstream.js';
+
+/** Hooks of a running gateway. */
+export interface GatewayOptions {
+  /** Gets each access-log line (when the configuration's `accessLog` is on). @defaultValue a line on stdout */
+  readonly log?: (line: string) => void;
+  /** Gets each reload's outcome: `undefined` on success, the error otherwise. @defaultValue a line on stderr */
+  readonly onReload?: (error: Error | undefined) => void;
+  /** Whether a change of the configuration file reloads it. @defaultValue true */
+  readonly watchFile?: boolean;
+}
+
+/** A started gateway. */
+export interface Gateway {
+  /** The proxy listeners' addresses, in the configuration's order (port 0 resolved). */
+  readonly addresses: readonly AddressInfo[];
+  /** The admin listener's address, if there is one. */
+  readonly adminAddress: AddressInfo | undefined;
+  /** The configuration in force. */
+  config(): GatewayConfig;
+  /** Re-reads the configuration file; resolves `true` when the new one is in force. Never rejects. */
+  reload(): Promise<boolean>;
+  /** Drains and stops (see the module notes). */
+  close(): Promise<void>;
+}
+
+function persistBelow500(response: StoredResponse): boolean {
+  return response.status < 500;
+}
+
+/** The routes, upstreams and scope rule of `config` over `store`. */
+async function contextOf(config: GatewayConfig, store: HoldingStore, metrics: GatewayMetrics, log: ((line: string) => void) | undefined): Promise<{ context: ProxyContext; upstreams: Upstream[] }> {
+  const scope = await createScopeResolver(config.scope);
+  const upstreams = config.upstreams.map((options) => new Upstream(options));
+  const byName = new Map(upstreams.map((upstream) => [upstream.name, upstream]));
+  const routes: RouteRuntime[] = config.routes.map((route) => ({
+    config: route,
+    upstream: byName.get(route.upstream) as Upstream,
+    engine: createReceiver({
+      store,
+      leaseMs: route.leaseMs,
+      retentionMs: route.ttlMs,
+      inFlight: route.inFlight,
+      waitTimeoutMs: route.waitMs,
+      shouldPersist: route.serverErrors === 'keep' ? () => true : persistBelow500,
+    }),
+  }));
+  return { context: { routes, scope, store, metrics, log: config.accessLog ? log : undefined }, upstreams };
+}
+
+function listen(server: Server, at: ListenConfig): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(at.port, at.host, () => {
+      server.removeListener('error', reject);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}
+
+async function serverFor(at: ListenConfig, handler: (request: IncomingMessage, response: ServerResponse) => void): Promise<Server> {
+  if (at.tls === undefined) return createHttpServer({ keepAliveTimeout: 5_000 }, handler);
+  const [cert, key, ca] = await Promise.all([readFile(at.tls.cert), readFile(at.tls.key), at.tls.ca === undefined ? undefined : readFile(at.tls.ca)]);
+  return createHttpsServer({ cert, key, ...(ca !== undefined && { ca, requestCert: true, rejectUnauthorized: true }), keepAliveTimeout: 5_000 }, handler);
+}
+
+function sameListeners(a: GatewayConfig, b: GatewayConfig): boolean {
+  return JSON.stringify([a.listen, a.admin]) === JSON.stringify([b.listen, b.admin]);
+}
+
+/**
+ * Opens the store (creating a SQLite file or PostgreSQL schema that is not there yet) and starts the
+ * listeners of `config`.
+ *
+ * @throws `StoreOpenError` when the store cannot be opened; the listen error (e.g. `EADDRINUSE`)
+ * @example
+ * ```ts
+ * const gateway = await startGateway(await loadConfig('gateway.yaml'));
+ * process.once('SIGTERM', () => void gateway.close());
+ * ```
+ */
+export async function startGateway(initial: GatewayConfig, options: GatewayOptions = {}): Promise<Gateway> {
+  const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const onReload = options.onReload ?? ((error) => process.stderr.write(error === undefined ? 'retrysafe gateway: configuration reloaded\n' : `retrysafe gateway: reload refused, the old configuration stays: ${error.message}\n`));
+  const opened = await parseStoreUrl(initial.store).open('create');
+  const store = new HoldingStore(opened.store);
+  const metrics = new GatewayMetrics();
+  let config = initial;
+  let current = await contextOf(config, store, metrics, log).catch(async (error: unknown) => {
+    await store.close();
+    throw error;
+  });
+  let accepting = true;
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
+  const onRequest = (request: IncomingMessage, response: ServerResponse): void => {
+    inFlight += 1;
+    void handleRequest(current.context, request, response).finally(() => {
+      inFlight -= 1;
+      if (inFlight === 0) drained?.();
+    });
+  };
+  const servers: Server[] = [];
+  const addresses: AddressInfo[] = [];
+  let adminServer: Server | undefined;
+  let adminAddress: AddressInfo | undefined;
+  try {
+    for (const at of config.listen) {
+      const server = await serverFor(at, onRequest);
+      servers.push(server);
+      addresses.push(await listen(server, at));
+    }
+    if (config.admin !== undefined) {
+      const admin = { store, metrics, upstreams: () => current.upstreams, accepting: () => accepting };
+      adminServer = createHttpServer((request, response) => void handleAdmin(admin, request, response));
+      adminAddress = await listen(adminServer, config.admin);
+    }
+  } catch (error) {
+    for (const server of [...servers, ...(adminServer ? [adminServer] : [])]) server.close();
+    await Promise.all(current.upstreams.map((upstream) => upstream.close()));
+    await store.close();
+    throw error;
+  }
+
+  let reloading: Promise<boolean> = Promise.resolve(true);
+  const reloadOnce = async (): Promise<boolean> => {
+    try {
+      const next = await loadConfig(config.file);
+      if (next.store !== config.store) throw new Error('store cannot change on reload; restart the gateway');
+      if (!sameListeners(next, config)) throw new Error('listen and admin cannot change on reload; restart the gateway');
+      const built = await contextOf(next, store, metrics, log);
+      const old = current;
+      current = built;
+      config = next;
+      void Promise.all(old.upstreams.map((upstream) => upstream.close()));
+      onReload(undefined);
+      return true;
+    } catch (error) {
+      onReload(error instanceof Error ? error : new Error(String(error)));
+      return false;
+    }
+  };
+  const reload = (): Promise<boolean> => (reloading = reloading.then(reloadOnce));
+  let watcher: FSWatcher | undefined;
+  if (options.watchFile ?? true) {
+    let timer: NodeJS.Timeout | undefined;
+    // Editors save in bursts (truncate, write, rename): one reload after the file settles.
+    watcher = watch(config.file, () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => void reload(), 100);
+    });
+    watcher.on('error', () => undefined);
+  }
+
+  const close = async (): Promise<void> => {
+    accepting = false;
+    watcher?.close();
+    const stopped = servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve())));
+    for (const server of servers) server.closeIdleConnections();
+    if (inFlight > 0) {
+      await Promise.race([new Promise<void>((resolve) => (drained = resolve)), new Promise((resolve) => setTimeout(resolve, config.drainMs).unref())]);
+    }
+    for (const server of servers) server.closeAllConnections();
+    await Promise.all(stopped);
+    adminServer?.closeAllConnections();
+    await new Promise<void>((resolve) => (adminServer === undefined ? resolve() : adminServer.close(() => resolve())));
+    await Promise.all(current.upstreams.map((upstream) => upstream.close()));
+    await store.close();
+  };
+  return { addresses, adminAddress, config: () => config, reload, close };
+}
