@@ -8,7 +8,6 @@
  * @module
  */
 import type { ServerResponse } from 'node:http';
-import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import type { Claim, StoredResponse } from '../core/record.js';
@@ -53,9 +52,18 @@ export async function holdIndeterminate(forwarding: Forwarding, claim: Claim, ca
   return new OutcomeUnknownError(markFor(cause));
 }
 
-async function writeChunk(response: ServerResponse, chunk: Buffer): Promise<void> {
-  if (response.destroyed || response.writableEnded) return;
-  if (!response.write(chunk)) await Promise.race([once(response, 'drain'), once(response, 'close')]);
+/** Writes `chunk`, then waits for the client to drain (or go away) when its buffer is full. */
+export function writeChunk(response: ServerResponse, chunk: Buffer): Promise<void> | undefined {
+  if (response.destroyed || response.writableEnded || response.write(chunk)) return undefined;
+  return new Promise((resolve) => {
+    const done = (): void => {
+      response.removeListener('drain', done);
+      response.removeListener('close', done);
+      resolve();
+    };
+    response.on('drain', done);
+    response.on('close', done);
+  });
 }
 
 /**
@@ -93,7 +101,8 @@ export async function forward(forwarding: Forwarding, claim: Claim): Promise<Sto
       const part = chunk as Buffer;
       length += part.byteLength;
       if (length <= route.maxResponseBytes) kept.push(part);
-      await writeChunk(response, part);
+      const full = writeChunk(response, part);
+      if (full !== undefined) await full;
     }
   } catch (error) {
     const cause = indeterminateCauseOf(error);

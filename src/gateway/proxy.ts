@@ -28,7 +28,7 @@ import type { Claim, StoredResponse } from '../core/record.js';
 import type { OperationId, Receiver } from '../core/receiver.js';
 import { keyHash } from '../observability/logging.js';
 import type { RouteConfig } from './config.js';
-import { forward, holdIndeterminate, NOT_KEPT_HEADER, type Forwarding } from './forward.js';
+import { forward, holdIndeterminate, NOT_KEPT_HEADER, writeChunk, type Forwarding } from './forward.js';
 import { clientHeaders, upstreamHeaders } from './headers.js';
 import { heldClaimOf, markFor, OUTCOME_UNKNOWN_HEADER, type HoldingStore, type IndeterminateCause } from './indeterminate.js';
 import type { GatewayMetrics, GatewayOutcome } from './metrics.js';
@@ -269,7 +269,8 @@ async function passThrough(
   entry.upstreamMs = performance.now() - started;
   response.writeHead(answer.statusCode, clientHeaders(answer.headers));
   for await (const chunk of answer.body) {
-    if (!response.write(chunk as Buffer)) await new Promise((resolve) => response.once('drain', resolve));
+    const full = writeChunk(response, chunk as Buffer);
+    if (full !== undefined) await full;
   }
   response.end();
 }
