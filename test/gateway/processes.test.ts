@@ -5,11 +5,13 @@
  * gateway processes on one PostgreSQL or Redis store receiving the same keys at once. Counted: upstream
  * executions per key.
  */
+import { once } from 'node:events';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, POSTGRES_URL, postgresAvailable, REDIS_URL, redisAvailable, uniqueName } from '../support/services.js';
-import { gatewayProcess, pythonAvailable, route, send, startPython, workDir, writeConfig, type Answer, type UpstreamProcess } from './support.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+import { gatewayInProcess, gatewayProcess, pythonAvailable, route, send, startPython, workDir, writeConfig, type Answer, type UpstreamProcess } from './support.js';
 
 const python = await pythonAvailable();
 const postgres = python && (await postgresAvailable());
@@ -81,6 +83,72 @@ describe.runIf(python)('gateway processes', () => {
       expect((await send(`${gateway.url}/held`, { key: 'crash-held' })).status).toBe(502);
     } finally {
       await gateway.stop();
+    }
+  });
+
+  it('drains on SIGTERM: a request in flight finishes, then the process exits 0', async () => {
+    const port = await freePort();
+    const path = await writeConfig(work.dir, {
+      listen: `127.0.0.1:${port}`,
+      store: `sqlite:${join(work.dir, 'drain.db')}`,
+      scope: 'global',
+      accessLog: false,
+      upstreams: { py: { url: upstream.url } },
+      routes: [route('py', '/drain')],
+    }, 'drain.yaml');
+    const gateway = await gatewayProcess(path, port);
+    const inFlight = send(`${gateway.url}/drain`, { key: 'drain-1', headers: { 'x-fault': 'sleep=800' } });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    gateway.child.kill('SIGTERM');
+    const [code] = (await once(gateway.child, 'exit')) as [number | null];
+    const answer = await inFlight;
+    expect(answer.status).toBe(201);
+    expect(answer.json()['key']).toBe('drain-1');
+    expect(code).toBe(0);
+    await expect(send(`${gateway.url}/drain`, { key: 'drain-2' })).rejects.toThrow();
+    expect(await upstream.executions('drain-1')).toBe(1);
+  });
+
+  it.runIf(postgres)('fails closed when the store is unreachable: 503, and nothing reaches the upstream', async () => {
+    const schema = uniqueName('gateway_down');
+    const proxy = new TcpProxy('127.0.0.1', Number(new URL(POSTGRES_URL).port || 5432));
+    await proxy.start();
+    const url = new URL(POSTGRES_URL);
+    url.port = String(proxy.port);
+    url.searchParams.set('schema', schema);
+    const path = await writeConfig(work.dir, {
+      listen: '127.0.0.1:0',
+      store: url.toString(),
+      scope: 'global',
+      accessLog: false,
+      upstreams: { py: { url: upstream.url } },
+      routes: [route('py', '/down')],
+    }, 'down.yaml');
+    const gateway = await gatewayInProcess(path);
+    try {
+      expect((await send(`${gateway.url}/down`, { key: 'down-1' })).status).toBe(201);
+      // The response is teed to the client before it is saved: the replay says it was.
+      expect((await send(`${gateway.url}/down`, { key: 'down-1' })).headers['idempotent-replayed']).toBe('true');
+      await proxy.cut();
+      const refused = await send(`${gateway.url}/down`, { key: 'down-2' });
+      expect(refused.status).toBe(503);
+      expect(refused.json()['code']).toBe('idempotency-store-unavailable');
+      expect(refused.headers['retry-after']).toBe('1');
+      expect(await upstream.executions('down-2')).toBe(0);
+      await proxy.restore();
+      // The pool's connections died with the cut: a client retries its 503 as Retry-After says.
+      let back = await send(`${gateway.url}/down`, { key: 'down-1' });
+      for (let i = 0; i < 20 && back.status === 503; i += 1) back = await send(`${gateway.url}/down`, { key: 'down-1' });
+      expect(back.status).toBe(201);
+      expect(back.headers['idempotent-replayed']).toBe('true');
+      expect(await upstream.executions('down-1')).toBe(1);
+    } finally {
+      await gateway.close();
+      await proxy.close();
+      const client = new pg.Client({ connectionString: POSTGRES_URL });
+      await client.connect();
+      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await client.end();
     }
   });
 

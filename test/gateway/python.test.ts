@@ -7,6 +7,8 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordView } from '../../src/cli/inspect.js';
+import type { IdempotencyRecord } from '../../src/core/record.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { parseStoreUrl } from '../../src/store-url.js';
 import { freePort } from '../support/services.js';
@@ -132,6 +134,7 @@ describe.runIf(available)('gateway in front of the Python upstream', () => {
     expect(record?.state).toBe('in_progress');
     expect(record?.recoveryPoint).toContain('indeterminate');
     expect(record?.leaseExpiresAt ?? 0).toBeGreaterThan(Date.now() + 50 * 60_000);
+    expect(recordView(record as IdempotencyRecord)).toMatchObject({ state: 'indeterminate', recoveryPoint: '{"indeterminate":"upstream-timeout"}' });
     await new Promise((resolve) => setTimeout(resolve, 600));
     expect(await python.executions('timeout-1')).toBe(1);
 
