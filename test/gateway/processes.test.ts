@@ -11,7 +11,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, POSTGRES_URL, postgresAvailable, REDIS_URL, redisAvailable, uniqueName } from '../support/services.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { gatewayInProcess, gatewayProcess, pythonAvailable, route, send, startPython, workDir, writeConfig, type Answer, type UpstreamProcess } from './support.js';
+import { executed, gatewayInProcess, gatewayProcess, pythonAvailable, route, send, startPython, workDir, writeConfig, type Answer, type UpstreamProcess } from './support.js';
 
 const python = await pythonAvailable();
 const postgres = python && (await postgresAvailable());
@@ -58,7 +58,9 @@ describe.runIf(python)('gateway processes', () => {
       send(`${gateway.url}/reconciled`, { key: 'crash-done', headers: { 'x-fault': 'sleep=1500' } }).catch(() => undefined),
       send(`${gateway.url}/reconciled`, { key: 'crash-never', headers: { 'x-fault': 'hang=1500' } }).catch(() => undefined),
     ];
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await executed(upstream, 'crash-held');
+    await executed(upstream, 'crash-done');
+    await new Promise((resolve) => setTimeout(resolve, 100));
     await gateway.stop('SIGKILL');
     expect(await Promise.all(doomed)).toEqual([undefined, undefined, undefined]);
     gateway = await gatewayProcess(path, port);
@@ -98,7 +100,7 @@ describe.runIf(python)('gateway processes', () => {
     }, 'drain.yaml');
     const gateway = await gatewayProcess(path, port);
     const inFlight = send(`${gateway.url}/drain`, { key: 'drain-1', headers: { 'x-fault': 'sleep=800' } });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await executed(upstream, 'drain-1');
     gateway.child.kill('SIGTERM');
     const [code] = (await once(gateway.child, 'exit')) as [number | null];
     const answer = await inFlight;

@@ -13,7 +13,7 @@ import type { IdempotencyStore } from '../../src/core/store.js';
 import { parseStoreUrl } from '../../src/store-url.js';
 import { freePort } from '../support/services.js';
 import { runCli } from '../support/run-cli.js';
-import { gatewayInProcess, pythonAvailable, route, send, startPython, workDir, writeConfig, type UpstreamProcess } from './support.js';
+import { executed, gatewayInProcess, pythonAvailable, route, send, startPython, workDir, writeConfig, type UpstreamProcess } from './support.js';
 
 const available = await pythonAvailable();
 
@@ -103,15 +103,15 @@ describe.runIf(available)('gateway in front of the Python upstream', () => {
   });
 
   it('answers a duplicate in flight with 409 and Retry-After, or in wait mode with the original response', async () => {
-    const first = post('/payments', 'inflight-1', '{}', { 'x-fault': 'sleep=400' });
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    const first = post('/payments', 'inflight-1', '{}', { 'x-fault': 'sleep=700' });
+    await executed(python, 'inflight-1');
     const duplicate = await post('/payments', 'inflight-1', '{}');
     expect(duplicate.status).toBe(409);
     expect(duplicate.headers['retry-after']).toBe('1');
     expect((await first).status).toBe(201);
 
-    const original = post('/wait', 'wait-1', '{}', { 'x-fault': 'sleep=400' });
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    const original = post('/wait', 'wait-1', '{}', { 'x-fault': 'sleep=700' });
+    await executed(python, 'wait-1');
     const waited = await post('/wait', 'wait-1', '{}');
     const done = await original;
     expect(waited.status).toBe(201);

@@ -118,6 +118,15 @@ export async function startGo(binary: string, dir: string): Promise<UpstreamProc
   };
 }
 
+/** Resolves once `upstream` has executed `key` (the request reached it), polling; throws after 10 s. */
+export async function executed(upstream: UpstreamProcess, key: string): Promise<void> {
+  for (let i = 0; i < 200; i += 1) {
+    if ((await upstream.executions(key)) > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`the upstream never executed ${key}`);
+}
+
 /** Writes `config` as YAML into `dir` and returns its path. */
 export async function writeConfig(dir: string, config: object, name = 'gateway.yaml'): Promise<string> {
   const path = join(dir, name);
