@@ -14,7 +14,7 @@ import { parse as parseYaml } from 'yaml';
 import { parseDuration } from '../core/duration.js';
 import { ModuleError } from '../core/errors.js';
 import type { InFlightPolicy } from '../core/receiver.js';
-import { DEFAULT_REPLAY_HEADERS } from '../http/exchange.js';
+import { DEFAULT_REPLAY_HEADERS } from '../http/pipeline.js';
 import { parseStoreUrl } from '../store-url.js';
 import { pathPattern } from './routes.js';
 import type { UpstreamOptions } from './upstream.js';
