@@ -105,91 +105,127 @@ function sameListeners(a: GatewayConfig, b: GatewayConfig): boolean {
  */
 export async function startGateway(initial: GatewayConfig, options: GatewayOptions = {}): Promise<Gateway> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const onReload = options.onReload ?? ((error) => process.stderr.write(error === undefined ? 'retrysafe gateway: configuration reloaded\n' : `retrysafe gateway: reload refused, the old configuration stays: ${error.message}\n`));
   const opened = await parseStoreUrl(initial.store).open('create');
   const store = new HoldingStore(opened.store);
   const metrics = new GatewayMetrics();
-  let config = initial;
-  let current = await contextOf(config, store, metrics, log).catch(async (error: unknown) => {
+  const built = await contextOf(initial, store, metrics, log).catch(async (error: unknown) => {
     await store.close();
     throw error;
   });
-  let accepting = true;
-  let inFlight = 0;
-  let drained: (() => void) | undefined;
-  const onRequest = (request: IncomingMessage, response: ServerResponse): void => {
-    inFlight += 1;
-    void handleRequest(current.context, request, response).finally(() => {
-      inFlight -= 1;
-      if (inFlight === 0) drained?.();
-    });
-  };
-  const servers: Server[] = [];
-  const addresses: AddressInfo[] = [];
-  let adminServer: Server | undefined;
-  let adminAddress: AddressInfo | undefined;
+  const gateway = new RunningGateway(initial, built, store, metrics, log, options.onReload ?? reportReload);
   try {
-    for (const at of config.listen) {
-      const server = await serverFor(at, onRequest);
-      servers.push(server);
-      addresses.push(await listen(server, at));
-    }
-    if (config.admin !== undefined) {
-      const admin = { store, metrics, upstreams: () => current.upstreams, accepting: () => accepting };
-      adminServer = createHttpServer((request, response) => void handleAdmin(admin, request, response));
-      adminAddress = await listen(adminServer, config.admin);
-    }
+    await gateway.listen();
   } catch (error) {
-    for (const server of [...servers, ...(adminServer ? [adminServer] : [])]) server.close();
-    await Promise.all(current.upstreams.map((upstream) => upstream.close()));
-    await store.close();
+    await gateway.close();
     throw error;
   }
+  if (options.watchFile ?? true) gateway.watch();
+  return gateway;
+}
 
-  let reloading: Promise<boolean> = Promise.resolve(true);
-  const reloadOnce = async (): Promise<boolean> => {
-    try {
-      const next = await loadConfig(config.file);
-      if (next.store !== config.store) throw new Error('store cannot change on reload; restart the gateway');
-      if (!sameListeners(next, config)) throw new Error('listen and admin cannot change on reload; restart the gateway');
-      const built = await contextOf(next, store, metrics, log);
-      const old = current;
-      current = built;
-      config = next;
-      void Promise.all(old.upstreams.map((upstream) => upstream.close()));
-      onReload(undefined);
-      return true;
-    } catch (error) {
-      onReload(error instanceof Error ? error : new Error(String(error)));
-      return false;
-    }
-  };
-  const reload = (): Promise<boolean> => (reloading = reloading.then(reloadOnce));
-  let watcher: FSWatcher | undefined;
-  if (options.watchFile ?? true) {
-    let timer: NodeJS.Timeout | undefined;
-    // Editors save in bursts (truncate, write, rename): one reload after the file settles.
-    watcher = watch(config.file, () => {
-      clearTimeout(timer);
-      timer = setTimeout(() => void reload(), 100);
-    });
-    watcher.on('error', () => undefined);
+function reportReload(error: Error | undefined): void {
+  process.stderr.write(error === undefined ? 'retrysafe gateway: configuration reloaded\n' : `retrysafe gateway: reload refused, the old configuration stays: ${error.message}\n`);
+}
+
+function closed(server: Server): Promise<void> {
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+/** A gateway whose listeners serve the configuration in force (`current`), swapped whole on reload. */
+class RunningGateway implements Gateway {
+  readonly addresses: AddressInfo[] = [];
+  adminAddress: AddressInfo | undefined;
+  private readonly servers: Server[] = [];
+  private adminServer: Server | undefined;
+  private watcher: FSWatcher | undefined;
+  private accepting = true;
+  private inFlight = 0;
+  private drained: (() => void) | undefined;
+  private reloading: Promise<boolean> = Promise.resolve(true);
+
+  constructor(
+    private inForce: GatewayConfig,
+    private current: { context: ProxyContext; upstreams: Upstream[] },
+    private readonly store: HoldingStore,
+    private readonly metrics: GatewayMetrics,
+    private readonly log: (line: string) => void,
+    private readonly onReload: (error: Error | undefined) => void,
+  ) {}
+
+  config(): GatewayConfig {
+    return this.inForce;
   }
 
-  const close = async (): Promise<void> => {
-    accepting = false;
-    watcher?.close();
-    const stopped = servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve())));
-    for (const server of servers) server.closeIdleConnections();
-    if (inFlight > 0) {
-      await Promise.race([new Promise<void>((resolve) => (drained = resolve)), new Promise((resolve) => setTimeout(resolve, config.drainMs).unref())]);
+  /** Starts every listener of the configuration, in order. */
+  async listen(): Promise<void> {
+    const onRequest = (request: IncomingMessage, response: ServerResponse): void => {
+      this.inFlight += 1;
+      void handleRequest(this.current.context, request, response).finally(() => {
+        this.inFlight -= 1;
+        if (this.inFlight === 0) this.drained?.();
+      });
+    };
+    for (const at of this.inForce.listen) {
+      const server = await serverFor(at, onRequest);
+      this.servers.push(server);
+      this.addresses.push(await listen(server, at));
     }
-    for (const server of servers) server.closeAllConnections();
+    if (this.inForce.admin === undefined) return;
+    const admin = { store: this.store, metrics: this.metrics, upstreams: () => this.current.upstreams, accepting: () => this.accepting };
+    this.adminServer = createHttpServer((request, response) => void handleAdmin(admin, request, response));
+    this.adminAddress = await listen(this.adminServer, this.inForce.admin);
+  }
+
+  /** Reloads when the configuration file changes. */
+  watch(): void {
+    let timer: NodeJS.Timeout | undefined;
+    // Editors save in bursts (truncate, write, rename): one reload after the file settles.
+    this.watcher = watch(this.inForce.file, () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => void this.reload(), 100);
+    });
+    this.watcher.on('error', () => undefined);
+  }
+
+  reload(): Promise<boolean> {
+    this.reloading = this.reloading.then(() => this.reloadOnce());
+    return this.reloading;
+  }
+
+  private async reloadOnce(): Promise<boolean> {
+    try {
+      const next = await loadConfig(this.inForce.file);
+      if (next.store !== this.inForce.store) throw new Error('store cannot change on reload; restart the gateway');
+      if (!sameListeners(next, this.inForce)) throw new Error('listen and admin cannot change on reload; restart the gateway');
+      const built = await contextOf(next, this.store, this.metrics, this.log);
+      const old = this.current;
+      this.current = built;
+      this.inForce = next;
+      void Promise.all(old.upstreams.map((upstream) => upstream.close()));
+      this.onReload(undefined);
+      return true;
+    } catch (error) {
+      this.onReload(error instanceof Error ? error : new Error(String(error)));
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.accepting = false;
+    this.watcher?.close();
+    const stopped = this.servers.map(closed);
+    for (const server of this.servers) server.closeIdleConnections();
+    if (this.inFlight > 0) {
+      const drained = new Promise<void>((resolve) => (this.drained = resolve));
+      await Promise.race([drained, new Promise((resolve) => setTimeout(resolve, this.inForce.drainMs).unref())]);
+    }
+    for (const server of this.servers) server.closeAllConnections();
     await Promise.all(stopped);
-    adminServer?.closeAllConnections();
-    await new Promise<void>((resolve) => (adminServer === undefined ? resolve() : adminServer.close(() => resolve())));
-    await Promise.all(current.upstreams.map((upstream) => upstream.close()));
-    await store.close();
-  };
-  return { addresses, adminAddress, config: () => config, reload, close };
+    if (this.adminServer !== undefined) {
+      this.adminServer.closeAllConnections();
+      await closed(this.adminServer);
+    }
+    await Promise.all(this.current.upstreams.map((upstream) => upstream.close()));
+    await this.store.close();
+  }
 }
