@@ -3,8 +3,12 @@
  * configuration on error), its scope rules (JWT against a JWKS file, API key, trusted header) and its
  * header handling (hop-by-hop removed, forwarded headers appended).
  */
-import { writeFile } from 'node:fs/promises';
-import type { IncomingMessage } from 'node:http';
+import { execFile } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
+import { Agent } from 'undici';
 import { join } from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +20,8 @@ import { startGateway } from '../../src/gateway/server.js';
 import { loadConfig } from '../../src/gateway/config.js';
 import { runCli } from '../support/run-cli.js';
 import { send, workDir, writeConfig } from './support.js';
+
+const run = promisify(execFile);
 
 const BASE = {
   listen: '127.0.0.1:0',
@@ -151,6 +157,53 @@ describe('gateway scope rules', () => {
     await expect(byKey(request({}))).rejects.toBeInstanceOf(IdentityRefusedError);
     const byHeader = await createScopeResolver({ kind: 'trusted-header', header: 'x-tenant' });
     expect(await byHeader(request({ 'x-tenant': 't1' }))).toBe('header:t1');
+  });
+});
+
+describe('gateway mTLS scope', () => {
+  it('takes the verified client certificate subject as the scope, and refuses a client without one', async () => {
+    const work = await workDir();
+    const upstream = createServer((_, res) => res.writeHead(201, { 'content-type': 'text/plain' }).end(String(++executions)));
+    let executions = 0;
+    try {
+      const file = (name: string): string => join(work.dir, name);
+      const ssl = (...args: string[]) => run('openssl', args, { cwd: work.dir });
+      await ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-subj', '/CN=test-ca', '-days', '1');
+      for (const name of ['server', 'client-a', 'client-b']) {
+        await ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
+        await writeFile(file(`${name}.ext`), name === 'server' ? 'subjectAltName=IP:127.0.0.1' : 'extendedKeyUsage=clientAuth');
+        await ssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '1', '-extfile', `${name}.ext`);
+      }
+      await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+      const path = await writeConfig(work.dir, {
+        ...BASE,
+        listen: { address: '127.0.0.1:0', tls: { cert: 'server.pem', key: 'server.key', ca: 'ca.pem' } },
+        scope: { mtls: {} },
+        upstreams: { app: { url: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` } },
+      });
+      const gateway = await startGateway(await loadConfig(path), { log: () => undefined, watchFile: false });
+      const url = `https://127.0.0.1:${gateway.addresses[0]?.port}/payments`;
+      const ca = await readFile(file('ca.pem'));
+      const as = async (name: string | undefined) =>
+        new Agent({ connect: { ca, ...(name !== undefined && { cert: await readFile(file(`${name}.pem`)), key: await readFile(file(`${name}.key`)) }) } });
+      try {
+        const a = await as('client-a');
+        const first = await send(url, { key: 'k', dispatcher: a });
+        const again = await send(url, { key: 'k', dispatcher: a });
+        const other = await send(url, { key: 'k', dispatcher: await as('client-b') });
+        expect([first.status, again.status, other.status]).toEqual([201, 201, 201]);
+        expect(again.headers['idempotent-replayed']).toBe('true');
+        expect(other.headers['idempotent-replayed']).toBeUndefined();
+        expect(executions).toBe(2);
+        await expect(send(url, { key: 'k', dispatcher: await as(undefined) })).rejects.toThrow();
+        expect(executions).toBe(2);
+      } finally {
+        await gateway.close();
+      }
+    } finally {
+      upstream.close();
+      await work.remove();
+    }
   });
 });
 
