@@ -13,6 +13,7 @@ import { readFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { basename, dirname } from 'node:path';
 import type { StoredResponse } from '../core/record.js';
 import { createReceiver } from '../receiver.js';
 import { parseStoreUrl } from '../store-url.js';
@@ -179,8 +180,11 @@ class RunningGateway implements Gateway {
   /** Reloads when the configuration file changes. */
   watch(): void {
     let timer: NodeJS.Timeout | undefined;
-    // Editors save in bursts (truncate, write, rename): one reload after the file settles.
-    this.watcher = watch(this.inForce.file, () => {
+    const name = basename(this.inForce.file);
+    // The directory, not the file: an editor that saves by renaming a new file over the old one leaves a
+    // watch on the file looking at the old inode. Saves come in bursts: one reload after the file settles.
+    this.watcher = watch(dirname(this.inForce.file), (_, changed) => {
+      if (changed !== name) return;
       clearTimeout(timer);
       timer = setTimeout(() => void this.reload(), 100);
     });

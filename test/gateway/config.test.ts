@@ -4,7 +4,7 @@
  * header handling (hop-by-hop removed, forwarded headers appended).
  */
 import { execFile } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
@@ -109,7 +109,9 @@ describe('retrysafe gateway --check', () => {
     const url = `http://127.0.0.1:${gateway.addresses[0]?.port}`;
     try {
       expect((await send(`${url}/orders`, { key: 'k' })).status).toBe(404);
-      await writeConfig(work.dir, { ...BASE, routes: [{ path: '/orders', upstream: 'app' }] }, 'reload.yaml');
+      // Saved as editors do: a new file renamed over the old one.
+      await writeConfig(work.dir, { ...BASE, routes: [{ path: '/orders', upstream: 'app' }] }, 'reload.yaml.new');
+      await rename(join(work.dir, 'reload.yaml.new'), path);
       for (let i = 0; i < 50 && reloads.length === 0; i += 1) await new Promise((resolve) => setTimeout(resolve, 50));
       expect(reloads).toEqual([undefined]);
       // The upstream at port 9 refuses: the route is served (502), not missing (404).
