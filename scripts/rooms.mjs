@@ -37,6 +37,9 @@ export const ALLOWED_IMPORTS = Object.freeze({
   'src/postgres.ts': ['src/stores/postgres', 'src/migrate.ts'],
   'src/store-url.ts': ['src/core', 'src/stores', ...BACKENDS, 'src/postgres.ts'],
   'src/console': ['src/core', 'src/sessions', 'src/messaging/inbox', 'src/messaging/outbox'],
+  // The gateway runs the engine with the OpenTelemetry observer (receiver.ts) over a store opened from its URL;
+  // it shares the HTTP adapters' body limit error and replay allow-list.
+  'src/gateway': ['src/core', 'src/observability', 'src/http', 'src/receiver.ts', 'src/store-url.ts'],
   'src/cli': [
     'src/core',
     'src/phases',
@@ -50,6 +53,7 @@ export const ALLOWED_IMPORTS = Object.freeze({
     'src/messaging/inbox',
     'src/messaging/outbox',
     'src/console',
+    'src/gateway',
     'src/demo',
   ],
   'src/demo': 'entry points',

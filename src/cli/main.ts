@@ -17,6 +17,7 @@ import { register as registerComplete } from './complete.js';
 import { register as registerConsole } from './console.js';
 import { register as registerDemo } from './demo.js';
 import { CliFailure, EXIT_USAGE } from './failure.js';
+import { register as registerGateway } from './gateway.js';
 import { register as registerInbox } from './inbox.js';
 import { register as registerInspect } from './inspect.js';
 import { register as registerMigrate } from './migrate.js';
@@ -24,7 +25,7 @@ import { register as registerOutbox } from './outbox.js';
 import { register as registerReap } from './reap.js';
 import { StoreOpenError } from '../store-url.js';
 
-const COMMANDS: readonly ((program: Command) => void)[] = [registerDemo, registerMigrate, registerReap, registerInspect, registerComplete, registerInbox, registerOutbox, registerConsole];
+const COMMANDS: readonly ((program: Command) => void)[] = [registerDemo, registerMigrate, registerReap, registerInspect, registerComplete, registerInbox, registerOutbox, registerConsole, registerGateway];
 
 // The same relative path from src/cli/ (under tsx) and dist/cli/ (installed) reaches the package's manifest.
 const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };

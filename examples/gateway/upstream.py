@@ -1,0 +1,1 @@
+../../test/gateway/upstreams/upstream.py

@@ -1,0 +1,276 @@
+/**
+ * One request through the gateway, in the order the checks run:
+ * 1. no route takes the method and path → 404 problem `gateway-no-route`;
+ * 2. a route with `key: off`, or an optional key that is absent → forwarded as is, nothing stored;
+ * 3. no Idempotency-Key → 400 `idempotency-key-missing`; a malformed one → 400 `idempotency-key-invalid`;
+ * 4. no verifiable identity for the scope rule → 401 `gateway-identity-refused`;
+ * 5. a body over `maxBody` → 413 `idempotency-request-too-large`, before any claim;
+ * 6. the engine (`receiver.execute`) over (scope, key, fingerprint of method, path, query and the body's
+ *    SHA-256): the upstream is sent the request at most once per key and its response is teed to the
+ *    client and the store; a retry replays it byte for byte with `Idempotent-Replayed: true`; another
+ *    request under the key → 422, a duplicate in flight → 409 + `Retry-After` (or `wait`), store down →
+ *    503 (nothing is sent upstream), upstream unreachable → 502 `gateway-upstream-unreachable` (released);
+ *    a timeout or reset after sending → 504/502 `idempotency-outcome-unknown`, the record held until the
+ *    reconcile hook or an operator resolves it.
+ *
+ * A retry that finds its key's lease expired (the gateway that held it stopped mid-request) does not send
+ * the request again blindly: it asks the reconcile hook, and without an answer holds the record as
+ * indeterminate too.
+ *
+ * @module
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { IdempotencyError, IdempotencyKeyMissingError, ResponseNotKeptError } from '../core/errors.js';
+import { fingerprint } from '../core/fingerprint.js';
+import { parseIdempotencyKey } from '../core/key.js';
+import type { Claim, StoredResponse } from '../core/record.js';
+import type { OperationId, Receiver } from '../core/receiver.js';
+import { keyHash } from '../observability/logging.js';
+import type { RouteConfig } from './config.js';
+import { forward, holdIndeterminate, NOT_KEPT_HEADER, writeChunk, type Forwarding } from './forward.js';
+import { clientHeaders, upstreamHeaders } from './headers.js';
+import { heldClaimOf, markFor, OUTCOME_UNKNOWN_HEADER, type HoldingStore, type IndeterminateCause } from './indeterminate.js';
+import type { GatewayMetrics, GatewayOutcome } from './metrics.js';
+import { NoRouteError, OutcomeUnknownError, problemOf, UpstreamUnreachableError } from './problems.js';
+import { askUpstream, reconcile } from './reconcile.js';
+import type { ScopeResolver } from './scope.js';
+import { spoolBody } from './spool.js';
+import { failedBeforeSending, type Upstream } from './upstream.js';
+
+/** A route with what serves it: its upstream and its engine (lease, TTL, in-flight and 5xx policy). */
+export interface RouteRuntime {
+  readonly config: RouteConfig;
+  readonly upstream: Upstream;
+  readonly engine: Receiver;
+}
+
+/** What every request is served with; one per configuration, swapped whole on reload. */
+export interface ProxyContext {
+  readonly routes: readonly RouteRuntime[];
+  readonly scope: ScopeResolver;
+  readonly store: HoldingStore;
+  readonly metrics: GatewayMetrics;
+  /** Gets one access-log line per request, or nothing. */
+  readonly log: ((line: string) => void) | undefined;
+}
+
+/** What the access log says about one request. */
+interface AccessEntry {
+  route: string | undefined;
+  keyHash: string | undefined;
+  upstreamStatus: number | undefined;
+  upstreamMs: number | undefined;
+}
+
+const IDEMPOTENCY_KEY = 'idempotency-key';
+const REPLAYED = 'idempotent-replayed';
+
+const OUTCOMES: Readonly<Record<string, GatewayOutcome>> = {
+  'idempotency-key-missing': 'invalid_key',
+  'idempotency-key-invalid': 'invalid_key',
+  'idempotency-key-reused': 'mismatch',
+  'idempotency-request-in-progress': 'in_flight_rejected',
+  'idempotency-lease-lost': 'in_flight_rejected',
+  'idempotency-store-unavailable': 'store_unavailable',
+  'idempotency-request-too-large': 'too_large',
+  'idempotency-response-not-kept': 'not_kept',
+  'idempotency-outcome-unknown': 'outcome_unknown',
+  'gateway-upstream-unreachable': 'unreachable',
+  'gateway-identity-refused': 'identity_refused',
+  'gateway-no-route': 'no_route',
+};
+
+function send(response: ServerResponse, status: number, headers: Readonly<Record<string, string | string[]>>, body: Uint8Array): void {
+  response.writeHead(status, { ...headers, 'content-length': String(body.byteLength) });
+  response.end(body);
+}
+
+/** Sends a saved response as a replay. */
+function sendReplay(response: ServerResponse, saved: StoredResponse): void {
+  send(response, saved.status, { ...saved.headers, [REPLAYED]: 'true' }, saved.body);
+}
+
+/** The request split into path and query. */
+function splitUrl(url: string): { path: string; query: string } {
+  const at = url.indexOf('?');
+  return at < 0 ? { path: url, query: '' } : { path: url.slice(0, at), query: url.slice(at + 1) };
+}
+
+/**
+ * Serves one request; never rejects (a failure is answered as a problem, or ends a response already
+ * under way).
+ */
+export async function handleRequest(context: ProxyContext, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  const started = performance.now();
+  const entry: AccessEntry = { route: undefined, keyHash: undefined, upstreamStatus: undefined, upstreamMs: undefined };
+  let outcome: GatewayOutcome;
+  try {
+    outcome = await dispatch(context, request, response, entry);
+  } catch (error) {
+    outcome = error instanceof IdempotencyError ? (OUTCOMES[error.code] ?? 'error') : 'error';
+    answerFailure(response, error);
+  }
+  context.metrics.requests.add({ route: entry.route ?? '', outcome });
+  if (context.log === undefined) return;
+  context.log(
+    JSON.stringify({
+      time: new Date().toISOString(),
+      method: request.method,
+      path: splitUrl(request.url ?? '/').path,
+      route: entry.route,
+      status: response.statusCode,
+      outcome,
+      keyHash: entry.keyHash,
+      upstreamStatus: entry.upstreamStatus,
+      upstreamMs: entry.upstreamMs === undefined ? undefined : Math.round(entry.upstreamMs * 1000) / 1000,
+      durationMs: Math.round((performance.now() - started) * 1000) / 1000,
+    }),
+  );
+}
+
+/** Answers `error` as a problem, or cuts a response already under way (its client sees a broken body). */
+function answerFailure(response: ServerResponse, error: unknown): void {
+  if (response.headersSent) {
+    response.destroy();
+    return;
+  }
+  if (error instanceof IdempotencyError) {
+    const problem = problemOf(error, error instanceof NotKept ? error.location : undefined);
+    send(response, problem.status, problem.headers, problem.body);
+    return;
+  }
+  // A pass-through exchange that broke, or the gateway's own fault: the proxy's usual answer.
+  const body = Buffer.from(JSON.stringify({ type: 'about:blank', title: 'Bad gateway', status: 502, detail: 'The exchange with the upstream failed.' }));
+  send(response, 502, { 'content-type': 'application/problem+json' }, body);
+}
+
+/** A replay of a response saved without its body, with the saved `Location`. */
+class NotKept extends ResponseNotKeptError {
+  constructor(
+    saved: StoredResponse,
+    readonly location: string | undefined,
+  ) {
+    super(saved.status, Number(saved.headers[NOT_KEPT_HEADER]));
+  }
+}
+
+async function dispatch(context: ProxyContext, request: IncomingMessage, response: ServerResponse, entry: AccessEntry): Promise<GatewayOutcome> {
+  const method = (request.method ?? 'GET').toUpperCase();
+  const target = request.url ?? '/';
+  const { path, query } = splitUrl(target);
+  const route = context.routes.find((candidate) => candidate.config.methods.has(method) && candidate.config.pattern.test(path));
+  if (route === undefined) throw new NoRouteError();
+  entry.route = route.config.name;
+  const raw = request.headers[IDEMPOTENCY_KEY];
+  const client = { address: request.socket.remoteAddress ?? '', host: request.headers.host, proto: 'encrypted' in request.socket ? ('https' as const) : ('http' as const) };
+  const headers = upstreamHeaders(request.rawHeaders, client);
+  if (route.config.key === 'off' || (raw === undefined && route.config.key === 'optional')) {
+    await passThrough(route, method, target, headers, request, response, entry);
+    return 'forwarded';
+  }
+  if (raw === undefined) throw new IdempotencyKeyMissingError();
+  const key = parseIdempotencyKey(Array.isArray(raw) ? raw.join(', ') : raw);
+  const scope = await context.scope(request);
+  entry.keyHash = keyHash(scope, key);
+  const body = await spoolBody(request, route.config.maxBodyBytes);
+  const forwardedHeaders = route.config.forwardKey ? headers : withoutKey(headers);
+  forwardedHeaders.push('content-length', String(body.length));
+  try {
+    const id = { scope, key, fingerprint: fingerprint({ method, route: path, query, body: body.digest }) };
+    const forwarding: Forwarding = { route: route.config, upstream: route.upstream, store: context.store, metrics: context.metrics, method, path: target, headers: forwardedHeaders, body: () => body.body(), response };
+    try {
+      return await execute(context, route, id, forwarding, true);
+    } finally {
+      entry.upstreamStatus = forwarding.upstreamStatus;
+      entry.upstreamMs = forwarding.upstreamMs;
+    }
+  } finally {
+    await body.dispose();
+  }
+}
+
+function withoutKey(headers: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    if ((headers[i] as string).toLowerCase() !== IDEMPOTENCY_KEY) out.push(headers[i] as string, headers[i + 1] as string);
+  }
+  return out;
+}
+
+/** Runs the request through the route's engine and answers whatever it did not stream already. */
+async function execute(context: ProxyContext, route: RouteRuntime, id: OperationId, forwarding: Forwarding, mayRunAgain: boolean): Promise<GatewayOutcome> {
+  let reconciled = false;
+  const execution = await route.engine.execute(id, async ({ claim }) => {
+    if (!claim.takeover) return forward(forwarding, claim);
+    const answer = await resumeInterrupted(forwarding, claim);
+    reconciled = answer !== undefined;
+    return answer ?? forward(forwarding, claim);
+  });
+  if (!execution.replayed) return reconciled ? 'reconciled' : 'executed';
+  const saved = execution.response;
+  const held = heldClaimOf(id.scope, id.key, id.fingerprint, saved);
+  if (held !== undefined) {
+    const answer = await reconcile(route.config, route.upstream, context.store.inner, held);
+    if (answer.kind !== 'unknown') context.metrics.resolved.add({ route: route.config.name, resolution: answer.kind === 'completed' ? 'completed' : 'released' });
+    if (answer.kind === 'completed') {
+      sendReplay(forwarding.response, answer.response);
+      return 'reconciled';
+    }
+    if (answer.kind === 'not-executed' && mayRunAgain) return execute(context, route, id, forwarding, false);
+    throw new OutcomeUnknownError(markFor(saved.headers[OUTCOME_UNKNOWN_HEADER] as IndeterminateCause));
+  }
+  if (saved.headers[NOT_KEPT_HEADER] !== undefined) throw new NotKept(saved, saved.headers['location']);
+  sendReplay(forwarding.response, saved);
+  return 'replayed';
+}
+
+/**
+ * A claim that took over an expired lease: the gateway that held it stopped mid-request, perhaps after
+ * the upstream was sent the request. The reconcile hook decides; without it (or without an answer) the
+ * record is held as indeterminate.
+ *
+ * @returns the original response (sent to the client as a replay), or `undefined` when the upstream
+ *   never executed it and the request is to be sent now
+ * @throws {@link OutcomeUnknownError} when nobody knows
+ */
+async function resumeInterrupted(forwarding: Forwarding, claim: Claim): Promise<StoredResponse | undefined> {
+  const answer = await askUpstream(forwarding.route, forwarding.upstream, claim.key);
+  if (answer.kind === 'not-executed') return undefined;
+  if (answer.kind === 'completed') {
+    forwarding.metrics.resolved.add({ route: forwarding.route.name, resolution: 'completed' });
+    sendReplay(forwarding.response, answer.response);
+    return answer.response;
+  }
+  throw await holdIndeterminate(forwarding, claim, 'interrupted');
+}
+
+/** A request without idempotency: streamed both ways, nothing stored. */
+async function passThrough(
+  route: RouteRuntime,
+  method: string,
+  target: string,
+  headers: string[],
+  request: IncomingMessage,
+  response: ServerResponse,
+  entry: AccessEntry,
+): Promise<void> {
+  const length = request.headers['content-length'];
+  if (length !== undefined) headers.push('content-length', length);
+  const started = performance.now();
+  const hasBody = length !== undefined || request.headers['transfer-encoding'] !== undefined;
+  let answer;
+  try {
+    answer = await route.upstream.send({ method, path: target, headers, body: hasBody ? request : null, timeoutMs: route.config.timeoutMs });
+  } catch (error) {
+    throw failedBeforeSending(error) ? new UpstreamUnreachableError(error) : error;
+  }
+  entry.upstreamStatus = answer.statusCode;
+  entry.upstreamMs = performance.now() - started;
+  response.writeHead(answer.statusCode, clientHeaders(answer.headers));
+  for await (const chunk of answer.body) {
+    const full = writeChunk(response, chunk as Buffer);
+    if (full !== undefined) await full;
+  }
+  response.end();
+}
