@@ -28,6 +28,14 @@ export interface StoredResponse {
   readonly body: Uint8Array;
 }
 
+/**
+ * The header saved in place of a response body too long to keep (the HTTP middleware's
+ * `maxResponseBytes`, a store's own limit such as the etcd store's): its value is the body's length in
+ * bytes, and the body is saved empty. Never sent: a replay of such a record is answered with a 410
+ * problem (`ResponseNotKeptError`).
+ */
+export const RESPONSE_NOT_KEPT_HEADER = 'retrysafe-response-not-kept';
+
 /** A record as a store returns it. All times are milliseconds since the Unix epoch. */
 export interface IdempotencyRecord {
   /** Namespace of the key, e.g. tenant and principal; keys never match across scopes. */
