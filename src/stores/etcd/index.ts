@@ -7,3 +7,4 @@
 export { createEtcdStore, type EtcdStoreOptions } from './factory.js';
 export type { EtcdClaim, EtcdStore } from './etcd-store.js';
 export { ETCD_LEASE_GRACE_MS } from './leases.js';
+export { openEtcdStore } from './url.js';
