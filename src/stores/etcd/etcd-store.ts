@@ -26,9 +26,6 @@ interface EtcdStoreConfig {
   readonly maxResponseBytes: number;
 }
 
-/** A claim of this store, with the fencing token (the etcd revision of the claim's write) beside it. */
-export type EtcdClaim = Claim & { readonly fencingToken: string };
-
 /** See `createEtcdStore` in `factory.ts`, which validates the configuration. */
 export class EtcdStore implements IdempotencyStore {
   readonly kind = 'etcd';
@@ -94,7 +91,7 @@ export class EtcdStore implements IdempotencyStore {
     }
   }
 
-  private claimWon(input: ClaimInput, leaseToken: string, leaseExpiresAt: number, revision: string): EtcdClaim {
+  private claimWon(input: ClaimInput, leaseToken: string, leaseExpiresAt: number, revision: string): Claim {
     return withFence(claimOf(input, leaseToken, leaseExpiresAt, false), revision);
   }
 
@@ -307,6 +304,6 @@ function held(stored: StoredRecord | undefined, claim: Claim): stored is StoredR
   return stored?.record.state === 'in_progress' && stored.record.leaseToken === claim.leaseToken;
 }
 
-function withFence(claim: Claim, fencingToken: string): EtcdClaim {
+function withFence(claim: Claim, fencingToken: string): Claim {
   return { ...claim, fencingToken };
 }

@@ -5,6 +5,6 @@
  * @module
  */
 export { createEtcdStore, type EtcdStoreOptions } from './factory.js';
-export type { EtcdClaim, EtcdStore } from './etcd-store.js';
+export type { EtcdStore } from './etcd-store.js';
 export { ETCD_LEASE_GRACE_MS } from './leases.js';
 export { openEtcdStore } from './url.js';
