@@ -72,8 +72,9 @@ export class EtcdStore implements IdempotencyStore {
       if (record.expiresAt > now) {
         const takeover = record.state === 'in_progress' && record.leaseExpiresAt <= now && record.fingerprint === input.fingerprint;
         if (!takeover) {
-          if (record.state === 'in_progress' && record.leaseToken === input.leaseToken && record.fingerprint === input.fingerprint) {
-            // The owner's own claim again: it holds the lease, unchanged.
+          if (record.state === 'in_progress' && record.leaseToken === leaseToken && record.fingerprint === input.fingerprint) {
+            // The owner's own claim again, or this very claim: etcd3 sends a request that failed with a
+            // recoverable error again (to another member), and the first attempt may have committed.
             const again = claimOf(input, record.leaseToken, record.leaseExpiresAt, standing.takeover, record.recoveryPoint);
             return { acquired: true, claim: withFence(again, standing.fence) };
           }
