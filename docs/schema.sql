@@ -224,6 +224,40 @@ END
 $$;
 
 --
+-- Name: events; Type: TABLE; Schema: retrysafe; Owner: -
+--
+
+CREATE TABLE retrysafe.events (
+    "position" bigint NOT NULL,
+    stream text NOT NULL,
+    version bigint NOT NULL,
+    event_id uuid NOT NULL,
+    type text NOT NULL,
+    data jsonb NOT NULL,
+    metadata jsonb NOT NULL,
+    content_hash text NOT NULL,
+    appended_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT events_version_check CHECK ((version >= 0))
+);
+
+--
+-- Name: events_position_seq; Type: SEQUENCE; Schema: retrysafe; Owner: -
+--
+
+CREATE SEQUENCE retrysafe.events_position_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: events_position_seq; Type: SEQUENCE OWNED BY; Schema: retrysafe; Owner: -
+--
+
+ALTER SEQUENCE retrysafe.events_position_seq OWNED BY retrysafe.events."position";
+
+--
 -- Name: inbox_attempts; Type: TABLE; Schema: retrysafe; Owner: -
 --
 
@@ -379,6 +413,33 @@ CREATE TABLE retrysafe.sessions (
     low_water_mark bigint NOT NULL,
     CONSTRAINT sessions_state_check CHECK ((state = ANY (ARRAY['live'::text, 'expired'::text])))
 );
+
+--
+-- Name: events position; Type: DEFAULT; Schema: retrysafe; Owner: -
+--
+
+ALTER TABLE ONLY retrysafe.events ALTER COLUMN "position" SET DEFAULT nextval('retrysafe.events_position_seq'::regclass);
+
+--
+-- Name: events events_pkey; Type: CONSTRAINT; Schema: retrysafe; Owner: -
+--
+
+ALTER TABLE ONLY retrysafe.events
+    ADD CONSTRAINT events_pkey PRIMARY KEY ("position");
+
+--
+-- Name: events events_stream_event_id; Type: CONSTRAINT; Schema: retrysafe; Owner: -
+--
+
+ALTER TABLE ONLY retrysafe.events
+    ADD CONSTRAINT events_stream_event_id UNIQUE (stream, event_id);
+
+--
+-- Name: events events_stream_version; Type: CONSTRAINT; Schema: retrysafe; Owner: -
+--
+
+ALTER TABLE ONLY retrysafe.events
+    ADD CONSTRAINT events_stream_version UNIQUE (stream, version);
 
 --
 -- Name: inbox_attempts inbox_attempts_pkey; Type: CONSTRAINT; Schema: retrysafe; Owner: -

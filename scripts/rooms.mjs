@@ -11,7 +11,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 
 const root = resolve(import.meta.dirname, '..');
 
-const BACKENDS = ['src/stores/sqlite', 'src/stores/postgres', 'src/stores/redis'];
+const BACKENDS = ['src/stores/sqlite', 'src/stores/postgres', 'src/stores/redis', 'src/stores/etcd'];
 
 /**
  * Every room, by its path under the repository, and the rooms it may import; a file belongs to the longest
@@ -25,15 +25,17 @@ export const ALLOWED_IMPORTS = Object.freeze({
   'src/stores/sqlite': ['src/core'],
   'src/stores/postgres': ['src/core'],
   'src/stores/redis': ['src/core'],
+  'src/stores/etcd': ['src/core'],
   'src/stores': ['src/core', ...BACKENDS],
   'src/http': ['src/core', 'src/observability'],
   'src/sessions': ['src/core', 'src/client', 'src/observability', ...BACKENDS],
   'src/messaging/inbox': ['src/core', 'src/observability', 'src/stores/sqlite', 'src/stores/postgres'],
   'src/messaging/outbox': ['src/core', 'src/observability', 'src/stores/postgres'],
   'src/messaging/transports': ['src/core', 'src/messaging/inbox', 'src/messaging/outbox'],
+  'src/events': ['src/core', 'src/stores/sqlite', 'src/stores/postgres'],
   'src/receiver.ts': ['src/core', 'src/observability'],
   'src/index.ts': ['src/core', 'src/phases', 'src/observability', 'src/stores', 'src/receiver.ts'],
-  'src/migrate.ts': ['src/stores/postgres', 'src/messaging/inbox', 'src/messaging/outbox', 'src/sessions'],
+  'src/migrate.ts': ['src/stores/postgres', 'src/messaging/inbox', 'src/messaging/outbox', 'src/sessions', 'src/events'],
   'src/postgres.ts': ['src/stores/postgres', 'src/migrate.ts'],
   'src/store-url.ts': ['src/core', 'src/stores', ...BACKENDS, 'src/postgres.ts'],
   'src/console': ['src/core', 'src/sessions', 'src/messaging/inbox', 'src/messaging/outbox'],

@@ -54,7 +54,7 @@ export {
 export { createReceiver, type PlainReceiverOptions, type TransactionalReceiverOptions } from './receiver.js';
 export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './phases/recovery-point.js';
 export { type ReplayCacheOptions } from './core/replay-cache.js';
-export { type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';
+export { fencingHeaders, type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';
 export { createMemoryStore, type MemoryStoreOptions } from './stores/memory.js';
 export { STUCK_KEY_LIMIT, type ComponentHealth, type ReceiverHealth } from './core/health.js';
 export {

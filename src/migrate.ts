@@ -16,6 +16,7 @@
  *
  * @module
  */
+import { EVENTS_MIGRATIONS } from './events/migrations/postgres/index.js';
 import { INBOX_MIGRATIONS } from './messaging/inbox/migrations/postgres/index.js';
 import { OUTBOX_MIGRATIONS } from './messaging/outbox/migrations/postgres/index.js';
 import { SESSIONS_MIGRATIONS } from './sessions/migrations/postgres/index.js';
@@ -29,6 +30,7 @@ export const MIGRATIONS: readonly Migration[] = sequence(
   INBOX_MIGRATIONS,
   OUTBOX_MIGRATIONS,
   SESSIONS_MIGRATIONS,
+  EVENTS_MIGRATIONS,
 );
 
 /**

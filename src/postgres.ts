@@ -4,6 +4,6 @@
  *
  * @module
  */
-export { createPostgresStore, DEFAULT_SCHEMA, poolOf, WAIT_POLL_MS } from './stores/postgres/index.js';
-export type { MigrateOptions, MigrateResult, PostgresStore, PostgresStoreOptions, TransactionPool, TransactionPoolClient } from './stores/postgres/index.js';
+export { createPostgresStore, DEFAULT_SCHEMA, fencedUpdate, poolOf, WAIT_POLL_MS } from './stores/postgres/index.js';
+export type { FencedUpdate, MigrateOptions, MigrateResult, PostgresStore, PostgresStoreOptions, TransactionPool, TransactionPoolClient } from './stores/postgres/index.js';
 export { migrate } from './migrate.js';

@@ -12,6 +12,7 @@
  * | `sqlite::memory:` | private in-memory SQLite database; transactional, dies with the process |
  * | `postgres://…`, `postgresql://…` | PostgreSQL (schema `retrysafe`, or `?schema=NAME`; migrated when opened with `'create'`, required by `'existing'`), transactional |
  * | `redis://…`, `rediss://…` | Redis (key prefix `retrysafe`, or `?prefix=NAME`); plain: it cannot commit with a business database (docs/redis.md) |
+ * | `etcd://HOST:PORT[,HOST:PORT…]` | etcd v3, the members' client URLs (key prefix `retrysafe`, or `?prefix=NAME`); plain (docs/etcd.md) |
  *
  * `schema` and `prefix` are retrysafe's own query parameters: they are taken out of the URL before it
  * reaches the driver. A SQLite value's query string (from its first `?`, so a PATH cannot hold one) takes
@@ -27,6 +28,7 @@ import { DEFAULT_SCHEMA, schemaNames } from './stores/postgres/schema.js';
 import type { PostgresStore } from './stores/postgres/store.js';
 import type { IdempotencyStore, TransactionalStore } from './core/store.js';
 import { SQLITE_SYNCHRONOUS, type SqliteSynchronous } from './stores/sqlite/options.js';
+import { etcdHosts } from './stores/etcd/url.js';
 
 /**
  * Thrown by {@link parseStoreUrl} for a value that names no known scheme or is malformed; the message
@@ -82,6 +84,12 @@ export type OpenedStore =
   | {
       readonly scheme: 'redis' | 'rediss';
       /** Redis cannot commit together with a business database (docs/redis.md). */
+      readonly transactional: false;
+      readonly store: IdempotencyStore;
+    }
+  | {
+      readonly scheme: 'etcd';
+      /** etcd cannot commit together with a business database (docs/etcd.md). */
       readonly transactional: false;
       readonly store: IdempotencyStore;
     };
@@ -256,6 +264,38 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
       },
     }),
   ),
+  {
+    scheme: 'etcd',
+    example: 'etcd://127.0.0.1:2379',
+    parse(_rest: string, url: string): StoreTarget {
+      // Not parsed as a URL: a list of members (`h1:2379,h2:2379`) is no valid URL authority.
+      const query = url.indexOf('?');
+      const driverUrl = query === -1 ? url : url.slice(0, query);
+      const parameters = [...new URLSearchParams(query === -1 ? '' : url.slice(query + 1))];
+      if (parameters.some(([name]) => name !== 'prefix')) throw new StoreUrlError(url, 'an etcd: value takes one query parameter, ?prefix=NAME');
+      const prefix = parameters.at(-1)?.[1];
+      if (prefix === '') throw new StoreUrlError(url, '?prefix= must be non-empty');
+      try {
+        etcdHosts(driverUrl);
+      } catch {
+        throw new StoreUrlError(url, 'etcd: needs the members as etcd://HOST:PORT[,HOST:PORT…]');
+      }
+      return {
+        scheme: 'etcd',
+        url,
+        driverUrl,
+        durable: true,
+        transactional: false,
+        async open(): Promise<OpenedStore> {
+          const { openEtcdStore } = await import('./stores/etcd/index.js');
+          const store = await openEtcdStore(driverUrl, prefix === undefined ? {} : { prefix }).catch((error: unknown) => {
+            throw unreachableStore(url, error);
+          });
+          return { scheme: 'etcd', transactional: false, store };
+        },
+      };
+    },
+  },
 ]);
 
 /**
@@ -397,6 +437,8 @@ export function unreachableStore(url: string, cause: unknown): StoreOpenError {
 /** The connection error code of `error`, or of the first of an `AggregateError`'s errors (Node tries every address). */
 function connectionCode(error: unknown): string | undefined {
   if (error instanceof AggregateError) return connectionCode(error.errors[0]);
+  // etcd3 reports a member it cannot connect to as gRPC status 14, UNAVAILABLE.
+  if (error instanceof Error && error.constructor.name === 'GRPCUnavailableError') return 'UNAVAILABLE';
   const code = (error as { code?: unknown } | undefined)?.code;
   if (typeof code === 'string' && CONNECTION_CODES.has(code)) return code;
   const cause = (error as { cause?: unknown } | undefined)?.cause;

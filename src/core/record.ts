@@ -28,6 +28,14 @@ export interface StoredResponse {
   readonly body: Uint8Array;
 }
 
+/**
+ * The header saved in place of a response body too long to keep (the HTTP middleware's
+ * `maxResponseBytes`, a store's own limit such as the etcd store's): its value is the body's length in
+ * bytes, and the body is saved empty. Never sent: a replay of such a record is answered with a 410
+ * problem (`ResponseNotKeptError`).
+ */
+export const RESPONSE_NOT_KEPT_HEADER = 'retrysafe-response-not-kept';
+
 /** A record as a store returns it. All times are milliseconds since the Unix epoch. */
 export interface IdempotencyRecord {
   /** Namespace of the key, e.g. tenant and principal; keys never match across scopes. */
@@ -76,6 +84,35 @@ export interface Claim {
   readonly takeover: boolean;
   /** The recovery point the previous holder reached, when this claim took over a multi-phase record. */
   readonly recoveryPoint?: string;
+  /**
+   * A fencing token for the resources the work writes to, set by stores that have a monotonic one: a
+   * decimal integer (possibly beyond 2^53) that is larger for every later claim of the same key (the etcd
+   * store: the etcd revision of the claim's write). A resource that remembers the largest token it accepted
+   * and refuses smaller ones (`fencedUpdate`, the `Fencing-Token` header of {@link fencingHeaders}) keeps a
+   * holder that was paused past its lease from writing after the record was taken over. Source: Martin
+   * Kleppmann, "How to do distributed locking" (2016). Absent for stores without one (the lease token is
+   * random, so it cannot be compared).
+   */
+  readonly fencingToken?: string;
+}
+
+/**
+ * The headers that carry `claim`'s fencing token to an HTTP downstream: `Fencing-Token`, which the
+ * downstream compares with the largest token it accepted for the resource and refuses when smaller. Send
+ * it with the call's own `Idempotency-Key` (a derived key, `derivedKey(id, step)`), so the downstream both
+ * deduplicates the call and refuses a displaced holder.
+ *
+ * @throws TypeError when the claim carries no fencing token (its store has no monotonic one)
+ * @example
+ * ```ts
+ * await fetch(url, { method: 'POST', headers: { ...fencingHeaders(claim), 'idempotency-key': derivedKey(id, 'ship') }, body });
+ * ```
+ */
+export function fencingHeaders(claim: Claim): { readonly 'fencing-token': string } {
+  if (claim.fencingToken === undefined) {
+    throw new TypeError(`retrysafe: the claim of ${JSON.stringify(claim.key)} carries no fencing token (its store hands out none)`);
+  }
+  return { 'fencing-token': claim.fencingToken };
 }
 
 /**

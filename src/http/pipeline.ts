@@ -14,7 +14,7 @@ import { IdempotencyError, IdempotencyKeyMissingError, ResponseNotKeptError } fr
 import { fingerprint } from '../core/fingerprint.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../core/problem.js';
-import type { Claim, StoredResponse } from '../core/record.js';
+import { RESPONSE_NOT_KEPT_HEADER, type Claim, type StoredResponse } from '../core/record.js';
 import type { Receiver } from '../core/receiver.js';
 import { describe, invalidOption, requireBoolean, requireFunction, requireOptions } from '../core/validate.js';
 import { BodyTooLargeError } from './body.js';
@@ -40,14 +40,8 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = Object.freeze([
   'link',
 ]);
 
-/**
- * Saved in place of a body longer than {@link IdempotencyOptions.maxResponseBytes}: its value is the
- * body's length in bytes. Never sent: a replay of such a record is answered with a 410 problem.
- */
-const NOT_KEPT_HEADER = 'retrysafe-response-not-kept';
-
 /** Headers that are never saved for replay, whatever the allow-list says. */
-const NEVER_REPLAYED = new Set(['set-cookie', NOT_KEPT_HEADER]);
+const NEVER_REPLAYED = new Set(['set-cookie', RESPONSE_NOT_KEPT_HEADER]);
 
 /**
  * Options of every HTTP adapter (`retrysafe/express`, `retrysafe/fastify`, `retrysafe/hono`).
@@ -397,7 +391,7 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
       });
       if (execution.replayed) {
         const saved = execution.response;
-        const notKept = saved.headers[NOT_KEPT_HEADER];
+        const notKept = saved.headers[RESPONSE_NOT_KEPT_HEADER];
         if (notKept !== undefined) return this.notKeptOutcome(saved, Number(notKept));
         return { kind: 'replay', response: { status: saved.status, headers: { ...saved.headers, ...REPLAYED }, body: saved.body } };
       }
@@ -436,7 +430,7 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
 
   /**
    * Keeps only allow-listed headers, so cookies and per-request headers are never replayed; a body over
-   * `maxResponseBytes` is replaced by {@link NOT_KEPT_HEADER}.
+   * `maxResponseBytes` is replaced by {@link RESPONSE_NOT_KEPT_HEADER}.
    */
   private toStored(response: CapturedResponse): StoredResponse {
     const headers: Record<string, string> = {};
@@ -446,7 +440,7 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
       if (value !== undefined && this.options.replayHeaders.has(lower)) headers[lower] = value;
     }
     if (response.body.byteLength <= this.options.maxResponseBytes) return { status: response.status, headers, body: response.body };
-    headers[NOT_KEPT_HEADER] = String(response.body.byteLength);
+    headers[RESPONSE_NOT_KEPT_HEADER] = String(response.body.byteLength);
     return { status: response.status, headers, body: new Uint8Array(0) };
   }
 }

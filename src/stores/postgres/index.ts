@@ -9,3 +9,5 @@ export { createPostgresStore, type PostgresStore, type PostgresStoreOptions } fr
 export { applyMigrations, type MigrateOptions, type MigrateResult } from './migrate.js';
 export { DEFAULT_SCHEMA } from './schema.js';
 export { poolOf, type TransactionPool, type TransactionPoolClient } from './pool-of.js';
+export { fencedUpdate } from './fenced-update.js';
+export type { FencedUpdate } from '../../core/fenced-update.js';

@@ -5,3 +5,5 @@
  */
 export { createSqliteStore, type SqliteStore } from './store.js';
 export type { SqliteStoreOptions, SqliteSynchronous } from './options.js';
+export { fencedUpdate } from './fenced-update.js';
+export type { FencedUpdate } from '../../core/fenced-update.js';

@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { dumpSchema } from '../../../scripts/schema.js';
+import { EVENTS_MIGRATIONS } from '../../../src/events/migrations/postgres/index.js';
 import { INBOX_MIGRATIONS } from '../../../src/messaging/inbox/migrations/postgres/index.js';
 import { OUTBOX_MIGRATIONS } from '../../../src/messaging/outbox/migrations/postgres/index.js';
 import { SESSIONS_MIGRATIONS } from '../../../src/sessions/migrations/postgres/index.js';
@@ -52,7 +53,8 @@ describe('the PostgreSQL migration sequence', () => {
     expect(names(INBOX_MIGRATIONS).slice(0, 2)).toEqual(['0002_inbox', '0011_inbox_redrive_requested_at']);
     expect(names(OUTBOX_MIGRATIONS).slice(0, 2)).toEqual(['0003_outbox', '0007_outbox_waiting']);
     expect(names(SESSIONS_MIGRATIONS)[0]).toBe('0005_sessions');
-    const modules = [IDEMPOTENCY_MIGRATIONS, INBOX_MIGRATIONS, OUTBOX_MIGRATIONS, SESSIONS_MIGRATIONS];
+    expect(names(EVENTS_MIGRATIONS)[0]).toBe('0012_events');
+    const modules = [IDEMPOTENCY_MIGRATIONS, INBOX_MIGRATIONS, OUTBOX_MIGRATIONS, SESSIONS_MIGRATIONS, EVENTS_MIGRATIONS];
     expect(MIGRATIONS.map((m) => m.version)).toEqual(Array.from({ length: MIGRATIONS.length }, (_, at) => at + 1));
     expect([...names(MIGRATIONS)].sort()).toEqual(modules.flatMap(names).sort());
   });

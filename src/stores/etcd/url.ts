@@ -1,0 +1,70 @@
+/**
+ * Opening an etcd store from a URL, with a client the store owns (for the CLI's `--store etcd://…`).
+ *
+ * @module
+ */
+import { Etcd3 } from 'etcd3';
+import type { IdempotencyStore } from '../../core/store.js';
+import { describe } from '../../core/validate.js';
+import { createEtcdStore, type EtcdStoreOptions } from './factory.js';
+
+/**
+ * The client URLs of an `etcd://HOST:PORT[,HOST:PORT…]` value (its path and query left out), as
+ * `http://HOST:PORT` each.
+ *
+ * @throws TypeError when `url` is not `etcd://` followed by at least one `HOST:PORT`
+ */
+export function etcdHosts(url: string): string[] {
+  const match = typeof url === 'string' ? /^etcd:\/\/([^/?#]+)/i.exec(url) : null;
+  const hosts = match?.[1]?.split(',') ?? [];
+  if (hosts.length === 0 || hosts.some((host) => !/^[^\s:@]+:\d{1,5}$/.test(host) && !/^\[[0-9a-f:.]+\]:\d{1,5}$/i.test(host))) {
+    throw new TypeError(`retrysafe: the etcd URL must be etcd://HOST:PORT[,HOST:PORT…], got ${describe(url)}`);
+  }
+  return hosts.map((host) => `http://${host}`);
+}
+
+/**
+ * Connects to the etcd members of `url` (`etcd://HOST:PORT[,HOST:PORT…]`) and returns a store on that
+ * client, once one round trip answered. Unlike {@link createEtcdStore}, the store owns the client: its
+ * `close()` also closes it.
+ *
+ * @param options - the options of {@link createEtcdStore} other than the client
+ * @throws TypeError when `url` is not such a URL, or an option is invalid
+ * @throws the driver's error when no member answers (the client is closed first)
+ * @example
+ * ```ts
+ * import { openEtcdStore } from 'retrysafe/etcd';
+ * const store = await openEtcdStore('etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379', { prefix: 'payments' });
+ * // … later
+ * await store.close();
+ * ```
+ */
+export async function openEtcdStore(url: string, options: Omit<EtcdStoreOptions, 'client'> = {}): Promise<IdempotencyStore> {
+  const client = new Etcd3({ hosts: etcdHosts(url), dialTimeout: 5_000 });
+  let store: ReturnType<typeof createEtcdStore>;
+  try {
+    store = createEtcdStore({ ...options, client });
+    await store.ping();
+  } catch (error) {
+    client.close();
+    throw error;
+  }
+  return {
+    claim: (input) => store.claim(input),
+    complete: (claim, response, retentionMs) => store.complete(claim, response, retentionMs),
+    release: (claim) => store.release(claim),
+    get: (scope, key) => store.get(scope, key),
+    reap: (limit) => store.reap(limit),
+    waitFor: (scope, key, timeoutMs) => store.waitFor(scope, key, timeoutMs),
+    checkpoint: (claim, recoveryPoint, leaseMs) => store.checkpoint(claim, recoveryPoint, leaseMs),
+    listAbandoned: (limit) => store.listAbandoned(limit),
+    kind: store.kind,
+    ping: () => store.ping(),
+    countExpiredLeases: (limit) => store.countExpiredLeases(limit),
+    listRecords: (query) => store.listRecords(query),
+    close: async () => {
+      await store.close();
+      client.close();
+    },
+  };
+}
