@@ -10,7 +10,7 @@
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
-import type { Claim, StoredResponse } from '../core/record.js';
+import { RESPONSE_NOT_KEPT_HEADER, type Claim, type StoredResponse } from '../core/record.js';
 import type { RouteConfig } from './config.js';
 import { clientHeaders, replayedHeaders } from './headers.js';
 import { type HoldingStore, markFor, type IndeterminateCause } from './indeterminate.js';
@@ -18,12 +18,6 @@ import type { GatewayMetrics } from './metrics.js';
 import { OutcomeUnknownError, UpstreamUnreachableError } from './problems.js';
 import { failedBeforeSending, indeterminateCauseOf, type Upstream } from './upstream.js';
 
-/**
- * Saved in place of a body longer than the route's `maxResponse`: its value is the body's length in
- * bytes. Never sent: a replay of such a record is answered with a 410 problem. The HTTP adapters save
- * the same header.
- */
-export const NOT_KEPT_HEADER = 'retrysafe-response-not-kept';
 
 /** What one forwarded exchange needs. */
 export interface Forwarding {
@@ -112,6 +106,6 @@ export async function forward(forwarding: Forwarding, claim: Claim): Promise<Sto
   response.end();
   const saved = replayedHeaders(headers, route.replayHeaders);
   if (length <= route.maxResponseBytes) return { status: answer.statusCode, headers: saved, body: Buffer.concat(kept, length) };
-  saved[NOT_KEPT_HEADER] = String(length);
+  saved[RESPONSE_NOT_KEPT_HEADER] = String(length);
   return { status: answer.statusCode, headers: saved, body: new Uint8Array(0) };
 }

@@ -24,11 +24,11 @@ import { performance } from 'node:perf_hooks';
 import { IdempotencyError, IdempotencyKeyMissingError, ResponseNotKeptError } from '../core/errors.js';
 import { fingerprint } from '../core/fingerprint.js';
 import { parseIdempotencyKey } from '../core/key.js';
-import type { Claim, StoredResponse } from '../core/record.js';
+import { RESPONSE_NOT_KEPT_HEADER, type Claim, type StoredResponse } from '../core/record.js';
 import type { OperationId, Receiver } from '../core/receiver.js';
 import { keyHash } from '../observability/logging.js';
 import type { RouteConfig } from './config.js';
-import { forward, holdIndeterminate, NOT_KEPT_HEADER, writeChunk, type Forwarding } from './forward.js';
+import { forward, holdIndeterminate, writeChunk, type Forwarding } from './forward.js';
 import { clientHeaders, upstreamHeaders } from './headers.js';
 import { heldClaimOf, markFor, OUTCOME_UNKNOWN_HEADER, type HoldingStore, type IndeterminateCause } from './indeterminate.js';
 import type { GatewayMetrics, GatewayOutcome } from './metrics.js';
@@ -151,7 +151,7 @@ class NotKept extends ResponseNotKeptError {
     saved: StoredResponse,
     readonly location: string | undefined,
   ) {
-    super(saved.status, Number(saved.headers[NOT_KEPT_HEADER]));
+    super(saved.status, Number(saved.headers[RESPONSE_NOT_KEPT_HEADER]));
   }
 }
 
@@ -220,7 +220,7 @@ async function execute(context: ProxyContext, route: RouteRuntime, id: Operation
     if (answer.kind === 'not-executed' && mayRunAgain) return execute(context, route, id, forwarding, false);
     throw new OutcomeUnknownError(markFor(saved.headers[OUTCOME_UNKNOWN_HEADER] as IndeterminateCause));
   }
-  if (saved.headers[NOT_KEPT_HEADER] !== undefined) throw new NotKept(saved, saved.headers['location']);
+  if (saved.headers[RESPONSE_NOT_KEPT_HEADER] !== undefined) throw new NotKept(saved, saved.headers['location']);
   sendReplay(forwarding.response, saved);
   return 'replayed';
 }
