@@ -116,6 +116,7 @@ async function redrive(opened: OpenedStore, plans: readonly PhasePlan<unknown, n
     case 'memory':
     case 'redis':
     case 'rediss':
+    case 'dynamodb':
       report = await completeAbandoned({ runner: createPhaseRunner({ store: opened.store, leaseMs, retentionMs }), plans, limit });
   }
   process.stdout.write(formatCompletion(report));

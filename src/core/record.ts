@@ -28,6 +28,15 @@ export interface StoredResponse {
   readonly body: Uint8Array;
 }
 
+/**
+ * The header a saved response carries instead of a body that was not kept (longer than the HTTP adapters'
+ * `maxResponseBytes`, or than the store's item can hold: DynamoDB's 400 KB): its value is the body's
+ * length in bytes. A replay of such a response is answered with a 410 problem `idempotency-response-not-kept`
+ * (IETF draft `draft-ietf-httpapi-idempotency-key-header`, section 2.6: the effect happened once, so the
+ * handler never runs again). Never sent to a client.
+ */
+export const RESPONSE_NOT_KEPT_HEADER = 'retrysafe-response-not-kept';
+
 /** A record as a store returns it. All times are milliseconds since the Unix epoch. */
 export interface IdempotencyRecord {
   /** Namespace of the key, e.g. tenant and principal; keys never match across scopes. */

@@ -14,7 +14,7 @@ import { IdempotencyError, IdempotencyKeyMissingError, ResponseNotKeptError } fr
 import { fingerprint } from '../core/fingerprint.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../core/problem.js';
-import type { Claim, StoredResponse } from '../core/record.js';
+import { RESPONSE_NOT_KEPT_HEADER, type Claim, type StoredResponse } from '../core/record.js';
 import type { Receiver } from '../core/receiver.js';
 import { describe, invalidOption, requireBoolean, requireFunction, requireOptions } from '../core/validate.js';
 import { BodyTooLargeError } from './body.js';
@@ -41,10 +41,11 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = Object.freeze([
 ]);
 
 /**
- * Saved in place of a body longer than {@link IdempotencyOptions.maxResponseBytes}: its value is the
- * body's length in bytes. Never sent: a replay of such a record is answered with a 410 problem.
+ * Saved in place of a body longer than {@link IdempotencyOptions.maxResponseBytes} (or than the store can
+ * hold): its value is the body's length in bytes. Never sent: a replay of such a record is answered with a
+ * 410 problem.
  */
-const NOT_KEPT_HEADER = 'retrysafe-response-not-kept';
+const NOT_KEPT_HEADER = RESPONSE_NOT_KEPT_HEADER;
 
 /** Headers that are never saved for replay, whatever the allow-list says. */
 const NEVER_REPLAYED = new Set(['set-cookie', NOT_KEPT_HEADER]);
