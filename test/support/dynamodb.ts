@@ -7,9 +7,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { ManualClock } from '../../src/core/clock.js';
-import { createDynamodbStore, createDynamodbTable, type DynamodbKeySchema } from '../../src/stores/dynamodb/index.js';
+import type { Clock } from '../../src/core/clock.js';
+import { createDynamodbStore, createDynamodbTable, dynamodbTableDefinition, type DynamodbKeySchema, type DynamodbStore } from '../../src/stores/dynamodb/index.js';
+import type { ScenarioStore } from '../http/scenario-stores.js';
 import type { ContractFixture } from '../stores/contract.js';
 import { freePort, serviceAvailable } from './services.js';
 
@@ -133,5 +135,24 @@ export function dynamodbContractFixtures(
     const clock = new ManualClock(Date.now());
     const store = createDynamodbStore({ client, table, clock, ...(keySchema !== undefined && { keySchema }) });
     return { store, clock, close: () => store.close() };
+  };
+}
+
+/**
+ * A store on a new table `<prefix>_<n>` created with TTL off: suites written for a fake clock near the
+ * epoch (the HTTP behaviour table, the phases contract) would otherwise see DynamoDB Local delete their
+ * records, whose TTL lies decades in the real past. The store writes the TTL attribute all the same.
+ */
+export async function storeOnTableWithoutTtl(local: DynamodbLocal, table: string, clock: Clock | undefined): Promise<DynamodbStore> {
+  await local.client.send(new CreateTableCommand(dynamodbTableDefinition({ table })));
+  return createDynamodbStore({ client: local.client, table, ...(clock !== undefined && { clock }) });
+}
+
+/** The HTTP behaviour table's stores on DynamoDB Local: a table per store (see {@link storeOnTableWithoutTtl}). */
+export function dynamodbScenarioStore(local: DynamodbLocal, prefix: string): ScenarioStore {
+  let stores = 0;
+  return {
+    name: 'DynamoDB',
+    open: (clock) => storeOnTableWithoutTtl(local, `${prefix}_${++stores}`, clock),
   };
 }
