@@ -104,6 +104,15 @@ export async function startDynamodbLocal(): Promise<DynamodbLocal> {
   };
 }
 
+/** Whether `java` runs here (see {@link serviceAvailable}: missing in CI is a failure). */
+export function javaAvailable(): Promise<boolean> {
+  return serviceAvailable('java (for DynamoDB Local)', () => new Promise<void>((resolve, reject) => {
+    const child = spawn('java', ['-version'], { stdio: 'ignore' });
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`java -version exited with ${String(code)}`))));
+  }));
+}
+
 /**
  * Starts DynamoDB Local for this test file, or, without java, fails in CI and resolves `undefined`
  * locally (the file's suites are then skipped).

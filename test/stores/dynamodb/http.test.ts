@@ -35,8 +35,8 @@ if (local !== undefined) {
         });
         return hono;
       });
-      const post = (i: number) =>
-        (apps[i % 2] as Hono).request('/payments', { method: 'POST', headers: { 'idempotency-key': '"hot"', 'content-type': 'application/json' }, body: '{"amount":1}' });
+      const post = async (i: number): Promise<Response> =>
+        await (apps[i % 2] as Hono).request('/payments', { method: 'POST', headers: { 'idempotency-key': '"hot"', 'content-type': 'application/json' }, body: '{"amount":1}' });
       const responses = await Promise.all(Array.from({ length: 20 }, (_, i) => post(i)));
       expect(state.runs).toBe(1);
       expect(responses.map((r) => r.status).sort()).toEqual([201, ...Array<number>(19).fill(409)]);
