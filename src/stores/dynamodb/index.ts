@@ -8,3 +8,4 @@
 export { createDynamodbStore, type DynamodbStore, type DynamodbStoreOptions } from './factory.js';
 export type { DynamodbKeySchema } from './layout.js';
 export { createDynamodbTable, dynamodbTableDefinition, type DynamodbTableOptions, type DynamodbTableResult } from './table.js';
+export { DynamodbTransaction } from './transaction.js';

@@ -5,8 +5,8 @@
  * @module
  */
 import { DeleteItemCommand, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { RESPONSE_NOT_KEPT_HEADER, type Claim, type IdempotencyRecord, type StoredResponse } from '../../core/record.js';
-import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
+import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
+import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
 import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn } from './claim.js';
 import type { DynamodbStoreConfig } from './config.js';
@@ -14,24 +14,46 @@ import { failedConditionItem, namesIn } from './expression.js';
 import { A, decodeItem, n, s, ttlSeconds, type Item } from './layout.js';
 import { scanItems } from './scan.js';
 import { fitsInItem } from './item-size.js';
+import { inTransaction, type DynamodbTransaction } from './transaction.js';
+import { COMPLETE_SET, completionValues, HELD, notKept } from './writes.js';
 
 const IN_PROGRESS = s('in_progress');
-const COMPLETED = s('completed');
 
-const HELD = '#leaseToken = :token AND #state = :inProgress';
-const COMPLETE_SET = 'SET #state = :completed, #status = :status, #headers = :headers, #completedAt = :now, #expiresAt = :expires, #ttl = :ttl';
 const EXPIRED = '#expiresAt <= :now AND NOT (#state = :inProgress AND #leaseExpiresAt > :now)';
 const LEASE_ENDED = '#state = :inProgress AND #leaseExpiresAt <= :now AND #expiresAt > :now';
 const ABANDONED = `${LEASE_ENDED} AND attribute_exists(#recoveryPoint)`;
 
 /** See `createDynamodbStore` in `factory.ts`, which validates the configuration. */
-export class DynamodbStore implements IdempotencyStore {
+export class DynamodbStore implements TransactionalStore<DynamodbTransaction> {
   readonly kind = 'dynamodb';
 
   constructor(readonly config: DynamodbStoreConfig) {}
 
   claim(input: ClaimInput): Promise<ClaimResult> {
     return claimOn(this.config, input, input.leaseToken ?? this.config.generateId(), this.config.clock.now());
+  }
+
+  /**
+   * Transactional mode: `fn`'s writes through the {@link DynamodbTransaction} and the record's write
+   * (completion, release or checkpoint through `store`) commit in one `TransactWriteItems` once `fn`
+   * resolves; nothing is sent when it rejects. See `transaction.ts`.
+   */
+  transaction<R>(fn: (tx: DynamodbTransaction, store: TransactionView) => Promise<R>): Promise<R> {
+    return inTransaction(this.config, fn);
+  }
+
+  /**
+   * The claim commits on its own, before the transaction (a conditional write: a duplicate sees it at
+   * once, as on PostgreSQL); the completion commits with the business writes.
+   */
+  async claimTransaction<R>(
+    input: ClaimInput,
+    fn: (tx: DynamodbTransaction, store: TransactionView, claim: Claim) => Promise<R>,
+  ): Promise<ClaimedTransaction<R>> {
+    const result = await this.claim(input);
+    if (!result.acquired) return result;
+    const { claim } = result;
+    return { acquired: true, claim, value: await this.transaction((tx, store) => fn(tx, store, claim)) };
   }
 
   /**
@@ -56,17 +78,7 @@ export class DynamodbStore implements IdempotencyStore {
     const now = this.config.clock.now();
     const update = response.body.byteLength === 0 ? COMPLETE_SET : `${COMPLETE_SET}, #body = :body`;
     const key = this.config.itemKey(claim.scope, claim.key);
-    const values: Item = {
-      ':token': s(claim.leaseToken),
-      ':inProgress': IN_PROGRESS,
-      ':completed': COMPLETED,
-      ':status': n(response.status),
-      ':headers': s(JSON.stringify(response.headers)),
-      ':now': n(now),
-      ':expires': n(now + retentionMs),
-      ':ttl': n(ttlSeconds(now + retentionMs, this.config.ttlGraceSeconds)),
-    };
-    if (response.body.byteLength > 0) values[':body'] = { B: response.body };
+    const values = completionValues(this.config, claim, response, now, retentionMs);
     try {
       await client.send(
         new UpdateItemCommand({
@@ -302,15 +314,6 @@ export class DynamodbStore implements IdempotencyStore {
       throw error;
     }
   }
-}
-
-/** `response` without its body, marked so its replay is a 410 problem. */
-function notKept(response: StoredResponse): StoredResponse {
-  return {
-    status: response.status,
-    headers: { ...response.headers, [RESPONSE_NOT_KEPT_HEADER]: String(response.body.byteLength) },
-    body: new Uint8Array(0),
-  };
 }
 
 /** DynamoDB's refusal of an item over 400 KB. */
