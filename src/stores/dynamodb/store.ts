@@ -242,7 +242,8 @@ export class DynamodbStore implements TransactionalStore<DynamodbTransaction> {
    */
   async listRecords(query: RecordQuery): Promise<IdempotencyRecord[]> {
     const limit = requireLimit('listRecords', query.limit);
-    const conditions: string[] = [];
+    // Only retrysafe's records: a table shared with other items (Powertools' during a move) keeps those out.
+    const conditions: string[] = ['attribute_exists(#leaseToken)'];
     const values: Item = {};
     if (query.state !== undefined) {
       conditions.push('#state = :state');
@@ -260,7 +261,7 @@ export class DynamodbStore implements TransactionalStore<DynamodbTransaction> {
     const order = (a: IdempotencyRecord, b: IdempotencyRecord): number =>
       a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
     let page: IdempotencyRecord[] = [];
-    const filter = conditions.length === 0 ? undefined : conditions.join(' AND ');
+    const filter = conditions.join(' AND ');
     for await (const items of scanItems(this.config, filter, values, undefined)) {
       for (const record of items.map(decodeItem)) {
         if (after !== undefined && (record.scope < after.scope || (record.scope === after.scope && record.key <= after.key))) continue;
