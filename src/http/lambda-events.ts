@@ -7,7 +7,7 @@
  * @module
  */
 import type { APIGatewayProxyEvent, APIGatewayProxyEventV2, APIGatewayProxyResult, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import type { CapturedResponse, OutgoingResponse } from './exchange.js';
+import type { CapturedResponse, OutgoingResponse } from './pipeline.js';
 
 /** An event the HTTP wrapper takes. */
 export type HttpEvent = APIGatewayProxyEvent | APIGatewayProxyEventV2;
@@ -20,7 +20,7 @@ function isV2(event: HttpEvent): event is APIGatewayProxyEventV2 {
   return (event as Partial<APIGatewayProxyEventV2>).version === '2.0';
 }
 
-/** What the exchange needs of an event: method, path, raw query, header lookup and the body bytes. */
+/** What the pipeline needs of an event: method, path, raw query, header lookup and the body bytes. */
 interface EventRequest {
   readonly method: string;
   readonly path: string;
@@ -62,7 +62,7 @@ function add(headers: Map<string, string>, name: string, value: string): void {
   headers.set(lower, before === undefined ? value : `${before}, ${value}`);
 }
 
-/** A handler's result as the exchange captures it: lower-case headers, the body's bytes. */
+/** A handler's result as the pipeline captures it: lower-case headers, the body's bytes. */
 export function capturedResult(result: APIGatewayProxyResult | APIGatewayProxyStructuredResultV2): CapturedResponse {
   const headers: Record<string, string> = {};
   const record = (name: string, value: boolean | number | string): void => {

@@ -1,14 +1,14 @@
 /**
  * `retrysafe/lambda`: Idempotency-Key handling for AWS Lambda behind API Gateway (REST APIs, HTTP APIs with
  * payload format 1.0 or 2.0) and Lambda function URLs, and {@link idempotentFunction} for any other event.
- * Behaviour: as the HTTP adapters ({@link HttpExchange.handle}), in the event's own result shape.
+ * Behaviour: as the HTTP adapters ({@link HttpPipeline.handle}), in the event's own result shape.
  *
  * @module
  */
 import type { Context } from 'aws-lambda';
 import { requireFunction } from '../core/validate.js';
 import { BodyTooLargeError } from './body.js';
-import { createHttpExchange, type HttpExchange, type IdempotencyContext, type IdempotencyOptions } from './exchange.js';
+import { createHttpPipeline, type HttpPipeline, type IdempotencyContext, type IdempotencyOptions } from './pipeline.js';
 import { capturedResult, eventRequest, eventResult, type HttpEvent, type HttpResult } from './lambda-events.js';
 import { boundLeaseToInvocation } from './lambda-lease.js';
 
@@ -50,14 +50,14 @@ export function idempotentHttpHandler<E extends HttpEvent, Tx = undefined>(
   options: IdempotencyOptions<E, Tx>,
 ): (event: E, context: Context) => Promise<HttpResult<E>> {
   requireFunction('handler', handler, 'idempotentHttpHandler');
-  const exchange: HttpExchange<E, Tx> = createHttpExchange(options);
+  const pipeline: HttpPipeline<E, Tx> = createHttpPipeline(options);
   const { receiver } = options;
   return async (event, context) => {
     const request = eventRequest(event);
-    if (!exchange.applies(request.method)) return handler(event, context, undefined);
-    // The handler's own result, returned as is when it ran: the exchange sees only its captured copy.
+    if (!pipeline.applies(request.method)) return handler(event, context, undefined);
+    // The handler's own result, returned as is when it ran: the pipeline sees only its captured copy.
     let produced: HttpResult<E> | undefined;
-    const outcome = await exchange.handle(
+    const outcome = await pipeline.handle(
       {
         request: event,
         method: request.method,
@@ -66,7 +66,7 @@ export function idempotentHttpHandler<E extends HttpEvent, Tx = undefined>(
         headers: { get: (name) => request.headers.get(name) },
         body: () => {
           const bytes = typeof request.body === 'string' ? Buffer.byteLength(request.body) : request.body.byteLength;
-          if (bytes > exchange.maxBodyBytes) throw new BodyTooLargeError(exchange.maxBodyBytes);
+          if (bytes > pipeline.maxBodyBytes) throw new BodyTooLargeError(pipeline.maxBodyBytes);
           return request.body;
         },
       },
