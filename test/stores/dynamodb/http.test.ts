@@ -21,7 +21,7 @@ if (local !== undefined) {
   httpScenarios(honoDriver, dynamodbScenarioStore(local, `${PREFIX}_t`));
 
   describe('dynamodb store: HTTP behaviour across clients', () => {
-    it('runs once for 20 parallel duplicates over two clients: the rest get 409, then the replay', async () => {
+    it('runs once for 20 parallel duplicates over two clients: the rest get 409 or the replay', async () => {
       const table = `${PREFIX}_two`;
       await (await storeOnTableWithoutTtl(local, table, undefined)).close();
       const state = { runs: 0 };
@@ -39,7 +39,11 @@ if (local !== undefined) {
         await (apps[i % 2] as Hono).request('/payments', { method: 'POST', headers: { 'idempotency-key': '"hot"', 'content-type': 'application/json' }, body: '{"amount":1}' });
       const responses = await Promise.all(Array.from({ length: 20 }, (_, i) => post(i)));
       expect(state.runs).toBe(1);
-      expect(responses.map((r) => r.status).sort()).toEqual([201, ...Array<number>(19).fill(409)]);
+      // Each duplicate is refused while the original runs (409), or replayed once it completed: on a busy
+      // machine a claim may reach DynamoDB Local only after the completion.
+      const fresh = responses.filter((r) => r.status === 201 && r.headers.get('idempotent-replayed') === null);
+      expect(fresh).toHaveLength(1);
+      for (const r of responses) if (r !== fresh[0]) expect(r.status === 409 || r.headers.get('idempotent-replayed') === 'true').toBe(true);
       const replay = await post(1);
       expect(replay.status).toBe(201);
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
