@@ -11,7 +11,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 
 const root = resolve(import.meta.dirname, '..');
 
-const BACKENDS = ['src/stores/sqlite', 'src/stores/postgres', 'src/stores/redis', 'src/stores/etcd'];
+const BACKENDS = ['src/stores/sqlite', 'src/stores/postgres', 'src/stores/redis', 'src/stores/etcd', 'src/stores/dynamodb'];
 
 /**
  * Every room, by its path under the repository, and the rooms it may import; a file belongs to the longest
@@ -26,6 +26,7 @@ export const ALLOWED_IMPORTS = Object.freeze({
   'src/stores/postgres': ['src/core'],
   'src/stores/redis': ['src/core'],
   'src/stores/etcd': ['src/core'],
+  'src/stores/dynamodb': ['src/core'],
   'src/stores': ['src/core', ...BACKENDS],
   'src/http': ['src/core', 'src/observability'],
   'src/sessions': ['src/core', 'src/client', 'src/observability', ...BACKENDS],

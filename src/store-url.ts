@@ -13,6 +13,7 @@
  * | `postgres://…`, `postgresql://…` | PostgreSQL (schema `retrysafe`, or `?schema=NAME`; migrated when opened with `'create'`, required by `'existing'`), transactional |
  * | `redis://…`, `rediss://…` | Redis (key prefix `retrysafe`, or `?prefix=NAME`); plain: it cannot commit with a business database (docs/redis.md) |
  * | `etcd://HOST:PORT[,HOST:PORT…]` | etcd v3, the members' client URLs (key prefix `retrysafe`, or `?prefix=NAME`); plain (docs/etcd.md) |
+ * | `dynamodb://TABLE?region=R&endpoint=URL` | DynamoDB table TABLE (default `retrysafe`; created with TTL on when opened with `'create'`, required by `'existing'`), region and endpoint from the SDK's defaults unless given, `?partitionKey=`, `?sortKey=` (empty: none) and `?ttlAttribute=` as the table has them; credentials from the SDK's default chain; plain (docs/aws.md) |
  *
  * `schema` and `prefix` are retrysafe's own query parameters: they are taken out of the URL before it
  * reaches the driver. A SQLite value's query string (from its first `?`, so a PATH cannot hold one) takes
@@ -29,6 +30,7 @@ import type { PostgresStore } from './stores/postgres/store.js';
 import type { IdempotencyStore, TransactionalStore } from './core/store.js';
 import { SQLITE_SYNCHRONOUS, type SqliteSynchronous } from './stores/sqlite/options.js';
 import { etcdHosts } from './stores/etcd/url.js';
+import { parseDynamodbUrl } from './stores/dynamodb/target.js';
 
 /**
  * Thrown by {@link parseStoreUrl} for a value that names no known scheme or is malformed; the message
@@ -90,6 +92,12 @@ export type OpenedStore =
   | {
       readonly scheme: 'etcd';
       /** etcd cannot commit together with a business database (docs/etcd.md). */
+      readonly transactional: false;
+      readonly store: IdempotencyStore;
+    }
+  | {
+      readonly scheme: 'dynamodb';
+      /** Opened from a URL, the DynamoDB store runs in plain mode (docs/aws.md). */
       readonly transactional: false;
       readonly store: IdempotencyStore;
     };
@@ -292,6 +300,39 @@ export const STORE_SCHEMES: readonly StoreScheme[] = Object.freeze([
             throw unreachableStore(url, error);
           });
           return { scheme: 'etcd', transactional: false, store };
+        },
+      };
+    },
+  },
+  {
+    scheme: 'dynamodb',
+    example: 'dynamodb://TABLE?region=eu-west-1',
+    parse(_rest: string, url: string): StoreTarget {
+      const parsed = parseDynamodbUrl(url);
+      if (typeof parsed === 'string') throw new StoreUrlError(url, parsed);
+      return {
+        scheme: 'dynamodb',
+        url,
+        driverUrl: url,
+        durable: true,
+        transactional: false,
+        async open(mode: OpenMode): Promise<OpenedStore> {
+          // Loaded on demand so commands that never open DynamoDB do not load the AWS SDK.
+          const { openDynamodbStore, clientFor } = await import('./stores/dynamodb/url.js');
+          const { createDynamodbTable, tableExists } = await import('./stores/dynamodb/table.js');
+          const admin = clientFor(parsed);
+          try {
+            if (mode === 'create') {
+              await createDynamodbTable(admin, parsed);
+            } else if (!(await tableExists(admin, parsed.table))) {
+              throw new StoreOpenError(`the DynamoDB table ${parsed.table} does not exist (check --store ${url}); create it with: retrysafe migrate --store ${url}`);
+            }
+          } catch (error) {
+            throw error instanceof StoreOpenError ? error : unreachableStore(url, error);
+          } finally {
+            admin.destroy();
+          }
+          return { scheme: 'dynamodb', transactional: false, store: openDynamodbStore(parsed) };
         },
       };
     },

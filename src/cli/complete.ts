@@ -117,6 +117,7 @@ async function redrive(opened: OpenedStore, plans: readonly PhasePlan<unknown, n
     case 'redis':
     case 'rediss':
     case 'etcd':
+    case 'dynamodb':
       report = await completeAbandoned({ runner: createPhaseRunner({ store: opened.store, leaseMs, retentionMs }), plans, limit });
   }
   process.stdout.write(formatCompletion(report));

@@ -29,10 +29,12 @@ export interface StoredResponse {
 }
 
 /**
- * The header saved in place of a response body too long to keep (the HTTP middleware's
- * `maxResponseBytes`, a store's own limit such as the etcd store's): its value is the body's length in
- * bytes, and the body is saved empty. Never sent: a replay of such a record is answered with a 410
- * problem (`ResponseNotKeptError`).
+ * The header a saved response carries instead of a body that was not kept (longer than the HTTP adapters'
+ * `maxResponseBytes`, or than the store can hold: DynamoDB's 400 KB item, the etcd store's
+ * `maxResponseBytes`): its value is the body's length in bytes, and the body is saved empty. A replay of
+ * such a response is answered with a 410 problem `idempotency-response-not-kept` (`ResponseNotKeptError`;
+ * IETF draft-ietf-httpapi-idempotency-key-header, section 2.6: the effect happened once, so the handler
+ * never runs again). Never sent to a client.
  */
 export const RESPONSE_NOT_KEPT_HEADER = 'retrysafe-response-not-kept';
 

@@ -18,7 +18,6 @@ import type { GatewayMetrics } from './metrics.js';
 import { OutcomeUnknownError, UpstreamUnreachableError } from './problems.js';
 import { failedBeforeSending, indeterminateCauseOf, type Upstream } from './upstream.js';
 
-
 /** What one forwarded exchange needs. */
 export interface Forwarding {
   readonly route: RouteConfig;

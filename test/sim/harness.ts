@@ -18,6 +18,9 @@ import type { ClaimResult } from '../../src/core/store.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { createPostgresStore, migrate } from '../../src/postgres.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
+import { createDynamodbStore, dynamodbTableDefinition } from '../../src/stores/dynamodb/index.js';
+import { CreateTableCommand, DeleteTableCommand } from '@aws-sdk/client-dynamodb';
+import { startDynamodbLocal } from '../support/dynamodb.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.js';
 import { POSTGRES_URL, REDIS_URL, uniqueName } from '../support/services.js';
@@ -74,7 +77,7 @@ export interface SimHarness {
  * Every backend the simulation knows: each store on an injected clock, and PostgreSQL and Redis on their
  * server's clock (`*-server-clock`) with this process's clock jumping.
  */
-export const SIM_STORES = ['memory', 'sqlite', 'postgres', 'redis', 'postgres-server-clock', 'redis-server-clock'] as const;
+export const SIM_STORES = ['memory', 'sqlite', 'postgres', 'redis', 'dynamodb', 'postgres-server-clock', 'redis-server-clock'] as const;
 export type SimStoreName = (typeof SIM_STORES)[number];
 
 /**
@@ -118,6 +121,8 @@ export async function openHarness(name: SimStoreName, options: HarnessOptions = 
       return postgresHarness(false);
     case 'redis':
       return redisHarness(false);
+    case 'dynamodb':
+      return dynamodbHarness();
     case 'postgres-server-clock':
       return postgresHarness(true, serverClock);
     case 'redis-server-clock':
@@ -282,6 +287,56 @@ async function redisHarness(serverClock: boolean, storeTime: StoreTime = 'server
     }
   }
   return new RedisHarness();
+}
+
+/**
+ * DynamoDB on a DynamoDB Local this harness starts: a new table per run (TTL off, as the injected clock
+ * lies in the real past), the previous one deleted. Like Redis, no transaction: the effect counts as
+ * committed exactly when the fenced completion is accepted. Dropping connections destroys the client's
+ * sockets; the next request opens new ones.
+ */
+async function dynamodbHarness(): Promise<SimHarness> {
+  const local = await startDynamodbLocal();
+  const base = uniqueName('rs_sim');
+  let run = 0;
+  let client = local.newClient();
+  const createTable = async (table: string) => {
+    await local.client.send(new CreateTableCommand(dynamodbTableDefinition({ table })));
+  };
+  await createTable(`${base}_0`);
+  class DynamodbHarness extends LedgerHarness implements SimHarness {
+    readonly name = 'dynamodb';
+    readonly realTransactions = false;
+    readonly serverClock = false;
+    private table = `${base}_0`;
+    /** The run's tokens, kept across a store opened anew on a new client after dropped connections. */
+    private generateId = tokens();
+    store: IdempotencyStore = this.open();
+    async reset(): Promise<void> {
+      await this.store.close();
+      await local.client.send(new DeleteTableCommand({ TableName: this.table }));
+      this.resetTime();
+      this.table = `${base}_${++run}`;
+      await createTable(this.table);
+      this.generateId = tokens();
+      this.store = this.open();
+      this.ledger = new Map();
+    }
+    private open(): IdempotencyStore {
+      return createDynamodbStore({ client, table: this.table, clock: this.clock, generateId: this.generateId });
+    }
+    dropConnections(): Promise<void> {
+      client.destroy();
+      client = local.newClient();
+      this.store = this.open();
+      return Promise.resolve();
+    }
+    async close(): Promise<void> {
+      await this.store.close();
+      await local.stop();
+    }
+  }
+  return new DynamodbHarness();
 }
 
 function sqliteHarness(): SimHarness {

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Claim, StoredResponse } from '../../src/core/record.js';
 import { postgresAvailable, redisAvailable } from '../support/services.js';
+import { javaAvailable } from '../support/dynamodb.js';
 import { openHarness, SIM_STORES, type SimHarness, type SimStoreName } from './harness.js';
 import { describeFailure, simulate } from './simulate.js';
 import { storeSimulation } from './simulations.js';
@@ -18,11 +19,13 @@ const SEEDS = 25;
 const SIM_TIMEOUT_MS = 120_000;
 const postgres = await postgresAvailable();
 const redis = await redisAvailable();
+const java = await javaAvailable();
 const available: Record<SimStoreName, boolean> = {
   memory: true,
   sqlite: true,
   postgres,
   redis,
+  dynamodb: java,
   'postgres-server-clock': postgres,
   'redis-server-clock': redis,
 };

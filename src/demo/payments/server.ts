@@ -73,7 +73,8 @@ async function wire(opened: OpenedStore, config: ServerConfig, common: Common): 
     case 'memory':
     case 'redis':
     case 'rediss':
-    case 'etcd': {
+    case 'etcd':
+    case 'dynamodb': {
       // A plain store cannot join a business transaction: the charges go to a SQLite file of their own.
       const ledger = new SqliteChargeLedger(new BetterSqlite3(join(config.directory, 'charges.db')), true);
       const guard = unsafe ? undefined : idempotency({ receiver: createReceiver({ store: opened.store, leaseMs, meterProvider }) });
