@@ -56,7 +56,7 @@ export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './
 export { type ReplayCacheOptions } from './core/replay-cache.js';
 export { fencingHeaders, type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';
 export { createMemoryStore, type MemoryStoreOptions } from './stores/memory.js';
-export { STUCK_KEY_LIMIT, type ComponentHealth, type ReceiverHealth } from './core/health.js';
+export { HEALTH_PROBE_INTERVAL_MS, HEALTH_PROBE_SCOPE, STUCK_KEY_LIMIT, type ComponentHealth, type ReceiverHealth } from './core/health.js';
 export {
   checkHealth,
   inboxHealthCheck,

@@ -11,7 +11,7 @@
  */
 import { systemClock } from './clock.js';
 import { IdempotencyError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
-import { receiverHealth, type ReceiverHealth } from './health.js';
+import { receiverHealth, WriteProbe, type ReceiverHealth } from './health.js';
 import { randomLeaseToken } from './lease-token.js';
 import { SILENT_OBSERVER, type ReceiverObserver, type StoreCallResult, type StoreOperation } from './observer.js';
 import type {
@@ -88,6 +88,8 @@ class Engine<Tx> implements Receiver<Tx> {
   private readonly transactional: boolean;
   /** Completed records kept in this process (the `replayCache` option), or none. */
   private readonly replays: ReplayCache | undefined;
+  /** Made on the first health check, so a receiver that is never checked never probes. */
+  private writeProbe: WriteProbe | undefined;
 
   constructor(
     options: PlainEngineOptions | TransactionalEngineOptions<Tx>,
@@ -122,7 +124,8 @@ class Engine<Tx> implements Receiver<Tx> {
   }
 
   health(): Promise<ReceiverHealth> {
-    return receiverHealth(this.store);
+    this.writeProbe ??= new WriteProbe(this.store);
+    return receiverHealth(this.store, this.writeProbe);
   }
 
   async execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution> {

@@ -152,8 +152,9 @@ export interface Receiver<Tx = undefined> {
    */
   run<T>(id: OperationId, fn: (context: ExecutionContext<Tx>) => Promise<T>): Promise<T>;
   /**
-   * Whether the store answers, and how many keys sit `in_progress` past their lease (see
-   * {@link ReceiverHealth}). Never throws: an unreachable store is reported as such.
+   * Whether the store answers and accepts writes (a claim and release in a reserved scope, at most one per
+   * 5 s), and how many keys sit `in_progress` past their lease (see {@link ReceiverHealth}). Never throws:
+   * an unreachable or read-only store is reported as such.
    */
   health(): Promise<ReceiverHealth>;
   /** Where the receiver reports outcomes, durations and takeovers (the HTTP adapters report invalid keys here). */

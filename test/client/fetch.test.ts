@@ -94,7 +94,7 @@ describe('createRetryingFetch against a real HTTP server', () => {
     const r = route((n, res) => (n <= 2 ? 'drop' : reply(res, 201, { 'content-type': 'application/json' }, '{"id":7}')));
     const { sleep, waits } = recordingSleep();
     const seenAttempts: AttemptRecord[] = [];
-    const fetchWithRetry = createRetryingFetch({ sleep, random: () => 0.5, onAttempt: (a) => seenAttempts.push(a) });
+    const fetchWithRetry = createRetryingFetch({ sleep, baseDelayMs: 100, random: () => 0.5, onAttempt: (a) => seenAttempts.push(a) });
 
     const res = await fetchWithRetry(r.url, { method: 'POST', body: JSON.stringify({ amount: 1000 }) });
 
@@ -246,7 +246,7 @@ describe('createRetryingFetch against a real HTTP server', () => {
   it('throws RetryExhaustedError after maxAttempts, with the history and the last response', async () => {
     const r = route((_n, res) => reply(res, 503, {}, 'down'));
     const { sleep, waits } = recordingSleep();
-    const error = await createRetryingFetch({ sleep, maxAttempts: 3, random: () => 0.999 })(r.url, { method: 'DELETE' }).then(
+    const error = await createRetryingFetch({ sleep, maxAttempts: 3, baseDelayMs: 100, random: () => 0.999 })(r.url, { method: 'DELETE' }).then(
       () => undefined,
       (e: unknown) => e,
     );

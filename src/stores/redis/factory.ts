@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.js';
-import { invalidOption, requireClock, requireDurationMs, requireGenerateId, requireOptions } from '../../core/validate.js';
+import { invalidOption, requireBoolean, requireClock, requireDurationMs, requireFunction, requireGenerateId, requireOptions } from '../../core/validate.js';
 import type { IdempotencyStore } from '../../core/store.js';
 import { isRedisConnection, type RedisConnection } from './connection.js';
 import { RedisStore } from './redis-store.js';
@@ -68,9 +68,28 @@ export interface RedisStoreOptions {
    * closed is not waited for: operations fail fast. 0 never waits. @defaultValue 5_000
    */
   readonly readyTimeoutMs?: number;
+  /**
+   * Runs on a Redis whose `maxmemory-policy` may evict keys. By default the store reads the policy of the
+   * server (on Cluster, of every master) before its first operation and again after each reconnect, and
+   * refuses anything but `noeviction`: every record key has a TTL, so `volatile-*` policies evict records
+   * as `allkeys-*` ones do, and an evicted completed record runs its operation again on the next retry.
+   * Refused, every operation (and `ping`) rejects with `RedisEvictionPolicyError`, which the engine answers
+   * as 503. With `true` the store runs anyway and reports it once through `onWarning`. See docs/redis.md,
+   * "Memory and eviction". @defaultValue false
+   */
+  readonly allowEvictingPolicy?: boolean;
+  /**
+   * Receives the store's one warning: the text saying the server's policy may evict records, when
+   * `allowEvictingPolicy` let the store run on it (once per store). @defaultValue `process.emitWarning`
+   */
+  readonly onWarning?: (message: string) => void;
 }
 
 const DEFAULT_READY_TIMEOUT_MS = 5_000;
+
+function emitWarning(message: string): void {
+  process.emitWarning(message, { code: 'RETRYSAFE_REDIS_EVICTING_POLICY' });
+}
 
 /**
  * Creates an {@link IdempotencyStore} on Redis. Each operation is one Lua script run with EVALSHA (one
@@ -86,6 +105,10 @@ const DEFAULT_READY_TIMEOUT_MS = 5_000;
  * Redis cannot commit together with your business database: if the process dies between the business write
  * and `complete`, the record stays `in_progress` until its lease expires, and the next retry runs the
  * operation again. See docs/redis.md.
+ *
+ * The store refuses a server whose `maxmemory-policy` is not `noeviction` (option `allowEvictingPolicy`):
+ * its first operation reads the policy, and every operation rejects with `RedisEvictionPolicyError` while
+ * it is refused.
  *
  * @throws TypeError naming the option when an option is invalid
  * @example
@@ -113,6 +136,8 @@ export function createRedisStore(
   const waitReplicas = options.waitReplicas ?? 0;
   if (!Number.isSafeInteger(waitReplicas) || waitReplicas < 0) throw invalidOption('waitReplicas', 'a non-negative integer', waitReplicas);
   const waitReplicasTimeoutMs = requireDurationMs('waitReplicasTimeoutMs', options.waitReplicasTimeoutMs ?? 1_000);
+  const allowEvictingPolicy = requireBoolean('allowEvictingPolicy', options.allowEvictingPolicy ?? false);
+  const onWarning = requireFunction<(message: string) => void>('onWarning', options.onWarning ?? emitWarning);
   const readyTimeoutMs = options.readyTimeoutMs === 0 ? 0 : requireDurationMs('readyTimeoutMs', options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
   return new RedisStore(
     Object.freeze({
@@ -124,6 +149,8 @@ export function createRedisStore(
       readyTimeoutMs,
       waitReplicas,
       waitReplicasTimeoutMs,
+      allowEvictingPolicy,
+      onWarning,
     }),
   );
 }

@@ -5,6 +5,7 @@
  * @module
  */
 export type { RedisConnection } from './connection.js';
+export { RedisEvictionPolicyError } from './eviction.js';
 export { createRedisStore, type RedisStoreOptions } from './factory.js';
 export { REDIS_TTL_GRACE_MS } from './ttl.js';
 export { openRedisStore } from './url.js';

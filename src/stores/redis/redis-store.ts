@@ -10,10 +10,11 @@ import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../
 import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn } from './claim.js';
 import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
+import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
 import { decodeHead, decodeRecord, HEAD_READ_BYTES, type RecordHead } from './layout.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
-import { LuaScript } from './script.js';
+import { allowingOom, LuaScript } from './script.js';
 import { CHECKPOINT_LUA } from './scripts/checkpoint.lua.js';
 import { COMPLETE_LUA } from './scripts/complete.lua.js';
 import { REAP_LUA } from './scripts/reap.lua.js';
@@ -26,6 +27,9 @@ const COMPLETE = new LuaScript(COMPLETE_LUA);
 const RELEASE = new LuaScript(RELEASE_LUA);
 const REAP = new LuaScript(REAP_LUA);
 const CHECKPOINT = new LuaScript(CHECKPOINT_LUA);
+/** The same writes, allowed to run over `maxmemory` (Redis 7 and later; see `allowingOom`). */
+const COMPLETE_OVER_LIMIT = new LuaScript(allowingOom(COMPLETE_LUA));
+const CHECKPOINT_OVER_LIMIT = new LuaScript(allowingOom(CHECKPOINT_LUA));
 const READ = new LuaScript(READ_LUA);
 
 /** Keys asked of each SCAN step of `reap` and `listAbandoned` (a hint to Redis, which bounds the work per step). */
@@ -45,16 +49,31 @@ interface RedisStoreConfig {
   readonly waitReplicas: number;
   /** How long `WAIT` blocks for them, in milliseconds. */
   readonly waitReplicasTimeoutMs: number;
+  /** Run on a server whose `maxmemory-policy` may evict records (with one warning) instead of refusing it. */
+  readonly allowEvictingPolicy: boolean;
+  readonly onWarning: (message: string) => void;
 }
 
 /** See `createRedisStore` in `factory.ts`, which validates the configuration. */
 export class RedisStore implements IdempotencyStore {
   readonly kind = 'redis';
   private readonly notifier: Notifier;
+  /** The servers' eviction policy was read and accepted since the connection last became ready. */
+  private policyAccepted = false;
+  /** The policy check in progress, shared by the operations that arrive meanwhile. */
+  private policyCheck: Promise<void> | undefined;
+  private warned = false;
+  /** The servers run Redis 7 or later: completions and recovery points run as `allow-oom` scripts. */
+  private scriptFlags = false;
+  /** A reconnect may land on a server configured otherwise (a restart, a failover): read the policy again. */
+  private readonly onReconnect = (): void => {
+    this.policyAccepted = false;
+  };
 
   constructor(private readonly config: RedisStoreConfig) {
     const { client, subscriber } = config;
     this.notifier = subscriber ? new Notifier(() => subscriber, false) : new Notifier(() => duplicateForSubscribe(client), true);
+    client.on('ready', this.onReconnect);
   }
 
   async claim(input: ClaimInput): Promise<ClaimResult> {
@@ -96,7 +115,7 @@ export class RedisStore implements IdempotencyStore {
     const setup = this.ready();
     if (setup) await setup;
     const body = Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength);
-    const reply = await COMPLETE.run(
+    const reply = await (this.scriptFlags ? COMPLETE_OVER_LIMIT : COMPLETE).run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
       [claim.leaseToken, this.now(), retentionMs, recordTtlMs(retentionMs), response.status, JSON.stringify(response.headers), body],
@@ -150,7 +169,7 @@ export class RedisStore implements IdempotencyStore {
   async checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
     requireNonNegativeMs('leaseMs', leaseMs, 'checkpoint');
     await this.ready();
-    const reply = await CHECKPOINT.run(
+    const reply = await (this.scriptFlags ? CHECKPOINT_OVER_LIMIT : CHECKPOINT).run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
       [claim.leaseToken, recoveryPoint, this.now(), leaseMs, REDIS_TTL_GRACE_MS],
@@ -159,7 +178,10 @@ export class RedisStore implements IdempotencyStore {
     return Buffer.isBuffer(reply) ? { ...claim, leaseExpiresAt: Number(reply.toString('latin1')), recoveryPoint } : undefined;
   }
 
+  /** `PING`, after the eviction check: a store that refuses its server's policy rejects here too. */
   async ping(): Promise<void> {
+    const setup = this.ready();
+    if (setup) await setup;
     await this.config.client.ping();
   }
 
@@ -289,6 +311,7 @@ export class RedisStore implements IdempotencyStore {
 
   /** Wakes pending `waitFor` calls and closes the subscriber connection the store opened; the client stays open. */
   close(): Promise<void> {
+    this.config.client.off('ready', this.onReconnect);
     return this.notifier.close();
   }
 
@@ -299,7 +322,38 @@ export class RedisStore implements IdempotencyStore {
    * of the microtask queue: callers test it first).
    */
   private ready(): Promise<void> | undefined {
-    return untilReady(this.config.client, this.config.readyTimeoutMs);
+    const setup = untilReady(this.config.client, this.config.readyTimeoutMs);
+    return this.policyAccepted ? setup : this.acceptPolicy(setup);
+  }
+
+  /**
+   * Reads the eviction policy once the connection is set up (see `eviction.ts`); operations that arrive
+   * meanwhile share the check. A server that cannot be reached leaves the policy unread, so the next
+   * operation reads it again.
+   *
+   * @throws RedisEvictionPolicyError when a server's policy may evict records and `allowEvictingPolicy` is off
+   */
+  private async acceptPolicy(setup: Promise<void> | undefined): Promise<void> {
+    if (setup) await setup;
+    this.policyCheck ??= this.checkPolicy().finally(() => {
+      this.policyCheck = undefined;
+    });
+    await this.policyCheck;
+  }
+
+  private async checkPolicy(): Promise<void> {
+    const inspection = await inspectServers(this.config.client);
+    this.scriptFlags = inspection.scriptFlags;
+    const evicting = inspection.evicting[0];
+    if (evicting !== undefined) {
+      const refusal = new RedisEvictionPolicyError(evicting.policy, evicting.server, { cause: evicting.cause });
+      if (!this.config.allowEvictingPolicy) throw refusal;
+      if (!this.warned) {
+        this.warned = true;
+        this.config.onWarning(`${refusal.message} (running anyway: allowEvictingPolicy is true)`);
+      }
+    }
+    this.policyAccepted = true;
   }
 
   /**

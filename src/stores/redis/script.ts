@@ -50,3 +50,14 @@ export class LuaScript {
     });
   }
 }
+
+/**
+ * `source` with the Redis 7 shebang that lets it run, and write, while the server is over `maxmemory`
+ * (`#!lua flags=allow-oom`). The store gives it to the writes that finish work already admitted (the
+ * completion, the recovery point), so that under `noeviction` at the limit only new claims are refused:
+ * a won claim's response is always saved rather than answered and lost. Redis before 7.0 reads the shebang
+ * as a syntax error, so the store sends these only to servers that report 7.0 or later.
+ */
+export function allowingOom(source: string): string {
+  return `#!lua flags=allow-oom\n${source}`;
+}

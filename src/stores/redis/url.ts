@@ -19,6 +19,8 @@ import { createRedisStore, type RedisStoreOptions } from './factory.js';
  * @throws TypeError when `url` is not a `redis:` or `rediss:` URL, or an option is invalid
  * @throws the driver's error when the first connection fails, e.g. `connect ECONNREFUSED …` (the connection
  *   is closed first)
+ * @throws RedisEvictionPolicyError when the server's `maxmemory-policy` is not `noeviction` and
+ *   `allowEvictingPolicy` is not set (the connection is closed first)
  * @example
  * ```ts
  * import { openRedisStore } from 'retrysafe/redis';
@@ -43,6 +45,8 @@ export async function openRedisStore(
   try {
     store = createRedisStore({ ...options, client });
     await client.connect();
+    // Refuses an evicting maxmemory-policy here, at start, rather than on the first request.
+    await store.ping();
   } catch (error) {
     client.disconnect();
     throw connectionError ?? error;

@@ -340,6 +340,8 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       const prefix = `${FILE_PREFIX}:coalesced`;
       const other = await secondConnection();
       const store = createRedisStore({ client: other, prefix });
+      // The store's first operation reads the server's eviction policy first; count from after it.
+      await store.ping();
       const writes = countSocketWrites(other.stream);
       const keys = Array.from({ length: 20 }, (_, i) => `k${i}`);
       const claims = await Promise.all(keys.map((key) => store.claim(input(key))));

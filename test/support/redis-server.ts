@@ -1,0 +1,65 @@
+/**
+ * A private `redis-server` for one test file, on a free loopback port, with the settings the test needs
+ * (`--maxmemory`, `--maxmemory-policy`, a renamed `CONFIG` …), in a temp dir of its own; `stop()` kills it
+ * and removes the dir. Resolves `undefined` when `redis-server` is missing outside CI (with CI=true a
+ * missing binary fails the run, as a missing service does).
+ */
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { freePort, serviceAvailable } from './services.js';
+
+const run = promisify(execFile);
+
+/** A running private server. */
+export interface PrivateRedis {
+  readonly port: number;
+  /** A new connection to it (fails fast: no offline queue); closed by `stop()` too. */
+  connect(): Promise<Redis>;
+  stop(): Promise<void>;
+}
+
+export async function startPrivateRedis(settings: readonly string[]): Promise<PrivateRedis | undefined> {
+  if (!(await serviceAvailable('redis-server (private server)', () => run('redis-server', ['--version'])))) return undefined;
+  const dir = await mkdtemp(join(tmpdir(), 'retrysafe-redis-'));
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...settings], {
+    stdio: 'ignore',
+  });
+  const connections: Redis[] = [];
+  const connect = async (): Promise<Redis> => {
+    const client = new Redis(port, '127.0.0.1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+    client.on('error', () => undefined);
+    connections.push(client);
+    await client.connect();
+    return client;
+  };
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on('error', () => undefined);
+    const up = await probe.connect().then(
+      () => true,
+      () => false,
+    );
+    probe.disconnect();
+    if (up) break;
+    if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not answer within 10 s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    port,
+    connect,
+    async stop() {
+      for (const client of connections) client.disconnect();
+      const exited = once(child, 'exit');
+      child.kill('SIGKILL');
+      await exited;
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
