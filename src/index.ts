@@ -42,7 +42,21 @@ export {
   type PlainPhaseRunnerOptions,
   type TransactionalPhaseRunnerOptions,
 } from './phases/runner.js';
-export { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor, type ProblemDetails, type ProblemResponse } from './core/problem.js';
+export {
+  DEFAULT_PROBLEM_TYPE_BASE,
+  describeProblem,
+  encodeProblem,
+  isHttpErrorCode,
+  problemDetailsShape,
+  problemFor,
+  type EncodedProblem,
+  type Problem,
+  type ProblemAnswer,
+  type ProblemDetails,
+  type ProblemResponse,
+  type ProblemShape,
+} from './core/problem.js';
+export { stripeErrorShape, type StripeErrorBody, type StripeErrorType } from './core/stripe-error-shape.js';
 export {
   type ExecutionContext,
   type Execution,

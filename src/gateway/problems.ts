@@ -91,7 +91,7 @@ export function problemOf(error: IdempotencyError, location?: string): GatewayPr
   const gateway = GATEWAY_STATUS[error.code as GatewayErrorCode] as readonly [number, string] | undefined;
   if (gateway !== undefined) {
     const status = error instanceof OutcomeUnknownError ? error.mark.status : gateway[0];
-    const body = { type: `${DEFAULT_PROBLEM_TYPE_BASE}${error.code}`, title: gateway[1], status, detail: error.message, code: error.code };
+    const body = { type: `${DEFAULT_PROBLEM_TYPE_BASE}${error.code}`, title: gateway[1], status, detail: error.message, code: error.code, message: error.message };
     const headers = { 'content-type': 'application/problem+json' };
     if (error instanceof OutcomeUnknownError) return encoded(status, headers, { ...body, cause: error.mark.cause, newKeySafe: false });
     if (error instanceof UpstreamUnreachableError) return encoded(status, { ...headers, 'retry-after': '1' }, { ...body, newKeySafe: true });

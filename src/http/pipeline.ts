@@ -13,7 +13,7 @@
 import { IdempotencyError, IdempotencyKeyMissingError, ResponseNotKeptError } from '../core/errors.js';
 import { fingerprint } from '../core/fingerprint.js';
 import { parseIdempotencyKey } from '../core/key.js';
-import { DEFAULT_PROBLEM_TYPE_BASE, isHttpErrorCode, problemFor } from '../core/problem.js';
+import { DEFAULT_PROBLEM_TYPE_BASE, describeProblem, encodeProblem, isHttpErrorCode, problemDetailsShape, type ProblemShape } from '../core/problem.js';
 import { RESPONSE_NOT_KEPT_HEADER, type Claim, type StoredResponse } from '../core/record.js';
 import type { Receiver } from '../core/receiver.js';
 import { describe, invalidOption, requireBoolean, requireFunction, requireOptions } from '../core/validate.js';
@@ -76,6 +76,12 @@ export interface IdempotencyOptions<Req, Tx> {
   readonly problemTypeBase?: string;
   /** `Retry-After` on 409 and 503 problems, in seconds. @defaultValue 1 */
   readonly retryAfterSeconds?: number;
+  /**
+   * Status, headers and body of every problem answered (400, 409, 410, 413, 422, 503), for clients that
+   * expect their API's own error shape (`stripeErrorShape`: Stripe's, with `Stripe-Should-Retry`); a shape
+   * that throws or answers a status outside 400–599 reaches the framework's error handler.
+   * @defaultValue {@link problemDetailsShape} (RFC 9457 `application/problem+json`) */
+  readonly problem?: ProblemShape;
   /**
    * Longest request body fingerprinted, in bytes. A longer body (by its Content-Length, as it streams in,
    * or as a parser mounted before the middleware kept it) is answered with a 413 problem
@@ -193,7 +199,7 @@ export interface OutgoingResponse {
  * - `pass`: the middleware does not apply (method, optional route without a key); run the handler untouched.
  * - `handler`: the handler ran; send its captured response (all of its headers, Set-Cookie included).
  * - `replay`: send a saved response; its headers include `idempotent-replayed: true`.
- * - `problem`: send an `application/problem+json` answer (400, 409, 410, 413, 422 or 503).
+ * - `problem`: send a problem answer (400, 409, 410, 413, 422 or 503) in the shape of the `problem` option.
  */
 export type HttpPipelineOutcome =
   | { readonly kind: 'pass' }
@@ -240,6 +246,7 @@ interface ResolvedOptions<Req, Tx> {
   readonly replayHeaders: ReadonlySet<string>;
   readonly problemTypeBase: string;
   readonly retryAfterSeconds: number;
+  readonly problem: ProblemShape;
   readonly maxBodyBytes: number;
   readonly maxResponseBytes: number;
 }
@@ -252,7 +259,6 @@ class HandlerFailed extends Error {
   }
 }
 
-const encoder = new TextEncoder();
 const PASS: HttpPipelineOutcome = Object.freeze({ kind: 'pass' });
 const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
 
@@ -261,7 +267,8 @@ const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
  *
  * @throws TypeError naming the option and value: `receiver` without `execute`, `required` not a boolean,
  *   `methods` not a non-empty array of method names, `scope`/`route` not functions, `replayHeaders` not an
- *   array of header names or listing `set-cookie`, `problemTypeBase` not a string, `retryAfterSeconds`,
+ *   array of header names or listing `set-cookie`, `problemTypeBase` not a string, `problem` not a
+ *   function, `retryAfterSeconds`,
  *   `maxBodyBytes` or `maxResponseBytes` not a non-negative integer
  * @example
  * ```ts
@@ -289,6 +296,7 @@ function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): Resolved
   if (typeof problemTypeBase !== 'string') throw invalidOption('problemTypeBase', 'a string', problemTypeBase);
   const retryAfterSeconds: unknown = options.retryAfterSeconds ?? 1;
   if (!isNonNegativeInteger(retryAfterSeconds)) throw invalidOption('retryAfterSeconds', 'a non-negative integer number of seconds', retryAfterSeconds);
+  const problem = requireFunction<ProblemShape>('problem', options.problem ?? problemDetailsShape);
   const maxBodyBytes: unknown = options.maxBodyBytes ?? 1_048_576;
   if (!isNonNegativeInteger(maxBodyBytes)) throw invalidOption('maxBodyBytes', 'a non-negative integer number of bytes', maxBodyBytes);
   const maxResponseBytes: unknown = options.maxResponseBytes ?? 1_048_576;
@@ -304,6 +312,7 @@ function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): Resolved
     replayHeaders: new Set(replayHeaders),
     problemTypeBase,
     retryAfterSeconds,
+    problem,
   });
 }
 
@@ -406,26 +415,18 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
   }
 
   private problemOutcome(error: IdempotencyError): HttpPipelineOutcome {
-    const problem = problemFor(error, this.options.problemTypeBase, this.options.retryAfterSeconds);
-    return {
-      kind: 'problem',
-      response: { status: problem.status, headers: problem.headers, body: encoder.encode(JSON.stringify(problem.body)) },
-    };
+    const { problem, problemTypeBase, retryAfterSeconds } = this.options;
+    return { kind: 'problem', response: encodeProblem(problem, describeProblem(error, problemTypeBase, retryAfterSeconds)) };
   }
 
-  /** The 410 answer to a retry whose first response was saved without its body. */
+  /** The 410 answer to a retry whose first response was saved without its body; it stands for that response, so it is marked replayed. */
   private notKeptOutcome(saved: StoredResponse, bytes: number): HttpPipelineOutcome {
-    const error = new ResponseNotKeptError(saved.status, bytes);
-    const problem = problemFor(error, this.options.problemTypeBase, this.options.retryAfterSeconds);
+    const { problem, problemTypeBase, retryAfterSeconds } = this.options;
+    const described = describeProblem(new ResponseNotKeptError(saved.status, bytes), problemTypeBase, retryAfterSeconds, { originalStatus: saved.status });
+    const answer = encodeProblem(problem, described);
     const location = saved.headers['location'];
-    return {
-      kind: 'problem',
-      response: {
-        status: problem.status,
-        headers: { ...problem.headers, ...REPLAYED, ...(location !== undefined && { location }) },
-        body: encoder.encode(JSON.stringify({ ...problem.body, originalStatus: saved.status })),
-      },
-    };
+    const headers = { ...answer.headers, ...REPLAYED, ...(location !== undefined && { location }) };
+    return { kind: 'problem', response: { status: answer.status, headers, body: answer.body } };
   }
 
   /**
