@@ -337,6 +337,20 @@ export async function nodeRequestBody(req: ParsedNodeRequest, node: NodeRequest,
   return body;
 }
 
+/**
+ * Throws when the body {@link nodeRequestBody} pushed back onto `req`'s stream can no longer reach a parser
+ * mounted after the middleware: the client left while the request waited (for a claim, say), so Node
+ * destroyed the stream with those bytes unread. body-parser 2 then skips the request (`req.body` stays
+ * what `nodeRequestBody` set: a Buffer for a form) and body-parser 1 fails it; either way the handler would
+ * not see the body the fingerprint hashed. Called before the handler runs; the throw makes the receiver
+ * release the claim, so nothing is saved and a retry runs the handler with its body.
+ *
+ * @throws an `Error` with code `ERR_STREAM_PREMATURE_CLOSE`, as a disconnect while the body is read does
+ */
+export function requireBodyHandedOn(req: ParsedNodeRequest & NodeStream): void {
+  if (req.destroyed && !req.readableEnded && req.rawBody !== undefined && req.rawBody.byteLength > 0) throw prematureClose();
+}
+
 /** `req.body` for bytes {@link nodeRequestBody} read itself, by the request's Content-Type. */
 function parsedBody(contentType: string | undefined, raw: Buffer): unknown {
   const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';

@@ -16,7 +16,11 @@
  *    stream, unconsumed: a body parser mounted after the middleware (`express.json()`,
  *    `express.urlencoded()`, …, Express 4 or 5) reads them as if nothing had, under its own options, and
  *    sets `req.body` itself. Invalid JSON goes to `next(error)` with `status: 400`, as `express.json()`
- *    would do; a body over `maxBodyBytes` is answered with the 413 problem;
+ *    would do; a body over `maxBodyBytes` is answered with the 413 problem. When the client disconnects
+ *    while the request waits (for its claim, say), Node destroys the stream and those bytes with it: the
+ *    handler then does not run, the claim is released and `next` gets an `ERR_STREAM_PREMATURE_CLOSE`
+ *    error, as for a disconnect while the body is read (a later parser would skip or fail the request,
+ *    and the handler would see another body than the one fingerprinted);
  * 3. otherwise `req.rawBody` (a Buffer, e.g. set by
  *    `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`) is hashed as is, or else the
  *    `req.body` of a parser mounted before the middleware as canonical JSON (object keys sorted; a Buffer
@@ -33,7 +37,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Receiver } from '../core/receiver.js';
 import { checkHealth, type HealthCheck } from '../observability/health.js';
-import { nodeRequestBody } from './body.js';
+import { nodeRequestBody, requireBodyHandedOn } from './body.js';
 import {
   contextOf,
   createHttpPipeline,
@@ -144,9 +148,11 @@ function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefi
 
 /**
  * Runs the rest of the chain with `req.idempotency` set and resolves the response it produces, which is
- * held back until it is saved.
+ * held back until it is saved. Not when the client left while the request waited and took with it the
+ * body a later parser would have read (see `requireBodyHandedOn`): that throws, and the claim is released.
  */
 function capture(req: Request, res: Response, next: NextFunction, context: IdempotencyContext<unknown>): Promise<CapturedResponse> {
+  requireBodyHandedOn(req);
   const held = holdResponse(res);
   req.idempotency = context;
   next();

@@ -24,6 +24,8 @@ interface Replaced {
    * than inherited from its prototype.
    */
   readonly own: number;
+  /** Set once the handler has called `end()`: until then it may still write, after an answer went out. */
+  ended: boolean;
 }
 
 /** The real `writeHead`/`write`/`end`/`flushHeaders` of a response whose output is being held. */
@@ -47,7 +49,7 @@ export function holdResponse(res: ServerResponse): Promise<CapturedResponse> {
       const last = args[args.length - 1];
       return typeof last === 'function' ? (last as Callback) : undefined;
     };
-    replaceWriters(res, {
+    const replaced = replaceWriters(res, {
       writeHead: (status: unknown, ...rest: unknown[]) => {
         // A late second reply (Fastify re-sends when a route's promise settles before the response has ended) must not alter the captured one.
         if (ended) return res;
@@ -66,6 +68,7 @@ export function holdResponse(res: ServerResponse): Promise<CapturedResponse> {
       end: (chunk?: unknown, ...rest: unknown[]) => {
         if (ended) return res;
         ended = true;
+        replaced.ended = true;
         collect(chunk, rest[0]);
         const callback = typeof chunk === 'function' ? (chunk as Callback) : callbackOf(rest);
         if (callback) res.once('finish', callback);
@@ -80,7 +83,7 @@ export function holdResponse(res: ServerResponse): Promise<CapturedResponse> {
  * Sets `standIns` on `res`, in the order of {@link WRITER_NAMES}, and keeps what they replace for
  * {@link restoreWriters}.
  */
-function replaceWriters(res: ServerResponse, standIns: Writer): void {
+function replaceWriters(res: ServerResponse, standIns: Writer): Replaced {
   const target = res as unknown as Writer;
   const writers = {} as Writer;
   let own = 0;
@@ -88,8 +91,10 @@ function replaceWriters(res: ServerResponse, standIns: Writer): void {
     writers[name] = target[name];
     if (Object.hasOwn(res, name)) own |= 1 << i;
   }
-  heldWriters.set(res, { writers, own });
+  const replaced: Replaced = { writers, own, ended: false };
+  heldWriters.set(res, replaced);
   for (const name of WRITER_NAMES) target[name] = standIns[name];
+  return replaced;
 }
 
 /** `writeHead`'s headers argument: an object, or a flat `[name, value, name, value, …]` array. */
@@ -121,12 +126,36 @@ export function sendHeld(res: ServerResponse, response: CapturedResponse): void 
 /**
  * Sends a replay or a problem. Headers set by earlier middleware stay; when the handler did run (its
  * result was fenced off), its headers go, so nothing of an unsaved response leaks into the problem.
+ *
+ * A handler still running (a lease-lost 409 answered while it works) writes later on a response that has
+ * been sent, where Node's `setHeader` throws `ERR_HTTP_HEADERS_SENT` (Express's `res.json` and Nest's reply
+ * call it), and that throw would reach the app's error handler. So once the answer is sent, the response's
+ * writers and header setters are replaced by ones that drop what they are given: whatever the handler writes
+ * from then on goes nowhere and throws nothing.
  */
 export function sendFresh(res: ServerResponse, response: OutgoingResponse): void {
-  if (heldWriters.has(res)) for (const name of res.getHeaderNames()) res.removeHeader(name);
+  const replaced = heldWriters.get(res);
+  if (replaced) for (const name of res.getHeaderNames()) res.removeHeader(name);
   res.statusCode = response.status;
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
   finish(res, response.body);
+  if (replaced === undefined || replaced.ended) return;
+  const target = res as unknown as Record<string, unknown>;
+  for (const name of LATE_WRITERS) target[name] = name === 'write' ? dropWrite : returnThis;
+}
+
+/** What throws, or would write, on a response already sent; dropped on one answered while its handler ran. */
+const LATE_WRITERS = [...WRITER_NAMES, 'setHeader', 'setHeaders', 'appendHeader', 'removeHeader'] as const;
+
+function returnThis(this: ServerResponse): ServerResponse {
+  return this;
+}
+
+/** A dropped `write`: its callback still runs, as a handler waiting on it expects. */
+function dropWrite(...args: unknown[]): boolean {
+  const last = args[args.length - 1];
+  if (typeof last === 'function') process.nextTick(last);
+  return true;
 }
 
 // Hot path: docs/hot-path.md#express-held-response

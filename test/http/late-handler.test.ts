@@ -1,0 +1,144 @@
+/**
+ * A handler slower than its lease, in transactional mode: the middleware answers the 409
+ * `idempotency-lease-lost` while the handler still runs, and the handler's late `res.setHeader()` /
+ * `res.json()` (Express) or returned value (NestJS on Express) must neither throw into the app's error
+ * handler nor reach the client, which has its answer already. Real SQLite store, real sockets.
+ */
+import 'reflect-metadata';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Post, Res, type ArgumentsHost, type INestApplication } from '@nestjs/common';
+import express from 'express';
+import type { NextFunction, Request, Response } from 'express';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { idempotency } from '../../src/http/express.js';
+import { createReceiver } from '../../src/receiver.js';
+import { createSqliteStore, type SqliteStore } from '../../src/stores/sqlite/index.js';
+import { express4Factory, type ExpressFactory } from './express-driver.js';
+import { controller, startNest } from './nestjs-driver.js';
+
+const LEASE_MS = 150;
+
+let dir: string;
+let store: SqliteStore;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'retrysafe-late-'));
+  store = createSqliteStore({ path: join(dir, 'db.sqlite') });
+});
+afterEach(async () => {
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Resolves with `resolve` called from outside. */
+function gate(): { promise: Promise<void>; open: () => void } {
+  let open: () => void = () => undefined;
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  return { promise, open };
+}
+
+const pay = (key: string): RequestInit => ({
+  method: 'POST',
+  headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+  body: '{"amount":100}',
+});
+
+describe.each<[string, ExpressFactory]>([
+  ['express 5', express],
+  ['express 4', express4Factory],
+])('%s: a handler still running after the middleware answered', (_name, factory) => {
+  let server: Server | undefined;
+  afterEach(async () => {
+    const closing = server;
+    server = undefined;
+    if (closing) await new Promise((resolve) => closing.close(resolve));
+  });
+
+  it('answers 409 lease-lost, and the late res.setHeader()/res.json() throws nothing into the error handler', async () => {
+    const answered = gate();
+    const lateWrite = gate();
+    const errors: unknown[] = [];
+    let lateThrew: unknown;
+    const app = factory();
+    app.post('/x', idempotency({ receiver: createReceiver({ store, transactional: true, leaseMs: LEASE_MS }) }), factory.json(), (_req: Request, res: Response, next: NextFunction) => {
+      answered.promise.then(() => {
+        try {
+          res.setHeader('x-late', '1');
+          res.status(201).json({ late: true });
+        } catch (error) {
+          lateThrew = error;
+          next(error);
+        }
+        lateWrite.open();
+      }, next);
+    });
+    app.use((error: Error, _req: Request, res: Response, _next: NextFunction) => {
+      errors.push(error);
+      res.status(500).json({ error: error.message });
+    });
+    server = createServer(app).listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    const first = await fetch(`${base}/x`, pay('k'));
+    const firstBody = (await first.json()) as { code?: string };
+    answered.open();
+    await lateWrite.promise;
+    await new Promise((resolve) => setImmediate(resolve));
+
+    expect(first.status).toBe(409);
+    expect(firstBody.code).toBe('idempotency-lease-lost');
+    expect(first.headers.get('x-late')).toBeNull();
+    expect(lateThrew).toBeUndefined();
+    expect(errors).toEqual([]);
+  });
+});
+
+describe('nestjs (express): a handler still running after the interceptor answered', () => {
+  let app: INestApplication | undefined;
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+  });
+
+  it('answers 409 lease-lost, and the late reply throws nothing into the exception filters', async () => {
+    const answered = gate();
+    const lateWrite = gate();
+    const errors: unknown[] = [];
+    class LateController {
+      async pay(res: ServerResponse): Promise<unknown> {
+        await answered.promise;
+        try {
+          res.setHeader('x-late', '1');
+        } finally {
+          lateWrite.open();
+        }
+        return { late: true };
+      }
+    }
+    controller(LateController, { pay: { decorators: [Post('x')], params: [Res({ passthrough: true })] } });
+    const started = await startNest('express', { receiver: createReceiver({ store, transactional: true, leaseMs: LEASE_MS }) }, [LateController], (nest) => {
+      nest.useGlobalFilters({
+        catch(exception: unknown, host: ArgumentsHost) {
+          errors.push(exception);
+          host.switchToHttp().getResponse<Response>().status(500).json({});
+        },
+      });
+    });
+    app = started.app;
+    const first = await started.client.request({ method: 'POST', path: '/x', headers: { 'idempotency-key': 'k', 'content-type': 'application/json' }, body: '{"amount":100}' });
+    answered.open();
+    await lateWrite.promise;
+    // Nest writes the returned value a few turns later.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+
+    expect(first.status).toBe(409);
+    expect((JSON.parse(first.body.toString('utf8')) as { code?: string }).code).toBe('idempotency-lease-lost');
+    expect(first.header('x-late')).toBeUndefined();
+    expect(errors).toEqual([]);
+  });
+});
