@@ -4,26 +4,19 @@
  * counted per key.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { BatchItem, BatchOutcome } from '../../src/core/batch.js';
+import type { BatchOutcome } from '../../src/core/batch.js';
 import type { ManualClock } from '../../src/core/clock.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { createReceiver } from '../../src/receiver.js';
+import { batchItems, fingerprintOf } from './batch-items.js';
+
+export { batchItems } from './batch-items.js';
 
 /** A fresh store for one test. */
 export interface BatchFixture {
   readonly store: IdempotencyStore;
   readonly clock: ManualClock;
   close(): Promise<void>;
-}
-
-/** The fingerprint of item `n` (`variant` changes it). */
-function fingerprintOf(n: number, variant = ''): string {
-  return `${n.toString(16).padStart(8, '0')}${variant}`.padEnd(64, 'a');
-}
-
-/** Items for the keys `keys` in order, each input the key's number. */
-export function batchItems(keys: readonly number[], scope = 'batch'): BatchItem<number>[] {
-  return keys.map((n) => ({ scope, key: `k${n}`, fingerprint: fingerprintOf(n), input: n }));
 }
 
 /** How many outcomes have each status. */
