@@ -78,7 +78,7 @@ export class BatchRolledBackError extends IdempotencyError {
 }
 
 /** What the batch needs of the engine: the receiver, and whether it runs in transactional mode. */
-export interface BatchEngine<Tx> {
+interface BatchEngine<Tx> {
   readonly receiver: Receiver<Tx>;
   readonly transactional: boolean;
 }
