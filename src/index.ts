@@ -66,6 +66,7 @@ export {
   type ReceiverOptions,
 } from './core/receiver.js';
 export { createReceiver, type PlainReceiverOptions, type TransactionalReceiverOptions } from './receiver.js';
+export { BatchRolledBackError, type BatchContext, type BatchItem, type BatchOptions, type BatchOutcome, type BatchStatus } from './core/batch.js';
 export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './phases/recovery-point.js';
 export { type ReplayCacheOptions } from './core/replay-cache.js';
 export { fencingHeaders, type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';

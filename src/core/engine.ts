@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { runBatch, type BatchContext, type BatchItem, type BatchOptions, type BatchOutcome } from './batch.js';
 import { systemClock } from './clock.js';
 import { IdempotencyError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
 import { receiverHealth, WriteProbe, type ReceiverHealth } from './health.js';
@@ -186,6 +187,10 @@ class Engine<Tx> implements Receiver<Tx> {
     });
     const body = execution.response.body;
     return (body.byteLength === 0 ? undefined : JSON.parse(decoder.decode(body))) as T;
+  }
+
+  runBatch<I, T>(items: readonly BatchItem<I>[], fn: (input: I, context: BatchContext<Tx>) => Promise<T>, options?: BatchOptions): Promise<BatchOutcome<T>[]> {
+    return runBatch({ receiver: this, transactional: this.transactional }, items, fn, options);
   }
 
   // Hot path: docs/hot-path.md#engine-store-calls

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import type { BatchContext, BatchItem, BatchOptions, BatchOutcome } from './batch.js';
 import type { Clock } from './clock.js';
 import type { ReceiverHealth } from './health.js';
 import type { ReceiverObserver } from './observer.js';
@@ -151,6 +152,28 @@ export interface Receiver<Tx = undefined> {
    * ```
    */
   run<T>(id: OperationId, fn: (context: ExecutionContext<Tx>) => Promise<T>): Promise<T>;
+  /**
+   * Runs a batch: each item is its own operation (scope, key, fingerprint); the batch is claimed at once
+   * (the store's `claimMany`: one round trip or one transaction; else one claim per item), `fn` runs for
+   * each won item, at most `options.concurrency` at once, and the answer is one outcome per item in input
+   * order (`executed`, `replayed`, `in_flight`, `mismatch`, `failed`). A failed item is released, never
+   * saved. An item whose key appears earlier in the batch shares that item's outcome (a replay of its
+   * execution), or is `mismatch` when its fingerprint differs. `in_flight` is answered at once (the
+   * `wait` policy applies to `execute` only). In transactional mode each item's writes commit with its own
+   * completion, or all together with `atomic: true`. Never rejects for an item: a store that cannot claim
+   * makes every item `failed` with `StoreUnavailableError`.
+   *
+   * @throws TypeError when `fn` or an option is invalid
+   * @example
+   * ```ts
+   * const outcomes = await receiver.runBatch(
+   *   orders.map((order) => ({ scope: 'orders', key: order.id, fingerprint: fingerprint({ method: 'JOB', route: 'ship', body: JSON.stringify(order) }), input: order })),
+   *   async (order) => ship(order),
+   *   { concurrency: 16 },
+   * );
+   * ```
+   */
+  runBatch<I, T>(items: readonly BatchItem<I>[], fn: (input: I, context: BatchContext<Tx>) => Promise<T>, options?: BatchOptions): Promise<BatchOutcome<T>[]>;
   /**
    * Whether the store answers and accepts writes (a claim and release in a reserved scope, at most one per
    * 5 s), and how many keys sit `in_progress` past their lease (see {@link ReceiverHealth}). Never throws:

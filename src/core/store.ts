@@ -148,6 +148,14 @@ export interface IdempotencyStore {
    * @throws TypeError (as a rejection) when `query.limit` is not a positive safe integer
    */
   listRecords?(query: RecordQuery): Promise<IdempotencyRecord[]>;
+  /**
+   * Optional (batches, `Receiver.runBatch`): claims every input in as few round trips as the backend allows
+   * (memory: a loop; SQLite: one transaction; PostgreSQL: one statement over arrays; Redis: one script call
+   * per hash slot), each by the rules of {@link IdempotencyStore.claim}, and resolves one result per input
+   * in input order. The inputs name distinct (scope, key) pairs. A store without it is claimed one input
+   * at a time (`claimAll` in `core/batch-claim.ts`).
+   */
+  claimMany?(inputs: readonly ClaimInput[]): Promise<ClaimResult[]>;
 }
 
 /**

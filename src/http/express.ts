@@ -176,3 +176,4 @@ export function healthRoute(checks: Readonly<Record<string, HealthCheck>>): Requ
     }, next);
   };
 }
+export { createBulkHandler, type BulkHandlerOptions, type BulkItemResult, type BulkRequest, type BulkResponse } from './bulk.js';

@@ -122,3 +122,4 @@ export function healthRoute(
     return body;
   };
 }
+export { createBulkHandler, type BulkHandlerOptions, type BulkItemResult, type BulkRequest, type BulkResponse } from './bulk.js';

@@ -128,6 +128,11 @@ class MemoryStore implements IdempotencyStore {
     return Promise.resolve({ acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, takeover, recoveryPoint) });
   }
 
+  /** One claim after another: each is synchronous here, so the loop is as atomic as one claim. */
+  claimMany(inputs: readonly ClaimInput[]): Promise<ClaimResult[]> {
+    return Promise.all(inputs.map((input) => this.claim(input)));
+  }
+
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
     const current = this.held(claim);
     if (!current) return Promise.resolve(false);

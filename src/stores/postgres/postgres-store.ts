@@ -11,12 +11,13 @@ import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionView } from '../../core/store.js';
 import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn } from './claim.js';
+import { claimManyOn, claimManyStatement } from './claim-many.js';
 import { encodeToken } from './codec.js';
 import { listenClient, type ListenOption } from './listen-session.js';
 import { CompletionListener, topicOf } from './listener.js';
 import { toKeyedRecord, toRecord, type KeyedRecordRow, type RecordRow } from './rows.js';
 import type { SchemaNames } from './schema.js';
-import { run, type Queryable } from './statement.js';
+import { run, type Queryable, type Statement } from './statement.js';
 import { boundedBegin, statements, type Statements } from './statements.js';
 import type { PostgresStore as PostgresStoreContract } from './store.js';
 import { commit, onPoolClient } from './transaction.js';
@@ -29,6 +30,8 @@ export class PostgresStore implements PostgresStoreContract {
   readonly kind = 'postgres';
   readonly schema: string;
   private readonly sql: Statements;
+  /** The batch claim (`claim-many.ts`). */
+  private readonly claimManySql: Statement;
   private readonly listener: CompletionListener | undefined;
   private readonly pending = new Set<Promise<unknown>>();
   private closed = false;
@@ -44,11 +47,17 @@ export class PostgresStore implements PostgresStoreContract {
   ) {
     this.schema = names.name;
     this.sql = statements(names, prepared);
+    this.claimManySql = claimManyStatement(names.quoted, prepared);
     this.listener = listen === false ? undefined : new CompletionListener(() => listenClient(pool, listen), this.sql.listen);
   }
 
   claim(input: ClaimInput): Promise<ClaimResult> {
     return claimOn(this.pool, this.sql, input, this.now(), input.leaseToken ?? this.generateId());
+  }
+
+  /** The whole batch in one statement over arrays (`claim-many.ts`), one round trip. */
+  claimMany(inputs: readonly ClaimInput[]): Promise<ClaimResult[]> {
+    return claimManyOn(this.pool, this.claimManySql, inputs, this.now(), inputs.map((input) => input.leaseToken ?? this.generateId()));
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {

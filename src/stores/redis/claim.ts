@@ -20,20 +20,19 @@ const CLAIM = new LuaScript(CLAIM_LUA);
  * server's `TIME` when `now` is `''`.
  */
 export async function claimOn(client: RedisConnection, key: string, input: ClaimInput, now: number | '', leaseToken: string): Promise<ClaimResult> {
-  const reply = (await CLAIM.run(
-    client,
-    [key],
-    [
-      now,
-      input.fingerprint,
-      leaseToken,
-      input.leaseMs,
-      input.retentionMs,
-      input.scope,
-      input.key,
-      recordTtlMs(Math.max(input.leaseMs, input.retentionMs)),
-    ],
-  )) as [number, number | Buffer, number?, Buffer?];
+  return claimResultOf(input, leaseToken, (await CLAIM.run(client, [key], claimArguments(input, now, leaseToken))) as ClaimReply);
+}
+
+/** The claim script's reply (see `scripts/claim.lua.ts`). */
+export type ClaimReply = [number, number | Buffer, number?, Buffer?];
+
+/** The claim script's ARGV for `input` at `now` under `leaseToken`. */
+export function claimArguments(input: ClaimInput, now: number | '', leaseToken: string): (string | number)[] {
+  return [now, input.fingerprint, leaseToken, input.leaseMs, input.retentionMs, input.scope, input.key, recordTtlMs(Math.max(input.leaseMs, input.retentionMs))];
+}
+
+/** The claim result of the script's `reply` to `input` under `leaseToken`. */
+export function claimResultOf(input: ClaimInput, leaseToken: string, reply: ClaimReply): ClaimResult {
   if (reply[0] === 0) {
     return { acquired: false, record: decodeRecord(reply[1] as Buffer) };
   }

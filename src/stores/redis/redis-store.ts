@@ -9,6 +9,7 @@ import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn } from './claim.js';
+import { claimManyOn } from './claim-many.js';
 import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
 import { decodeHead, decodeRecord, HEAD_READ_BYTES, type RecordHead } from './layout.js';
@@ -91,6 +92,18 @@ export class RedisStore implements IdempotencyStore {
       throw error;
     }
     return { acquired: true, claim: pending };
+  }
+
+  /**
+   * The whole batch in one script call per hash slot (`claim-many.ts`). With `waitReplicas` set, one claim
+   * per input, each waiting for its replicas as {@link RedisStore.claim} does.
+   */
+  async claimMany(inputs: readonly ClaimInput[]): Promise<ClaimResult[]> {
+    if (this.config.waitReplicas > 0) return Promise.all(inputs.map((input) => this.claim(input)));
+    const setup = this.ready();
+    if (setup) await setup;
+    const keys = inputs.map((input) => this.key(input.scope, input.key));
+    return claimManyOn(this.config.client, keys, inputs, this.now(), inputs.map((input) => input.leaseToken ?? this.config.generateId()));
   }
 
   /**

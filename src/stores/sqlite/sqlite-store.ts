@@ -127,6 +127,18 @@ export class SqliteStore implements SqliteStoreContract {
     );
   }
 
+  /**
+   * Every claim of a batch in one write transaction (`BEGIN IMMEDIATE`), each by the locked claim (the
+   * read and the write see one state): one commit for the batch instead of one per key.
+   */
+  claimMany(inputs: readonly ClaimInput[]): Promise<ClaimResult[]> {
+    if (this.closing) return Promise.reject(new StoreClosedError('SQLite'));
+    return this.misused() ?? this.inTransaction((): Promise<ClaimResult[]> => {
+      const now = this.clock.now();
+      return Promise.resolve(inputs.map((input) => this.claimRow.locked(input, now, input.leaseToken ?? this.generateId(), undefined)));
+    }).then((results) => results.map(this.counted));
+  }
+
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
     return this.write(() => this.completeNow(claim, response, retentionMs), this.announced, this.settled());
   }
