@@ -29,7 +29,7 @@ import { DEFAULT_SCHEMA, schemaNames } from './stores/postgres/schema.js';
 import type { PostgresStore } from './stores/postgres/store.js';
 import type { IdempotencyStore, TransactionalStore } from './core/store.js';
 import { SQLITE_SYNCHRONOUS, type SqliteSynchronous } from './stores/sqlite/options.js';
-import { etcdHosts } from './stores/etcd/url.js';
+import { etcdHosts } from './stores/etcd/hosts.js';
 import { parseDynamodbUrl } from './stores/dynamodb/target.js';
 
 /**

@@ -4,7 +4,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseStoreUrl, StoreUrlError, type OpenedStore } from '../../../src/store-url.js';
-import { etcdHosts } from '../../../src/stores/etcd/url.js';
+import { etcdHosts } from '../../../src/stores/etcd/hosts.js';
 import { etcdAvailable, startEtcd } from '../../support/etcd.js';
 import { runCli } from '../../support/run-cli.js';
 import { freePort } from '../../support/services.js';
