@@ -38,7 +38,8 @@ export const ALLOWED_IMPORTS = Object.freeze({
   'src/index.ts': ['src/core', 'src/phases', 'src/observability', 'src/stores', 'src/receiver.ts'],
   'src/migrate.ts': ['src/stores/postgres', 'src/messaging/inbox', 'src/messaging/outbox', 'src/sessions', 'src/events'],
   'src/postgres.ts': ['src/stores/postgres', 'src/migrate.ts'],
-  'src/store-url.ts': ['src/core', 'src/stores', ...BACKENDS, 'src/postgres.ts'],
+  'src/store-url.ts': ['src/core', 'src/stores', ...BACKENDS, 'src/postgres.ts', 'src/store-url-open.ts'],
+  'src/store-url-open.ts': ['src/core'],
   'src/console': ['src/core', 'src/sessions', 'src/messaging/inbox', 'src/messaging/outbox'],
   // The gateway runs the engine with the OpenTelemetry observer (receiver.ts) over a store opened from its URL;
   // it shares the HTTP adapters' body limit error and replay allow-list.
