@@ -86,8 +86,23 @@ export interface IdempotencyStore {
   /**
    * Saves the response and marks the record `completed`, keeping it for `retentionMs` milliseconds from
    * now. Resolves `false` (and changes nothing) when the caller's lease token is no longer current.
+   * Idempotent for its own token: when the record is already `completed` under `claim.leaseToken` (this
+   * completion ran before and its reply was lost), it resolves `true` and changes nothing, so the engine
+   * can retry a completion that failed with a store error.
    */
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean>;
+  /**
+   * Fenced lease keep-alive: while the record is `in_progress` under `claim.leaseToken`, its lease ends
+   * `leaseMs` milliseconds from now by the store's clock (PostgreSQL's `clock_timestamp()`, Redis's
+   * `TIME`, or the injected clock), keeping the token and the recovery point; the retention is stretched,
+   * never shortened, to cover the new lease. One statement or script. The engine calls it every third of
+   * the lease while the work runs, so only a holder that stopped (crashed, frozen, cut off) loses its lease.
+   *
+   * @returns the renewed claim (same token, new `leaseExpiresAt`), or `undefined` when fenced off (the
+   *   lease was taken over, or the record was completed, released or reaped)
+   * @throws TypeError (as a rejection) when `leaseMs` is not a positive safe integer
+   */
+  renew(claim: Claim, leaseMs: number): Promise<Claim | undefined>;
   /** Deletes the caller's `in_progress` record so a retry runs again. Resolves `false` when fenced off. */
   release(claim: Claim): Promise<boolean>;
   /** The record for (scope, key), or `undefined`; an expired record may still be returned until reaped. */

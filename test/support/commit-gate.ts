@@ -15,6 +15,7 @@ export function gateCommits<Tx>(
     claim: (input) => store.claim(input),
     complete: (claim, response, retentionMs) => store.complete(claim, response, retentionMs),
     release: (claim) => store.release(claim),
+    renew: (claim, leaseMs) => store.renew(claim, leaseMs),
     get: (scope, key) => store.get(scope, key),
     reap: (limit) => store.reap(limit),
     close: () => store.close(),

@@ -9,7 +9,7 @@ import type { Clock } from '../../core/clock.js';
 import { LeaseLostError, StoreClosedError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionView } from '../../core/store.js';
-import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
+import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn } from './claim.js';
 import { encodeToken } from './codec.js';
 import { listenClient, type ListenOption } from './listen-session.js';
@@ -94,6 +94,19 @@ export class PostgresStore implements PostgresStoreContract {
     requireLimit('reap', limit);
     const result = await run(this.pool, this.sql.reap, [this.now(), limit]);
     return result.rowCount ?? 0;
+  }
+
+  async renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {
+    requireDurationMs('leaseMs', leaseMs, 'renew');
+    const result = await run<{ leaseExpiresAt: string }>(this.pool, this.sql.renew, [
+      claim.scope,
+      claim.key,
+      encodeToken(claim.leaseToken),
+      this.now(),
+      leaseMs,
+    ]);
+    const row = result.rows[0];
+    return row === undefined ? undefined : { ...claim, leaseExpiresAt: Number(row.leaseExpiresAt) };
   }
 
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
