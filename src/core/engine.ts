@@ -12,6 +12,7 @@
 import { systemClock } from './clock.js';
 import { IdempotencyError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
 import { receiverHealth, type ReceiverHealth } from './health.js';
+import { KeepAlive } from './keep-alive.js';
 import { randomLeaseToken } from './lease-token.js';
 import { SILENT_OBSERVER, type ReceiverObserver, type StoreCallResult, type StoreOperation } from './observer.js';
 import type {
@@ -57,6 +58,12 @@ const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' });
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/**
+ * The default `maxExecutionMs` of transactional mode, in milliseconds (or `leaseMs`, when longer): how
+ * long a transaction may stay open, so none pins the database's snapshot for ever.
+ */
+const DEFAULT_TRANSACTION_BOUND_MS = 60_000;
+
 /** Saves every status below 500; releases server errors. */
 function persistBelow500(response: StoredResponse): boolean {
   return response.status < 500;
@@ -76,6 +83,13 @@ class WorkFailed extends Error {
   }
 }
 
+/** The plain work ran `maxExecutionMs` and was abandoned. */
+class DeadlineReached extends Error {
+  constructor() {
+    super('the work reached maxExecutionMs');
+  }
+}
+
 /** The result of a store call that says nothing beyond its success. */
 const NO_RESULT = (): StoreCallResult => undefined;
 /** `complete` and `release` report whether they took effect. */
@@ -88,6 +102,10 @@ class Engine<Tx> implements Receiver<Tx> {
   private readonly transactional: boolean;
   /** Completed records kept in this process (the `replayCache` option), or none. */
   private readonly replays: ReplayCache | undefined;
+  /** Renews the leases of plain mode's running work (transactional stores renew their own). */
+  private readonly keepAlive: KeepAlive;
+  /** The `maxExecutionMs` option as resolved: `undefined` for none. */
+  private readonly maxExecutionMs: number | undefined;
 
   constructor(
     options: PlainEngineOptions | TransactionalEngineOptions<Tx>,
@@ -107,6 +125,12 @@ class Engine<Tx> implements Receiver<Tx> {
     const clock = requireClock(options.clock ?? systemClock);
     const generateId = requireGenerateId(options.generateId ?? randomLeaseToken);
     this.replays = options.replayCache === undefined ? undefined : new ReplayCache(options.replayCache);
+    this.maxExecutionMs =
+      options.maxExecutionMs !== undefined
+        ? requireDurationMs('maxExecutionMs', options.maxExecutionMs)
+        : this.transactional
+          ? Math.max(DEFAULT_TRANSACTION_BOUND_MS, leaseMs)
+          : undefined;
     this.options = Object.freeze({
       generateId,
       leaseMs,
@@ -117,8 +141,10 @@ class Engine<Tx> implements Receiver<Tx> {
       shouldPersist,
       clock,
       replayCache: this.replays?.options,
+      maxExecutionMs: this.maxExecutionMs,
     });
     this.observer = observe(options.store);
+    this.keepAlive = new KeepAlive(this.store, leaseMs, this.observer);
   }
 
   health(): Promise<ReceiverHealth> {
@@ -215,16 +241,23 @@ class Engine<Tx> implements Receiver<Tx> {
     const claim = result.claim;
     if (claim.takeover) this.observer.takeover(id.scope, id.key);
     let response: StoredResponse;
+    const lease = this.keepAlive.hold(claim);
     request.workStarted();
     try {
-      response = await request.work({ claim, tx: undefined as Tx });
+      response = await (this.maxExecutionMs === undefined ? request.work({ claim, tx: undefined as Tx }) : this.bounded(request, claim, this.maxExecutionMs));
     } catch (error) {
+      this.keepAlive.drop(lease);
+      if (error instanceof DeadlineReached) {
+        // The work may still be under way: the key is left to its lease's end, not released for a retry.
+        throw new LeaseLostError(id.scope, id.key, 'deadline');
+      }
       request.workFailed(error);
       await this.release(claim);
       throw error;
     }
     request.workSucceeded();
     if (!this.options.shouldPersist(response)) {
+      this.keepAlive.drop(lease);
       await this.release(claim);
       return { response, replayed: false, saved: false };
     }
@@ -234,13 +267,25 @@ class Engine<Tx> implements Receiver<Tx> {
       saved = await this.store.complete(claim, response, this.options.retentionMs);
     } catch (error) {
       completing.fail(error);
+      this.keepAlive.drop(lease);
       // The effect happened; answer it. The key stays claimed until its lease expires.
       return { response, replayed: false, saved: false };
     }
+    this.keepAlive.drop(lease);
     completing.end(saved);
     if (!saved) throw new LeaseLostError(id.scope, id.key);
     this.rememberCompleted(claim, response, claimedAt);
     return { response, replayed: false, saved: true };
+  }
+
+  /** The work, rejected with {@link DeadlineReached} once it has run `maxExecutionMs` milliseconds. */
+  private bounded(request: RequestRun<Tx>, claim: Claim, maxExecutionMs: number): Promise<StoredResponse> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new DeadlineReached()), maxExecutionMs);
+    });
+    const work = request.work({ claim, tx: undefined as Tx });
+    return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
   }
 
   /**
@@ -304,12 +349,13 @@ class Engine<Tx> implements Receiver<Tx> {
     const observation = this.observer.storeCall('claim');
     let claiming = true;
     try {
+      const bounds = { maxExecutionMs: this.maxExecutionMs ?? this.options.leaseMs };
       const outcome = await store.claimTransaction(input, (tx, view, claim) => {
         claiming = false;
         observation.end(claim.takeover ? 'takeover' : 'acquired');
         if (claim.takeover) this.observer.takeover(input.scope, input.key);
         return fn(tx, view, claim);
-      });
+      }, bounds);
       if (!outcome.acquired) {
         claiming = false;
         observation.end(lostResult(input, outcome.record));

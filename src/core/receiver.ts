@@ -31,10 +31,24 @@ export type InFlightPolicy = 'reject' | 'wait';
 /** Options shared by every receiver. Durations are in milliseconds. */
 export interface ReceiverOptions {
   /**
-   * How long a claim's lease lasts. Must outlast the work: when it expires a retry may take the record
-   * over and run again, and the late holder's result is fenced off. @defaultValue 30_000
+   * How long a claim's lease lasts, in milliseconds, without a renewal. While the work runs in a live
+   * process the lease is kept alive: renewed (fenced by its token) every third of `leaseMs`, so the work
+   * may run longer than the lease. A process that crashed or froze stops renewing, and its key is taken
+   * over by a retry `leaseMs` after the last renewal: a short lease (1–5 s) means a fast takeover after a
+   * crash, whatever the work's length. A late holder's result is fenced off. @defaultValue 30_000
    */
   readonly leaseMs?: number;
+  /**
+   * The longest the work may run, in milliseconds, however alive its process: work that is alive but
+   * stuck. Past it the keep-alive stops and the execution rejects with `LeaseLostError` (reason
+   * `deadline`, HTTP 409). In plain mode the work cannot be stopped, so the key is left claimed until its
+   * lease ends (never released for an immediate retry while the work may still act). In transactional
+   * mode it bounds the transaction (the server's `statement_timeout` and
+   * `idle_in_transaction_session_timeout` on PostgreSQL), which then rolls back, so no transaction pins
+   * the database's snapshot for ever.
+   * @defaultValue none in plain mode; in transactional mode 60_000, or `leaseMs` when that is longer
+   */
+  readonly maxExecutionMs?: number;
   /** How long a completed record is kept and replayed (Stripe keeps keys 24 h). @defaultValue 86_400_000 */
   readonly retentionMs?: number;
   /**
@@ -122,8 +136,10 @@ export interface Execution {
 /** The engine. Create one with `createReceiver` (or `createEngine`, to choose its observer). */
 export interface Receiver<Tx = undefined> {
   /** The resolved, frozen options. */
-  readonly options: Readonly<Required<Omit<ReceiverOptions, 'clock' | 'replayCache'>>> & {
+  readonly options: Readonly<Required<Omit<ReceiverOptions, 'clock' | 'replayCache' | 'maxExecutionMs'>>> & {
     readonly clock: Clock;
+    /** The resolved `maxExecutionMs`: `undefined` for none. */
+    readonly maxExecutionMs: number | undefined;
     readonly replayCache: Readonly<Required<ReplayCacheOptions>> | undefined;
   };
   readonly store: IdempotencyStore;

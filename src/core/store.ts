@@ -179,6 +179,12 @@ export interface TransactionView {
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined>;
 }
 
+/** How long the transaction of {@link TransactionalStore.claimTransaction} may run. */
+export interface TransactionBounds {
+  /** The longest the transaction stays open, in milliseconds from the won claim (a positive integer). */
+  readonly maxExecutionMs: number;
+}
+
 /** What {@link TransactionalStore.claimTransaction} resolves: the value of `fn` on a won claim, or the record that stood in the way. */
 export type ClaimedTransaction<R> =
   | { readonly acquired: true; readonly claim: Claim; readonly value: R }
@@ -204,7 +210,16 @@ export interface TransactionalStore<Tx> extends IdempotencyStore {
    * transaction for `fn`. Each store documents where its claim commits: apart from the transaction, so a
    * duplicate sees it at once (PostgreSQL), or with it, so a crash leaves nothing behind (SQLite). Either
    * way, when `fn` rejects the caller still holds the claim's lease token and releases (or hands back) the
-   * record through the store; both are fenced, so that is harmless where the claim rolled back.
+   * record through the store; both are fenced, so that is harmless where the claim rolled back.   *
+   * With `bounds`, the won claim's lease is kept alive while `fn` runs (where the claim committed apart,
+   * as on PostgreSQL: renewed every third of `input.leaseMs`, fenced), and the transaction ends at
+   * `bounds.maxExecutionMs` milliseconds, or earlier when a renewal is fenced off or the lease runs out
+   * unrenewed; it then rejects with a `LeaseLostError` whose `reason` says which. Without `bounds` the
+   * transaction ends with the claim's first lease.
    */
-  claimTransaction<R>(input: ClaimInput, fn: (tx: Tx, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>>;
+  claimTransaction<R>(
+    input: ClaimInput,
+    fn: (tx: Tx, store: TransactionView, claim: Claim) => Promise<R>,
+    bounds?: TransactionBounds,
+  ): Promise<ClaimedTransaction<R>>;
 }

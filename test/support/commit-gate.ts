@@ -30,13 +30,13 @@ export function gateCommits<Tx>(
       events.push('committed');
       return result;
     },
-    claimTransaction: async (input, fn) => {
+    claimTransaction: async (input, fn, bounds) => {
       const result = await store.claimTransaction(input, async (tx, view, claim) => {
         const value = await fn(tx, view, claim);
         events.push('before-commit');
         await commit;
         return value;
-      });
+      }, bounds);
       if (result.acquired) events.push('committed');
       return result;
     },

@@ -9,7 +9,7 @@ import type { Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import { LeaseLostError, StoreClosedError, StoreMisuseError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionView } from '../../core/store.js';
+import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionBounds, TransactionView } from '../../core/store.js';
 import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { asError, attempt } from './attempt.js';
 import type { ClaimFound, SqliteClaim } from './claim.js';
@@ -225,7 +225,14 @@ export class SqliteStore implements SqliteStoreContract {
     return this.inTransaction((view) => fn(this.database, view));
   }
 
-  claimTransaction<R>(input: ClaimInput, fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>> {
+  claimTransaction<R>(
+    input: ClaimInput,
+    fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>,
+    bounds?: TransactionBounds,
+  ): Promise<ClaimedTransaction<R>> {
+    // The claim commits with the transaction, which holds the write lock: no one sees it, let alone takes
+    // it over, before COMMIT, so there is no lease to keep alive; only the transaction's length is bounded.
+    const boundMs = bounds === undefined ? input.leaseMs : requireDurationMs('maxExecutionMs', bounds.maxExecutionMs, 'claimTransaction');
     return this.inTransaction(async (view, transaction): Promise<ClaimedTransaction<R>> => {
       const result = this.claimRow.locked(input, this.clock.now(), input.leaseToken ?? this.generateId(), undefined);
       if (!result.acquired) return result;
@@ -238,8 +245,8 @@ export class SqliteStore implements SqliteStoreContract {
           // on its handle and view refuse, and inTransaction rolls back and hands the connection on.
           transaction.open = false;
           handle.revoke();
-          reject(new LeaseLostError(won.scope, won.key));
-        }, input.leaseMs);
+          reject(new LeaseLostError(won.scope, won.key, bounds === undefined ? 'taken_over' : 'deadline'));
+        }, boundMs);
       });
       try {
         const value = await Promise.race([fn(handle.database, view, won), leaseEnds]);
