@@ -182,7 +182,7 @@ export class PostgresStore implements PostgresStoreContract {
     } catch (error) {
       // No pooled connection in time, BEGIN failed, or the lease ended before BEGIN: fn never ran, and
       // the claim would otherwise hold the key for a whole lease after a 503.
-      if (!started) await this.release(won).catch(() => false);
+      if (!started) await this.releaseUnstarted(won, input.leaseMs);
       throw error;
     } finally {
       lease.stop();
@@ -191,6 +191,24 @@ export class PostgresStore implements PostgresStoreContract {
 
   transaction<R>(fn: (tx: pg.PoolClient, store: TransactionView) => Promise<R>): Promise<R> {
     return this.transact(fn, undefined);
+  }
+
+  /**
+   * Releases a won claim whose transaction never started. A pool too busy to start the transaction may be
+   * too busy to release at once: the release is tried again (every 25 ms, then up to every 200 ms) in the
+   * background until it is answered or the lease ends (which frees the key anyway); `close` waits for it.
+   */
+  private async releaseUnstarted(claim: Claim, leaseMs: number): Promise<void> {
+    if (await this.release(claim).then(() => true, () => false)) return;
+    const until = performance.now() + leaseMs;
+    const retrying = (async (): Promise<void> => {
+      for (let attempt = 1; performance.now() < until && !this.closed; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(200, 25 * attempt)));
+        if (await this.release(claim).then(() => true, () => false)) return;
+      }
+    })();
+    this.pending.add(retrying);
+    void retrying.finally(() => this.pending.delete(retrying));
   }
 
   /** Runs `fn` in a transaction; with a `lease`, the transaction ends when the lease does (see `claimTransaction`). */
