@@ -35,6 +35,7 @@ import {
   requireFunction,
   requireGenerateId,
   requireIdempotencyStore,
+  requireNonNegativeMs,
   requireOneOf,
   requireOptions,
 } from './validate.js';
@@ -142,6 +143,7 @@ class Engine<Tx> implements Receiver<Tx> {
       clock,
       replayCache: this.replays?.options,
       maxExecutionMs: this.maxExecutionMs,
+      completionRetryMs: requireNonNegativeMs('completionRetryMs', options.completionRetryMs ?? 10_000),
     });
     this.observer = observe(options.store);
     this.keepAlive = new KeepAlive(this.store, leaseMs, this.observer);
@@ -265,17 +267,39 @@ class Engine<Tx> implements Receiver<Tx> {
     let saved: boolean;
     try {
       saved = await this.store.complete(claim, response, this.options.retentionMs);
+      completing.end(saved);
     } catch (error) {
       completing.fail(error);
-      this.keepAlive.drop(lease);
-      // The effect happened; answer it. The key stays claimed until its lease expires.
-      return { response, replayed: false, saved: false };
+      // The effect happened. `complete` is idempotent for its token, so it is tried again while the
+      // keep-alive still holds the lease; only when that fails too is the fresh response answered unsaved.
+      const retried = await this.retryCompletion(claim, response);
+      if (retried === undefined) {
+        this.keepAlive.drop(lease);
+        return { response, replayed: false, saved: false };
+      }
+      saved = retried;
     }
     this.keepAlive.drop(lease);
-    completing.end(saved);
     if (!saved) throw new LeaseLostError(id.scope, id.key);
     this.rememberCompleted(claim, response, claimedAt);
     return { response, replayed: false, saved: true };
+  }
+
+  /**
+   * Tries a failed completion again, every 50 ms doubling up to 1 s, for `completionRetryMs` milliseconds
+   * in all: whether it took effect, or `undefined` when every try failed with a store error.
+   */
+  private async retryCompletion(claim: Claim, response: StoredResponse): Promise<boolean | undefined> {
+    const until = performance.now() + this.options.completionRetryMs;
+    for (let delayMs = 50; performance.now() + delayMs <= until; delayMs = Math.min(delayMs * 2, 1_000)) {
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      try {
+        return await this.call('complete', () => this.store.complete(claim, response, this.options.retentionMs), TOOK_EFFECT);
+      } catch {
+        // Reported by `call`; the next try follows the backoff.
+      }
+    }
+    return undefined;
   }
 
   /** The work, rejected with {@link DeadlineReached} once it has run `maxExecutionMs` milliseconds. */

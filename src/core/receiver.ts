@@ -49,6 +49,15 @@ export interface ReceiverOptions {
    * @defaultValue none in plain mode; in transactional mode 60_000, or `leaseMs` when that is longer
    */
   readonly maxExecutionMs?: number;
+  /**
+   * Plain mode: how long, in milliseconds, a completion that failed with a store error (a dropped
+   * connection, a failover, a full disk) is tried again, with backoff (50 ms doubling up to 1 s), while
+   * the keep-alive holds the lease; `complete` is idempotent for its own token, so a try whose reply was
+   * lost is harmless. Each failed try is reported as a failed `complete` store call. When every try
+   * fails, the execution answers the fresh response with `saved: false` (see {@link Execution.saved}).
+   * `0` tries once. @defaultValue 10_000
+   */
+  readonly completionRetryMs?: number;
   /** How long a completed record is kept and replayed (Stripe keeps keys 24 h). @defaultValue 86_400_000 */
   readonly retentionMs?: number;
   /**
@@ -128,7 +137,9 @@ export interface Execution {
   readonly replayed: boolean;
   /**
    * `true` when the response was saved for replay. `false` for a released key (5xx by default), and when
-   * a plain store failed to save after the work ran (the key then stays claimed until its lease expires).
+   * a plain store failed to save after the work ran and kept failing for `completionRetryMs`: the key then
+   * stays claimed until its lease expires (`leaseMs` after the last renewal), and a retry after that runs
+   * the work again (the completion was lost).
    */
   readonly saved: boolean;
 }
