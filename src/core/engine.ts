@@ -243,12 +243,12 @@ class Engine<Tx> implements Receiver<Tx> {
     const claim = result.claim;
     if (claim.takeover) this.observer.takeover(id.scope, id.key);
     let response: StoredResponse;
-    const lease = this.keepAlive.hold(claim);
+    this.keepAlive.hold(claim);
     request.workStarted();
     try {
       response = await (this.maxExecutionMs === undefined ? request.work({ claim, tx: undefined as Tx }) : this.bounded(request, claim, this.maxExecutionMs));
     } catch (error) {
-      this.keepAlive.drop(lease);
+      this.keepAlive.drop(claim);
       if (error instanceof DeadlineReached) {
         // The work may still be under way: the key is left to its lease's end, not released for a retry.
         throw new LeaseLostError(id.scope, id.key, 'deadline');
@@ -259,7 +259,7 @@ class Engine<Tx> implements Receiver<Tx> {
     }
     request.workSucceeded();
     if (!this.options.shouldPersist(response)) {
-      this.keepAlive.drop(lease);
+      this.keepAlive.drop(claim);
       await this.release(claim);
       return { response, replayed: false, saved: false };
     }
@@ -274,12 +274,12 @@ class Engine<Tx> implements Receiver<Tx> {
       // keep-alive still holds the lease; only when that fails too is the fresh response answered unsaved.
       const retried = await this.retryCompletion(claim, response);
       if (retried === undefined) {
-        this.keepAlive.drop(lease);
+        this.keepAlive.drop(claim);
         return { response, replayed: false, saved: false };
       }
       saved = retried;
     }
-    this.keepAlive.drop(lease);
+    this.keepAlive.drop(claim);
     if (!saved) throw new LeaseLostError(id.scope, id.key);
     this.rememberCompleted(claim, response, claimedAt);
     return { response, replayed: false, saved: true };

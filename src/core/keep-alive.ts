@@ -15,21 +15,14 @@ import type { ReceiverObserver } from './observer.js';
 import type { Claim } from './record.js';
 import type { IdempotencyStore } from './store.js';
 
-/** One lease held by the work of one request. */
-export class HeldLease {
-  /** Set by the first tick that sees the lease; renewals start at the next one. */
-  seen = false;
-  /** A renewal is under way (the next tick does not start another). */
-  renewing = false;
-  /** A renewal answered `undefined`: the lease was taken over (or the record completed, released, reaped). */
-  lost = false;
-
-  constructor(readonly claim: Claim) {}
-}
-
 /** The engine's keep-alive: holds leases and renews them every third of `leaseMs` milliseconds. */
 export class KeepAlive {
-  private readonly held = new Set<HeldLease>();
+  /** Leases held since the last tick: not renewed before the next one. */
+  private young = new Set<Claim>();
+  /** Leases held for a whole tick or more: renewed on every tick. */
+  private readonly old = new Set<Claim>();
+  /** Leases with a renewal under way (the next tick does not start another). */
+  private readonly renewing = new Set<Claim>();
   private timer: NodeJS.Timeout | undefined;
   private readonly periodMs: number;
 
@@ -41,56 +34,52 @@ export class KeepAlive {
     this.periodMs = Math.max(1, Math.floor(leaseMs / 3));
   }
 
-  /** Starts keeping `claim`'s lease alive; {@link KeepAlive.drop} ends it. */
-  hold(claim: Claim): HeldLease {
-    const lease = new HeldLease(claim);
-    this.held.add(lease);
+  // Hot path: docs/hot-path.md#engine-store-calls
+  /** Starts keeping `claim`'s lease alive; {@link KeepAlive.drop} ends it. No allocation: one `Set` add. */
+  hold(claim: Claim): void {
+    this.young.add(claim);
     if (this.timer === undefined) {
       this.timer = setInterval(this.tick, this.periodMs);
       // Leases kept alive never keep the process alive.
       this.timer.unref();
     }
-    return lease;
   }
 
-  /** Stops renewing `lease` (its work ended and its claim was completed or released). */
-  drop(lease: HeldLease): void {
-    this.held.delete(lease);
+  /** Stops renewing `claim`'s lease (its work ended and its claim was completed or released). */
+  drop(claim: Claim): void {
+    if (!this.young.delete(claim)) this.old.delete(claim);
   }
 
   private readonly tick = (): void => {
-    if (this.held.size === 0) {
+    if (this.young.size === 0 && this.old.size === 0) {
       clearInterval(this.timer);
       this.timer = undefined;
       return;
     }
-    for (const lease of this.held) {
-      if (!lease.seen) lease.seen = true;
-      else if (!lease.renewing) this.renew(lease);
-    }
+    for (const claim of this.old) if (!this.renewing.has(claim)) this.renew(claim);
+    for (const claim of this.young) this.old.add(claim);
+    this.young = new Set();
   };
 
-  private renew(lease: HeldLease): void {
-    lease.renewing = true;
+  private renew(claim: Claim): void {
+    this.renewing.add(claim);
     const observation = this.observer.storeCall('renew');
     let pending: Promise<Claim | undefined>;
     try {
-      pending = this.store.renew(lease.claim, this.leaseMs);
+      pending = this.store.renew(claim, this.leaseMs);
     } catch (error) {
       pending = Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
     pending.then(
       (renewed) => {
-        lease.renewing = false;
+        this.renewing.delete(claim);
         observation.end(renewed !== undefined);
-        if (renewed !== undefined) return;
         // Fenced off: nothing more to keep alive; the completion will be refused (LeaseLostError).
-        lease.lost = true;
-        this.held.delete(lease);
+        if (renewed === undefined) this.old.delete(claim);
       },
       (error: unknown) => {
         // A store error: the lease stands as it was; the next tick tries again, well before it ends.
-        lease.renewing = false;
+        this.renewing.delete(claim);
         observation.fail(error);
       },
     );

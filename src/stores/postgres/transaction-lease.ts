@@ -83,7 +83,9 @@ export class TransactionLease {
 
   private arm(): void {
     clearTimeout(this.deadline);
-    this.deadline = setTimeout(() => this.lose(this.reasonAt(performance.now())), Math.max(0, this.end() - performance.now()));
+    // Decided when armed: a timer may fire a fraction of a millisecond before the end it was set for.
+    const reason: LeaseLostReason = this.hardEnd !== undefined && this.hardEnd <= this.leaseEnd ? 'deadline' : 'taken_over';
+    this.deadline = setTimeout(() => this.lose(reason), Math.max(0, this.end() - performance.now()));
   }
 
   private renew(): void {
