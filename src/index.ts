@@ -30,6 +30,7 @@ export {
   type ErrorCode,
   type HttpErrorCode,
   type IdempotencyErrorCode,
+  type LeaseLostReason,
 } from './core/errors.js';
 export { canonicalQuery, fingerprint, type FingerprintInput } from './core/fingerprint.js';
 export { MAX_KEY_LENGTH, parseIdempotencyKey } from './core/key.js';

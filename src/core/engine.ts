@@ -13,6 +13,7 @@ import { runBatch, type BatchContext, type BatchItem, type BatchOptions, type Ba
 import { systemClock } from './clock.js';
 import { IdempotencyError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
 import { receiverHealth, WriteProbe, type ReceiverHealth } from './health.js';
+import { KeepAlive } from './keep-alive.js';
 import { randomLeaseToken } from './lease-token.js';
 import { SILENT_OBSERVER, type ReceiverObserver, type StoreCallResult, type StoreOperation } from './observer.js';
 import type {
@@ -35,6 +36,7 @@ import {
   requireFunction,
   requireGenerateId,
   requireIdempotencyStore,
+  requireNonNegativeMs,
   requireOneOf,
   requireOptions,
 } from './validate.js';
@@ -58,6 +60,12 @@ const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' });
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/**
+ * The default `maxExecutionMs` of transactional mode, in milliseconds (or `leaseMs`, when longer): how
+ * long a transaction may stay open, so none pins the database's snapshot for ever.
+ */
+const DEFAULT_TRANSACTION_BOUND_MS = 60_000;
+
 /** Saves every status below 500; releases server errors. */
 function persistBelow500(response: StoredResponse): boolean {
   return response.status < 500;
@@ -77,6 +85,13 @@ class WorkFailed extends Error {
   }
 }
 
+/** The plain work ran `maxExecutionMs` and was abandoned. */
+class DeadlineReached extends Error {
+  constructor() {
+    super('the work reached maxExecutionMs');
+  }
+}
+
 /** The result of a store call that says nothing beyond its success. */
 const NO_RESULT = (): StoreCallResult => undefined;
 /** `complete` and `release` report whether they took effect. */
@@ -91,6 +106,10 @@ class Engine<Tx> implements Receiver<Tx> {
   private readonly replays: ReplayCache | undefined;
   /** Made on the first health check, so a receiver that is never checked never probes. */
   private writeProbe: WriteProbe | undefined;
+  /** Renews the leases of plain mode's running work (transactional stores renew their own). */
+  private readonly keepAlive: KeepAlive;
+  /** The `maxExecutionMs` option as resolved: `undefined` for none. */
+  private readonly maxExecutionMs: number | undefined;
 
   constructor(
     options: PlainEngineOptions | TransactionalEngineOptions<Tx>,
@@ -110,6 +129,12 @@ class Engine<Tx> implements Receiver<Tx> {
     const clock = requireClock(options.clock ?? systemClock);
     const generateId = requireGenerateId(options.generateId ?? randomLeaseToken);
     this.replays = options.replayCache === undefined ? undefined : new ReplayCache(options.replayCache);
+    this.maxExecutionMs =
+      options.maxExecutionMs !== undefined
+        ? requireDurationMs('maxExecutionMs', options.maxExecutionMs)
+        : this.transactional
+          ? Math.max(DEFAULT_TRANSACTION_BOUND_MS, leaseMs)
+          : undefined;
     this.options = Object.freeze({
       generateId,
       leaseMs,
@@ -120,8 +145,11 @@ class Engine<Tx> implements Receiver<Tx> {
       shouldPersist,
       clock,
       replayCache: this.replays?.options,
+      maxExecutionMs: this.maxExecutionMs,
+      completionRetryMs: requireNonNegativeMs('completionRetryMs', options.completionRetryMs ?? 10_000),
     });
     this.observer = observe(options.store);
+    this.keepAlive = new KeepAlive(this.store, leaseMs, this.observer);
   }
 
   health(): Promise<ReceiverHealth> {
@@ -223,16 +251,23 @@ class Engine<Tx> implements Receiver<Tx> {
     const claim = result.claim;
     if (claim.takeover) this.observer.takeover(id.scope, id.key);
     let response: StoredResponse;
+    this.keepAlive.hold(claim);
     request.workStarted();
     try {
-      response = await request.work({ claim, tx: undefined as Tx });
+      response = await (this.maxExecutionMs === undefined ? request.work({ claim, tx: undefined as Tx }) : this.bounded(request, claim, this.maxExecutionMs));
     } catch (error) {
+      this.keepAlive.drop(claim);
+      if (error instanceof DeadlineReached) {
+        // The work may still be under way: the key is left to its lease's end, not released for a retry.
+        throw new LeaseLostError(id.scope, id.key, 'deadline');
+      }
       request.workFailed(error);
       await this.release(claim);
       throw error;
     }
     request.workSucceeded();
     if (!this.options.shouldPersist(response)) {
+      this.keepAlive.drop(claim);
       await this.release(claim);
       return { response, replayed: false, saved: false };
     }
@@ -240,15 +275,49 @@ class Engine<Tx> implements Receiver<Tx> {
     let saved: boolean;
     try {
       saved = await this.store.complete(claim, response, this.options.retentionMs);
+      completing.end(saved);
     } catch (error) {
       completing.fail(error);
-      // The effect happened; answer it. The key stays claimed until its lease expires.
-      return { response, replayed: false, saved: false };
+      // The effect happened. `complete` is idempotent for its token, so it is tried again while the
+      // keep-alive still holds the lease; only when that fails too is the fresh response answered unsaved.
+      const retried = await this.retryCompletion(claim, response);
+      if (retried === undefined) {
+        this.keepAlive.drop(claim);
+        return { response, replayed: false, saved: false };
+      }
+      saved = retried;
     }
-    completing.end(saved);
+    this.keepAlive.drop(claim);
     if (!saved) throw new LeaseLostError(id.scope, id.key);
     this.rememberCompleted(claim, response, claimedAt);
     return { response, replayed: false, saved: true };
+  }
+
+  /**
+   * Tries a failed completion again, every 50 ms doubling up to 1 s, for `completionRetryMs` milliseconds
+   * in all: whether it took effect, or `undefined` when every try failed with a store error.
+   */
+  private async retryCompletion(claim: Claim, response: StoredResponse): Promise<boolean | undefined> {
+    const until = performance.now() + this.options.completionRetryMs;
+    for (let delayMs = 50; performance.now() + delayMs <= until; delayMs = Math.min(delayMs * 2, 1_000)) {
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      try {
+        return await this.call('complete', () => this.store.complete(claim, response, this.options.retentionMs), TOOK_EFFECT);
+      } catch {
+        // Reported by `call`; the next try follows the backoff.
+      }
+    }
+    return undefined;
+  }
+
+  /** The work, rejected with {@link DeadlineReached} once it has run `maxExecutionMs` milliseconds. */
+  private bounded(request: RequestRun<Tx>, claim: Claim, maxExecutionMs: number): Promise<StoredResponse> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new DeadlineReached()), maxExecutionMs);
+    });
+    const work = request.work({ claim, tx: undefined as Tx });
+    return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
   }
 
   /**
@@ -312,12 +381,13 @@ class Engine<Tx> implements Receiver<Tx> {
     const observation = this.observer.storeCall('claim');
     let claiming = true;
     try {
+      const bounds = { maxExecutionMs: this.maxExecutionMs ?? this.options.leaseMs };
       const outcome = await store.claimTransaction(input, (tx, view, claim) => {
         claiming = false;
         observation.end(claim.takeover ? 'takeover' : 'acquired');
         if (claim.takeover) this.observer.takeover(input.scope, input.key);
         return fn(tx, view, claim);
-      });
+      }, bounds);
       if (!outcome.acquired) {
         claiming = false;
         observation.end(lostResult(input, outcome.record));

@@ -152,15 +152,29 @@ export class StoreUnavailableError extends IdempotencyError {
 }
 
 /**
- * The caller's lease was taken over (it expired while the work ran), so its result was fenced off and not
- * saved. The winner's result stands. HTTP: 409.
+ * Why a lease was lost: `taken_over` — the holder stopped renewing it (or a renewal failed), it expired
+ * and another claim took the record over or completed it; `deadline` — the work outran `maxExecutionMs`
+ * (or, in transactional mode, its transaction's bound) and was ended, whatever its lease.
+ */
+export type LeaseLostReason = 'taken_over' | 'deadline';
+
+/**
+ * The caller's lease was lost while the work ran, so its result was fenced off and not saved: it was
+ * taken over, or the work reached its deadline (see {@link LeaseLostReason}). The winner's result, if any,
+ * stands. HTTP: 409.
  */
 export class LeaseLostError extends IdempotencyError {
   override readonly name = 'LeaseLostError';
-  constructor(readonly scope: string, readonly key: string) {
+  constructor(
+    readonly scope: string,
+    readonly key: string,
+    readonly reason: LeaseLostReason = 'taken_over',
+  ) {
     super(
       'idempotency-lease-lost',
-      'The lease on this Idempotency-Key expired and was taken over; this result was not saved.',
+      reason === 'deadline'
+        ? 'The work for this Idempotency-Key reached its deadline (maxExecutionMs) and was ended; this result was not saved.'
+        : 'The lease on this Idempotency-Key expired and was taken over; this result was not saved.',
     );
   }
 }

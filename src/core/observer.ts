@@ -32,14 +32,14 @@ export type RequestOutcome =
   | 'released_after_error';
 
 /** A store operation the receiver times (the `operation` attribute of `retrysafe.store.operation.duration`). */
-export type StoreOperation = 'claim' | 'complete' | 'release' | 'get' | 'wait_for' | 'reap' | 'ping';
+export type StoreOperation = 'claim' | 'complete' | 'release' | 'renew' | 'get' | 'wait_for' | 'reap' | 'ping';
 
 /**
  * How a store call ended, as its observation is told:
  * - a claim: `acquired` (won, fresh or resumed), `takeover` (won by taking over an expired lease),
  *   `replay` (a completed record stands), `in_flight` (a live lease stands), `mismatch` (the record carries
  *   another fingerprint);
- * - `complete` and `release`: whether the call took effect (`false`: fenced off, the lease was lost);
+ * - `complete`, `release` and `renew`: whether the call took effect (`false`: fenced off, the lease was lost);
  * - `get` and `wait_for`: `undefined`.
  */
 export type StoreCallResult = 'acquired' | 'takeover' | 'replay' | 'in_flight' | 'mismatch' | boolean | undefined;

@@ -32,10 +32,33 @@ export type InFlightPolicy = 'reject' | 'wait';
 /** Options shared by every receiver. Durations are in milliseconds. */
 export interface ReceiverOptions {
   /**
-   * How long a claim's lease lasts. Must outlast the work: when it expires a retry may take the record
-   * over and run again, and the late holder's result is fenced off. @defaultValue 30_000
+   * How long a claim's lease lasts, in milliseconds, without a renewal. While the work runs in a live
+   * process the lease is kept alive: renewed (fenced by its token) every third of `leaseMs`, so the work
+   * may run longer than the lease. A process that crashed or froze stops renewing, and its key is taken
+   * over by a retry `leaseMs` after the last renewal: a short lease (1–5 s) means a fast takeover after a
+   * crash, whatever the work's length. A late holder's result is fenced off. @defaultValue 30_000
    */
   readonly leaseMs?: number;
+  /**
+   * The longest the work may run, in milliseconds, however alive its process: work that is alive but
+   * stuck. Past it the keep-alive stops and the execution rejects with `LeaseLostError` (reason
+   * `deadline`, HTTP 409). In plain mode the work cannot be stopped, so the key is left claimed until its
+   * lease ends (never released for an immediate retry while the work may still act). In transactional
+   * mode it bounds the transaction (the server's `statement_timeout` and
+   * `idle_in_transaction_session_timeout` on PostgreSQL), which then rolls back, so no transaction pins
+   * the database's snapshot for ever.
+   * @defaultValue none in plain mode; in transactional mode 60_000, or `leaseMs` when that is longer
+   */
+  readonly maxExecutionMs?: number;
+  /**
+   * Plain mode: how long, in milliseconds, a completion that failed with a store error (a dropped
+   * connection, a failover, a full disk) is tried again, with backoff (50 ms doubling up to 1 s), while
+   * the keep-alive holds the lease; `complete` is idempotent for its own token, so a try whose reply was
+   * lost is harmless. Each failed try is reported as a failed `complete` store call. When every try
+   * fails, the execution answers the fresh response with `saved: false` (see {@link Execution.saved}).
+   * `0` tries once. @defaultValue 10_000
+   */
+  readonly completionRetryMs?: number;
   /** How long a completed record is kept and replayed (Stripe keeps keys 24 h). @defaultValue 86_400_000 */
   readonly retentionMs?: number;
   /**
@@ -115,7 +138,9 @@ export interface Execution {
   readonly replayed: boolean;
   /**
    * `true` when the response was saved for replay. `false` for a released key (5xx by default), and when
-   * a plain store failed to save after the work ran (the key then stays claimed until its lease expires).
+   * a plain store failed to save after the work ran and kept failing for `completionRetryMs`: the key then
+   * stays claimed until its lease expires (`leaseMs` after the last renewal), and a retry after that runs
+   * the work again (the completion was lost).
    */
   readonly saved: boolean;
 }
@@ -123,8 +148,10 @@ export interface Execution {
 /** The engine. Create one with `createReceiver` (or `createEngine`, to choose its observer). */
 export interface Receiver<Tx = undefined> {
   /** The resolved, frozen options. */
-  readonly options: Readonly<Required<Omit<ReceiverOptions, 'clock' | 'replayCache'>>> & {
+  readonly options: Readonly<Required<Omit<ReceiverOptions, 'clock' | 'replayCache' | 'maxExecutionMs'>>> & {
     readonly clock: Clock;
+    /** The resolved `maxExecutionMs`: `undefined` for none. */
+    readonly maxExecutionMs: number | undefined;
     readonly replayCache: Readonly<Required<ReplayCacheOptions>> | undefined;
   };
   readonly store: IdempotencyStore;

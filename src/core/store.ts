@@ -86,8 +86,23 @@ export interface IdempotencyStore {
   /**
    * Saves the response and marks the record `completed`, keeping it for `retentionMs` milliseconds from
    * now. Resolves `false` (and changes nothing) when the caller's lease token is no longer current.
+   * Idempotent for its own token: when the record is already `completed` under `claim.leaseToken` (this
+   * completion ran before and its reply was lost), it resolves `true` and changes nothing, so the engine
+   * can retry a completion that failed with a store error.
    */
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean>;
+  /**
+   * Fenced lease keep-alive: while the record is `in_progress` under `claim.leaseToken`, its lease ends
+   * `leaseMs` milliseconds from now by the store's clock (PostgreSQL's `clock_timestamp()`, Redis's
+   * `TIME`, or the injected clock), keeping the token and the recovery point; the retention is stretched,
+   * never shortened, to cover the new lease. One statement or script. The engine calls it every third of
+   * the lease while the work runs, so only a holder that stopped (crashed, frozen, cut off) loses its lease.
+   *
+   * @returns the renewed claim (same token, new `leaseExpiresAt`), or `undefined` when fenced off (the
+   *   lease was taken over, or the record was completed, released or reaped)
+   * @throws TypeError (as a rejection) when `leaseMs` is not a positive safe integer
+   */
+  renew(claim: Claim, leaseMs: number): Promise<Claim | undefined>;
   /** Deletes the caller's `in_progress` record so a retry runs again. Resolves `false` when fenced off. */
   release(claim: Claim): Promise<boolean>;
   /** The record for (scope, key), or `undefined`; an expired record may still be returned until reaped. */
@@ -172,6 +187,12 @@ export interface TransactionView {
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined>;
 }
 
+/** How long the transaction of {@link TransactionalStore.claimTransaction} may run. */
+export interface TransactionBounds {
+  /** The longest the transaction stays open, in milliseconds from the won claim (a positive integer). */
+  readonly maxExecutionMs: number;
+}
+
 /** What {@link TransactionalStore.claimTransaction} resolves: the value of `fn` on a won claim, or the record that stood in the way. */
 export type ClaimedTransaction<R> =
   | { readonly acquired: true; readonly claim: Claim; readonly value: R }
@@ -197,7 +218,16 @@ export interface TransactionalStore<Tx> extends IdempotencyStore {
    * transaction for `fn`. Each store documents where its claim commits: apart from the transaction, so a
    * duplicate sees it at once (PostgreSQL), or with it, so a crash leaves nothing behind (SQLite). Either
    * way, when `fn` rejects the caller still holds the claim's lease token and releases (or hands back) the
-   * record through the store; both are fenced, so that is harmless where the claim rolled back.
+   * record through the store; both are fenced, so that is harmless where the claim rolled back.   *
+   * With `bounds`, the won claim's lease is kept alive while `fn` runs (where the claim committed apart,
+   * as on PostgreSQL: renewed every third of `input.leaseMs`, fenced), and the transaction ends at
+   * `bounds.maxExecutionMs` milliseconds, or earlier when a renewal is fenced off or the lease runs out
+   * unrenewed; it then rejects with a `LeaseLostError` whose `reason` says which. Without `bounds` the
+   * transaction ends with the claim's first lease.
    */
-  claimTransaction<R>(input: ClaimInput, fn: (tx: Tx, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>>;
+  claimTransaction<R>(
+    input: ClaimInput,
+    fn: (tx: Tx, store: TransactionView, claim: Claim) => Promise<R>,
+    bounds?: TransactionBounds,
+  ): Promise<ClaimedTransaction<R>>;
 }

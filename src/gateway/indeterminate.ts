@@ -135,6 +135,15 @@ export class HoldingStore implements IdempotencyStore {
     return false;
   }
 
+  /**
+   * The engine's keep-alive, passed on, except for a claim this process holds: its lease is the key's TTL
+   * now, and a renewal would shorten it to `leaseMs`, after which a retry would take the record over.
+   */
+  renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {
+    if (this.held.has(claim.leaseToken)) return Promise.resolve(claim);
+    return this.inner.renew(claim, leaseMs);
+  }
+
   async claim(input: ClaimInput): Promise<ClaimResult> {
     const result = await this.inner.claim(input);
     return result.acquired ? result : { acquired: false, record: presented(result.record) };

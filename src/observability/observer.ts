@@ -29,6 +29,7 @@ const STORE_SPANS: Readonly<Record<StoreOperation, string | undefined>> = Object
   claim: RECEIVER_SPANS.claim,
   complete: RECEIVER_SPANS.complete,
   release: RECEIVER_SPANS.release,
+  renew: undefined,
   wait_for: RECEIVER_SPANS.wait,
   get: undefined,
   reap: undefined,

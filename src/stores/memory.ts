@@ -8,7 +8,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { randomLeaseToken } from '../core/lease-token.js';
 import { claimOf, frozenResponse, recordSlot, type Claim, type IdempotencyRecord, type StoredResponse } from '../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../core/store.js';
-import { requireLimit, requireNonNegativeMs } from '../core/validate.js';
+import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../core/validate.js';
 import { attempt } from './sqlite/attempt.js';
 
 /** Options of {@link createMemoryStore}. */
@@ -135,7 +135,7 @@ class MemoryStore implements IdempotencyStore {
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
     const current = this.held(claim);
-    if (!current) return Promise.resolve(false);
+    if (!current) return Promise.resolve(this.completedBy(claim));
     const now = this.clock.now();
     // Copied once on the way in and frozen, so the stored record can be handed out as is: no caller can
     // change it (the body bytes, which cannot be frozen, are the store's own copy).
@@ -165,6 +165,21 @@ class MemoryStore implements IdempotencyStore {
     this.remove(claim.scope, claim.key);
     this.notify(claim.scope, claim.key, undefined);
     return Promise.resolve(true);
+  }
+
+  renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {
+    return attempt(() => {
+      requireDurationMs('leaseMs', leaseMs, 'renew');
+      const current = this.held(claim);
+      if (!current) return undefined;
+      const leaseExpiresAt = this.clock.now() + leaseMs;
+      this.records.get(claim.scope)?.set(claim.key, Object.freeze({
+        ...current,
+        leaseExpiresAt,
+        expiresAt: Math.max(current.expiresAt, leaseExpiresAt),
+      }));
+      return { ...claim, leaseExpiresAt };
+    });
   }
 
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
@@ -258,6 +273,12 @@ class MemoryStore implements IdempotencyStore {
   private held(claim: Claim): IdempotencyRecord | undefined {
     const current = this.records.get(claim.scope)?.get(claim.key);
     return current?.state === 'in_progress' && current.leaseToken === claim.leaseToken ? current : undefined;
+  }
+
+  /** Whether the record is already completed under the claim's token (a completion run again). */
+  private completedBy(claim: Claim): boolean {
+    const current = this.records.get(claim.scope)?.get(claim.key);
+    return current?.state === 'completed' && current.leaseToken === claim.leaseToken;
   }
 
   private remove(scope: string, key: string): void {

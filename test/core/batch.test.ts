@@ -20,6 +20,7 @@ function withoutClaimMany(store: IdempotencyStore): IdempotencyStore {
     claim: (input) => store.claim(input),
     complete: (claim, response, retentionMs) => store.complete(claim, response, retentionMs),
     release: (claim) => store.release(claim),
+    renew: (claim, leaseMs) => store.renew(claim, leaseMs),
     get: (scope, key) => store.get(scope, key),
     reap: (limit) => store.reap(limit),
     close: () => store.close(),

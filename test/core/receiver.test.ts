@@ -218,6 +218,7 @@ describe('receiver on the memory store', () => {
       claim: () => Promise.reject(cause),
       complete: (claim, res, retentionMs) => store.complete(claim, res, retentionMs),
       release: (claim) => store.release(claim),
+      renew: (claim, leaseMs) => store.renew(claim, leaseMs),
       get: (scope, key) => store.get(scope, key),
       reap: (limit) => store.reap(limit),
       close: () => store.close(),

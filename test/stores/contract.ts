@@ -175,14 +175,115 @@ export function storeContract(name: string, setup: () => Promise<ContractFixture
         expect(refused(await store.claim(input('k1', { fingerprint: FP_B })))).toEqual(stored);
       });
 
-      it('cannot complete a record twice', async () => {
+      it('cannot complete a record twice: its own token is answered true, and nothing changes', async () => {
         const claim = acquired(await store.claim(input('k1')));
         expect(await store.complete(claim, RESPONSE, RETENTION_MS)).toBe(true);
         const stored = present(await store.get('tenant-1', 'k1'));
         clock.advance(10);
-        expect(await store.complete(claim, { status: 500, headers: {}, body: new Uint8Array([1]) }, RETENTION_MS)).toBe(false);
+        expect(await store.complete(claim, { status: 500, headers: {}, body: new Uint8Array([1]) }, RETENTION_MS)).toBe(true);
         expect(await store.release(claim)).toBe(false);
         expect(await store.get('tenant-1', 'k1')).toEqual(stored);
+      });
+
+      it('answers a completion run again by its own token true, so a completion whose reply was lost can be retried', async () => {
+        const claim = acquired(await store.claim(input('k1')));
+        expect(await store.complete(claim, RESPONSE, COMPLETED_RETENTION_MS)).toBe(true);
+        const stored = present(await store.get('tenant-1', 'k1'));
+        clock.advance(1_000);
+        expect(await store.complete(claim, RESPONSE, COMPLETED_RETENTION_MS)).toBe(true);
+        expect(await store.get('tenant-1', 'k1')).toEqual(stored);
+        expect(bytes((await store.get('tenant-1', 'k1'))?.response?.body)).toEqual(bytes(BINARY_BODY));
+      });
+
+      it('still refuses the completion of a second token once the record is completed', async () => {
+        const first = acquired(await store.claim(input('k1')));
+        clock.advance(LEASE_MS);
+        const second = acquired(await store.claim(input('k1')));
+        expect(await store.complete(second, RESPONSE, RETENTION_MS)).toBe(true);
+        const stored = present(await store.get('tenant-1', 'k1'));
+        expect(await store.complete(first, { status: 200, headers: {}, body: new Uint8Array([2]) }, RETENTION_MS)).toBe(false);
+        expect(await store.get('tenant-1', 'k1')).toEqual(stored);
+      });
+    });
+
+    describe('renew (lease keep-alive)', () => {
+      it('extends the lease from now, keeping the token, and holds off a claim past the first lease end', async () => {
+        const claim = acquired(await store.claim(input('k1')));
+        clock.advance(LEASE_MS - 1_000);
+        const now = clock.now();
+        const renewed = await store.renew(claim, LEASE_MS);
+        expect(renewed).toEqual({ ...claim, leaseExpiresAt: now + LEASE_MS });
+        expect(present(await store.get('tenant-1', 'k1'))).toMatchObject({ state: 'in_progress', leaseToken: claim.leaseToken, leaseExpiresAt: now + LEASE_MS });
+        clock.advance(LEASE_MS - 1);
+        expect(refused(await store.claim(input('k1'))).state).toBe('in_progress');
+        // The renewed claim (and the original one: the token is what fences) still completes.
+        expect(await store.complete(renewed ?? claim, RESPONSE, RETENTION_MS)).toBe(true);
+      });
+
+      it('still ends the lease when renewals stop, so the next claim takes over', async () => {
+        const claim = acquired(await store.claim(input('k1')));
+        clock.advance(5_000);
+        await store.renew(claim, LEASE_MS);
+        clock.advance(LEASE_MS);
+        const second = acquired(await store.claim(input('k1')));
+        expect(second.takeover).toBe(true);
+      });
+
+      it('stretches the retention to cover a lease that outlasts it, never shortening it', async () => {
+        const claim = acquired(await store.claim(input('k1', { retentionMs: LEASE_MS })));
+        clock.advance(LEASE_MS - 100);
+        const now = clock.now();
+        await store.renew(claim, LEASE_MS);
+        expect(present(await store.get('tenant-1', 'k1')).expiresAt).toBe(now + LEASE_MS);
+        const long = acquired(await store.claim(input('k2')));
+        const before = present(await store.get('tenant-1', 'k2')).expiresAt;
+        await store.renew(long, 1_000);
+        expect(present(await store.get('tenant-1', 'k2')).expiresAt).toBe(before);
+        // Reaping at the old retention end leaves the renewed record in place.
+        clock.advance(200);
+        await store.reap(100);
+        expect(present(await store.get('tenant-1', 'k1')).state).toBe('in_progress');
+      });
+
+      it('keeps the recovery point of a multi-phase record', async () => {
+        if (!store.checkpoint) return;
+        const claim = acquired(await store.claim(input('k1')));
+        const checkpointed = await store.checkpoint(claim, 'charged', LEASE_MS);
+        clock.advance(1_000);
+        expect((await store.renew(checkpointed ?? claim, LEASE_MS))?.leaseExpiresAt).toBe(clock.now() + LEASE_MS);
+        expect(present(await store.get('tenant-1', 'k1')).recoveryPoint).toBe('charged');
+        clock.advance(LEASE_MS);
+        expect(acquired(await store.claim(input('k1'))).recoveryPoint).toBe('charged');
+      });
+
+      it('is fenced off after a takeover and leaves the winner untouched', async () => {
+        const first = acquired(await store.claim(input('k1')));
+        clock.advance(LEASE_MS);
+        const second = acquired(await store.claim(input('k1')));
+        const before = present(await store.get('tenant-1', 'k1'));
+        expect(await store.renew(first, LEASE_MS)).toBeUndefined();
+        expect(await store.get('tenant-1', 'k1')).toEqual(before);
+        expect(await store.renew(second, LEASE_MS)).toBeDefined();
+      });
+
+      it('is fenced off on a completed, released or absent record', async () => {
+        const done = acquired(await store.claim(input('done')));
+        await store.complete(done, RESPONSE, RETENTION_MS);
+        const stored = present(await store.get('tenant-1', 'done'));
+        expect(await store.renew(done, LEASE_MS)).toBeUndefined();
+        expect(await store.get('tenant-1', 'done')).toEqual(stored);
+        const gone = acquired(await store.claim(input('gone')));
+        await store.release(gone);
+        expect(await store.renew(gone, LEASE_MS)).toBeUndefined();
+        expect(await store.get('tenant-1', 'gone')).toBeUndefined();
+        const stale: Claim = { ...acquired(await store.claim(input('other'))), leaseToken: 'not-the-token' };
+        expect(await store.renew(stale, LEASE_MS)).toBeUndefined();
+      });
+
+      it('rejects a lease that is not a positive integer with a TypeError', async () => {
+        const claim = acquired(await store.claim(input('k1')));
+        await expect(store.renew(claim, 0)).rejects.toThrow(TypeError);
+        await expect(store.renew(claim, 1.5)).rejects.toThrow(TypeError);
       });
     });
 

@@ -15,6 +15,7 @@ export function gateCommits<Tx>(
     claim: (input) => store.claim(input),
     complete: (claim, response, retentionMs) => store.complete(claim, response, retentionMs),
     release: (claim) => store.release(claim),
+    renew: (claim, leaseMs) => store.renew(claim, leaseMs),
     get: (scope, key) => store.get(scope, key),
     reap: (limit) => store.reap(limit),
     close: () => store.close(),
@@ -29,13 +30,13 @@ export function gateCommits<Tx>(
       events.push('committed');
       return result;
     },
-    claimTransaction: async (input, fn) => {
+    claimTransaction: async (input, fn, bounds) => {
       const result = await store.claimTransaction(input, async (tx, view, claim) => {
         const value = await fn(tx, view, claim);
         events.push('before-commit');
         await commit;
         return value;
-      });
+      }, bounds);
       if (result.acquired) events.push('committed');
       return result;
     },

@@ -91,6 +91,7 @@ export function instrument(store: IdempotencyStore): InstrumentedStore {
     },
     complete: (claim, response, retentionMs) => store.complete(claim, response, retentionMs),
     release: (claim) => store.release(claim),
+    renew: (claim, leaseMs) => store.renew(claim, leaseMs),
     get: (scope, key) => store.get(scope, key),
     reap: (limit) => store.reap(limit),
     close: () => store.close(),

@@ -10,7 +10,7 @@ import { claimOf, type Claim, type IdempotencyRecord, type StoredResponse } from
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { requireLimit } from '../../core/validate.js';
 import { change, decided, type Change } from './change.js';
-import { keptResponse, sameResponse } from './kept.js';
+import { keptResponse } from './kept.js';
 import { decodeRecord, type StoredRecord } from './layout.js';
 import { RecordLeases } from './leases.js';
 import { scanRecords } from './scan.js';
@@ -97,15 +97,15 @@ export class EtcdStore implements IdempotencyStore {
   }
 
   /**
-   * Idempotent for its own token: the record already completed under `claim`'s lease token with this very
-   * response answers `true` and is left as it is, so a completion whose reply was lost can be sent again.
+   * Idempotent for its own token: the record already completed under `claim`'s lease token answers `true`
+   * and is left as it is, so a completion whose reply was lost can be sent again.
    */
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
     const kept = keptResponse(response, this.config.maxResponseBytes);
     return this.change(claim, (stored, now) => {
       if (stored === undefined || stored.record.leaseToken !== claim.leaseToken) return decided(false);
       const { record } = stored;
-      if (record.state === 'completed') return decided(record.response !== undefined && sameResponse(record.response, kept));
+      if (record.state === 'completed') return decided(true);
       const completed: IdempotencyRecord = { ...record, state: 'completed', response: kept, completedAt: now, expiresAt: now + retentionMs };
       return { result: true, write: { put: completed, fence: stored.fence, takeover: stored.takeover, untilMs: retentionMs } };
     });

@@ -15,11 +15,3 @@ export function keptResponse(response: StoredResponse, maxBytes: number): Stored
   if (response.body.byteLength <= maxBytes) return response;
   return { status: response.status, headers: { ...response.headers, [RESPONSE_NOT_KEPT_HEADER]: String(response.body.byteLength) }, body: new Uint8Array(0) };
 }
-
-/** Whether two responses have the same status, headers and body bytes. */
-export function sameResponse(a: StoredResponse, b: StoredResponse): boolean {
-  if (a.status !== b.status || a.body.byteLength !== b.body.byteLength) return false;
-  const names = Object.keys(a.headers);
-  if (names.length !== Object.keys(b.headers).length || names.some((name) => a.headers[name] !== b.headers[name])) return false;
-  return Buffer.from(a.body.buffer, a.body.byteOffset, a.body.byteLength).equals(b.body);
-}

@@ -6,10 +6,10 @@
  */
 import type pg from 'pg';
 import type { Clock } from '../../core/clock.js';
-import { LeaseLostError, StoreClosedError } from '../../core/errors.js';
+import { StoreClosedError, type LeaseLostError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionView } from '../../core/store.js';
-import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
+import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionBounds, TransactionView } from '../../core/store.js';
+import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn } from './claim.js';
 import { claimManyOn, claimManyStatement } from './claim-many.js';
 import { encodeToken } from './codec.js';
@@ -21,6 +21,7 @@ import { run, type Queryable, type Statement } from './statement.js';
 import { boundedBegin, statements, type Statements } from './statements.js';
 import type { PostgresStore as PostgresStoreContract } from './store.js';
 import { commit, onPoolClient } from './transaction.js';
+import { TransactionLease } from './transaction-lease.js';
 
 /** How often `waitFor` reads the record when the store has no LISTEN connection (`listen: false`), in milliseconds. */
 export const WAIT_POLL_MS = 100;
@@ -105,6 +106,19 @@ export class PostgresStore implements PostgresStoreContract {
     return result.rowCount ?? 0;
   }
 
+  async renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {
+    requireDurationMs('leaseMs', leaseMs, 'renew');
+    const result = await run<{ leaseExpiresAt: string }>(this.pool, this.sql.renew, [
+      claim.scope,
+      claim.key,
+      encodeToken(claim.leaseToken),
+      this.now(),
+      leaseMs,
+    ]);
+    const row = result.rows[0];
+    return row === undefined ? undefined : { ...claim, leaseExpiresAt: Number(row.leaseExpiresAt) };
+  }
+
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined> {
     return this.checkpointOn(this.pool, claim, recoveryPoint, leaseMs);
   }
@@ -156,59 +170,89 @@ export class PostgresStore implements PostgresStoreContract {
 
   /**
    * Claims on the pool, committed on its own; only a won claim opens the transaction, bounded by the lease
-   * (see {@link PostgresStore.claimTransaction}).
+   * (see {@link PostgresStore.claimTransaction}). A transaction that cannot start releases the claim.
    */
   async claimTransaction<R>(
     input: ClaimInput,
     fn: (tx: pg.PoolClient, store: TransactionView, claim: Claim) => Promise<R>,
+    bounds?: TransactionBounds,
   ): Promise<ClaimedTransaction<R>> {
     const result = await this.claim(input);
     if (!result.acquired) return result;
     const won = result.claim;
-    const value = await this.transact((tx, view) => fn(tx, view, won), { leaseMs: input.leaseMs, claim: won });
-    return { acquired: true, claim: won, value };
+    const lease = new TransactionLease(this, won, input.leaseMs, bounds?.maxExecutionMs);
+    let started = false;
+    try {
+      const value = await this.transact((tx, view) => {
+        started = true;
+        return fn(tx, view, won);
+      }, lease);
+      return { acquired: true, claim: won, value };
+    } catch (error) {
+      // No pooled connection in time, BEGIN failed, or the lease ended before BEGIN: fn never ran, and
+      // the claim would otherwise hold the key for a whole lease after a 503.
+      if (!started) await this.releaseUnstarted(won, input.leaseMs);
+      throw error;
+    } finally {
+      lease.stop();
+    }
   }
 
   transaction<R>(fn: (tx: pg.PoolClient, store: TransactionView) => Promise<R>): Promise<R> {
     return this.transact(fn, undefined);
   }
 
+  /**
+   * Releases a won claim whose transaction never started. A pool too busy to start the transaction may be
+   * too busy to release at once: the release is tried again (every 25 ms, then up to every 200 ms) in the
+   * background until it is answered or the lease ends (which frees the key anyway); `close` waits for it.
+   */
+  private async releaseUnstarted(claim: Claim, leaseMs: number): Promise<void> {
+    if (await this.release(claim).then(() => true, () => false)) return;
+    const until = performance.now() + leaseMs;
+    const retrying = (async (): Promise<void> => {
+      for (let attempt = 1; performance.now() < until && !this.closed; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(200, 25 * attempt)));
+        if (await this.release(claim).then(() => true, () => false)) return;
+      }
+    })();
+    this.pending.add(retrying);
+    void retrying.finally(() => this.pending.delete(retrying));
+  }
+
   /** Runs `fn` in a transaction; with a `lease`, the transaction ends when the lease does (see `claimTransaction`). */
   private async transact<R>(
     fn: (tx: pg.PoolClient, store: TransactionView) => Promise<R>,
-    lease: { readonly leaseMs: number; readonly claim: Claim } | undefined,
+    lease: TransactionLease | undefined,
   ): Promise<R> {
-    // The lease is counted from the won claim, so a wait for a pooled connection uses it up too.
-    const deadline = lease === undefined ? undefined : performance.now() + lease.leaseMs;
     let expired: LeaseLostError | undefined;
     let pid: number | undefined;
     try {
       return await onPoolClient(this.pool, async (client, discard) => {
         pid = (client as pg.PoolClient & { readonly processID?: number }).processID;
-        let timer: NodeJS.Timeout | undefined;
         try {
-          await client.query(deadline === undefined ? this.sql.begin : boundedBegin(this.sql.begin, Math.max(1, Math.ceil(deadline - performance.now()))));
-          let result: R;
-          if (lease === undefined || deadline === undefined) {
-            result = await fn(client, new ClientView(this, client));
-          } else {
-            const timeUp = new Promise<never>((_resolve, reject) => {
-              timer = setTimeout(() => {
-                expired = new LeaseLostError(lease.claim.scope, lease.claim.key);
-                reject(expired);
-              }, Math.max(0, deadline - performance.now()));
-            });
-            result = await Promise.race([fn(client, new ClientView(this, client)), timeUp]);
-            clearTimeout(timer);
+          if (lease === undefined) {
+            await client.query(this.sql.begin);
+            const result = await fn(client, new ClientView(this, client));
+            await commit(client, 'the transaction');
+            return result;
           }
+          // The connection may arrive after the lease ended, when a takeover may already be running.
+          const late = lease.lostBefore();
+          if (late !== undefined) throw late;
+          await client.query(boundedBegin(this.sql.begin, lease.serverBoundMs()));
+          lease.start();
+          const result = await Promise.race([fn(client, new ClientView(this, client)), lease.ended]);
           await commit(client, 'the transaction');
           return result;
         } catch (error) {
-          clearTimeout(timer);
           // Past the lease the handler may still hold the client and sit in a query: a ROLLBACK would queue
           // behind it, and a client handed back to the pool could carry the late handler's statements into
           // another request. The connection is destroyed instead and its backend ended, which rolls back at once.
-          if (expired !== undefined) discard(expired);
+          if (lease?.lost !== undefined && error === lease.lost) {
+            expired = lease.lost;
+            discard(lease.lost);
+          }
           throw error;
         }
       });

@@ -27,7 +27,8 @@ export interface Statements {
    * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` now (ms, or `null` for the server's clock),
    * `$5` retention (ms), `$6` status,
    * `$7` headers (JSON text), `$8` body, `$9` notification topic. One row when completed (fenced: only the
-   * current holder of an in-progress record), none otherwise. Notifies (at COMMIT when in a transaction)
+   * current holder of an in-progress record), or when the record is already completed under `$3` (this
+   * completion run again; nothing changes); none otherwise. Notifies (at COMMIT when in a transaction)
    * only when a waiter has set the record's `waiters` flag (migration 0006).
    */
   readonly complete: Statement;
@@ -56,6 +57,13 @@ export interface Statements {
    * on the caller's in-progress record; one row (`leaseExpiresAt`) when it did, none otherwise.
    */
   readonly checkpoint: Statement;
+  /**
+   * `$1` scope, `$2` key, `$3` lease token (encoded), `$4` now (ms, or `null` for the server's clock), `$5`
+   * the renewed lease (ms). The keep-alive: fenced like `complete`, sets the lease end (now + lease) and
+   * stretches the retention to cover it (never shortens it), keeping the recovery point; one row
+   * (`leaseExpiresAt`) when it did, none otherwise.
+   */
+  readonly renew: Statement;
   /**
    * `$1` now (ms, or `null` for the server's clock), `$2` limit. Up to `$2` in-progress records with a recovery point whose lease ended by
    * `$1` and whose retention has not, oldest lease end first, read through the partial index
@@ -111,7 +119,10 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
       FROM (SELECT ${nowOf('$4')} AS ms) AS clock
       WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
       RETURNING waiters)
-      SELECT CASE WHEN waiters THEN pg_notify(${channel}, $9) END FROM done`),
+      SELECT CASE WHEN waiters THEN pg_notify(${channel}, $9)::text END FROM done
+      UNION ALL
+      SELECT NULL::text FROM ${s}.records
+      WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NOT NULL`),
     release: named(`WITH gone AS (
       DELETE FROM ${s}.records
       WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
@@ -134,6 +145,11 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
     checkpoint: named(`UPDATE ${s}.records
       SET recovery_point = $4, lease_expires_at = clock.ms + $6::bigint, expires_at = GREATEST(expires_at, clock.ms + $6::bigint)
       FROM (SELECT ${nowOf('$5')} AS ms) AS clock
+      WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
+      RETURNING lease_expires_at AS "leaseExpiresAt"`),
+    renew: named(`UPDATE ${s}.records
+      SET lease_expires_at = clock.ms + $5::bigint, expires_at = GREATEST(expires_at, clock.ms + $5::bigint)
+      FROM (SELECT ${nowOf('$4')} AS ms) AS clock
       WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
       RETURNING lease_expires_at AS "leaseExpiresAt"`),
     listAbandoned: unnamed(`WITH clock AS (SELECT ${nowOf('$1')} AS ms)

@@ -9,7 +9,7 @@ import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { invalidOption, requireBoolean, requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
 import type { Claim, IdempotencyRecord } from '../../core/record.js';
-import type { ClaimedTransaction, ClaimInput, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
+import type { ClaimedTransaction, ClaimInput, RecordQuery, TransactionalStore, TransactionBounds, TransactionView } from '../../core/store.js';
 import { isListenOption } from './listen-session.js';
 // The class shares the interface's name, so it is reached through its module.
 import * as postgresStore from './postgres-store.js';
@@ -98,9 +98,24 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
    * destroyed, never handed back to the pool, its backend ended (`pg_terminate_backend`, from a pooled
    * connection; the role must be the same or hold `pg_signal_backend`), which rolls the transaction back at
    * once, and the promise rejects with a `LeaseLostError` (HTTP 409). A late statement of `fn` then fails.
+   *
+   * With `bounds` (the engine passes its `maxExecutionMs`), the lease is kept alive while `fn` runs: a
+   * fenced `renew` on the pool every third of `input.leaseMs`, each moving the transaction's end to
+   * `input.leaseMs` after it, never past `bounds.maxExecutionMs` from the won claim, which is also what
+   * the server's bounds are set to. A renewal fenced off ends the transaction at once (`LeaseLostError`,
+   * reason `taken_over`); reaching `maxExecutionMs` ends it with reason `deadline`.
+   *
+   * When the transaction cannot start (no pooled connection within the pool's `connectionTimeoutMillis`,
+   * or `BEGIN` fails) the won claim is released (fenced) before the error passes on, so a retry runs at
+   * once instead of a lease later; when the pooled connection arrives after the lease or the bound ended,
+   * `fn` is not run, the claim is released and the promise rejects with a `LeaseLostError`.
    * See {@link TransactionalStore.claimTransaction}.
    */
-  claimTransaction<R>(input: ClaimInput, fn: (tx: pg.PoolClient, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>>;
+  claimTransaction<R>(
+    input: ClaimInput,
+    fn: (tx: pg.PoolClient, store: TransactionView, claim: Claim) => Promise<R>,
+    bounds?: TransactionBounds,
+  ): Promise<ClaimedTransaction<R>>;
   /** One page of records in (scope, key) order, one SELECT bounded by `LIMIT`; see {@link IdempotencyStore.listRecords}. */
   listRecords(query: RecordQuery): Promise<IdempotencyRecord[]>;
 }

@@ -7,7 +7,7 @@
 import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
-import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
+import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn } from './claim.js';
 import { claimManyOn } from './claim-many.js';
 import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
@@ -21,6 +21,7 @@ import { COMPLETE_LUA } from './scripts/complete.lua.js';
 import { REAP_LUA } from './scripts/reap.lua.js';
 import { READ_LUA } from './scripts/read.lua.js';
 import { RELEASE_LUA } from './scripts/release.lua.js';
+import { RENEW_LUA } from './scripts/renew.lua.js';
 import { untilReady } from './ready.js';
 import { recordTtlMs, REDIS_TTL_GRACE_MS } from './ttl.js';
 
@@ -32,6 +33,7 @@ const CHECKPOINT = new LuaScript(CHECKPOINT_LUA);
 const COMPLETE_OVER_LIMIT = new LuaScript(allowingOom(COMPLETE_LUA));
 const CHECKPOINT_OVER_LIMIT = new LuaScript(allowingOom(CHECKPOINT_LUA));
 const READ = new LuaScript(READ_LUA);
+const RENEW = new LuaScript(RENEW_LUA);
 
 /** Keys asked of each SCAN step of `reap` and `listAbandoned` (a hint to Redis, which bounds the work per step). */
 const SCAN_COUNT = 250;
@@ -176,6 +178,18 @@ export class RedisStore implements IdempotencyStore {
       if (deleted >= limit) break;
     }
     return deleted;
+  }
+
+  /**
+   * One script run, fenced by the lease token; see `scripts/renew.lua.ts`. Not followed by `WAIT` (under
+   * `waitReplicas`): a renewal lost in a failover shortens the lease back to its previous end, which the
+   * next renewal, a third of a lease later, puts right.
+   */
+  async renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {
+    requireDurationMs('leaseMs', leaseMs, 'renew');
+    await this.ready();
+    const reply = await RENEW.run(this.config.client, [this.key(claim.scope, claim.key)], [claim.leaseToken, this.now(), leaseMs, REDIS_TTL_GRACE_MS]);
+    return Buffer.isBuffer(reply) ? { ...claim, leaseExpiresAt: Number(reply.toString('latin1')) } : undefined;
   }
 
   /** One script run, fenced by the lease token; see `scripts/checkpoint.lua.ts`. */

@@ -55,6 +55,7 @@ export async function openRedisStore(
     claim: (input) => store.claim(input),
     complete: (claim, response, retentionMs) => store.complete(claim, response, retentionMs),
     release: (claim) => store.release(claim),
+    renew: (claim, leaseMs) => store.renew(claim, leaseMs),
     get: (scope, key) => store.get(scope, key),
     reap: (limit) => store.reap(limit),
     waitFor: (scope, key, timeoutMs) => store.waitFor(scope, key, timeoutMs),

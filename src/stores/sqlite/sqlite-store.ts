@@ -9,8 +9,8 @@ import type { Database } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import { LeaseLostError, StoreClosedError, StoreMisuseError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
-import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionView } from '../../core/store.js';
-import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
+import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionBounds, TransactionView } from '../../core/store.js';
+import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { asError, attempt } from './attempt.js';
 import type { ClaimFound, SqliteClaim } from './claim.js';
 import { GroupCommit } from './group-commit.js';
@@ -34,6 +34,9 @@ interface Change {
   readonly scope: string;
   readonly key: string;
 }
+
+/** What a completion did: the change to announce, `true` for a completion run again, `undefined` when fenced off. */
+type Completion = Change | true | undefined;
 
 /** One open transaction: whether its view may still be used, and the changes to announce after COMMIT. */
 interface OpenTransaction {
@@ -140,7 +143,11 @@ export class SqliteStore implements SqliteStoreContract {
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-    return this.write(() => this.completeNow(claim, response, retentionMs), this.announced, this.settled());
+    return this.write(() => this.completeNow(claim, response, retentionMs), this.completed, this.settled());
+  }
+
+  renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {
+    return this.write(() => this.renewNow(claim, leaseMs), undefined, this.alone(this.inFlight > 1));
   }
 
   release(claim: Claim): Promise<boolean> {
@@ -230,7 +237,14 @@ export class SqliteStore implements SqliteStoreContract {
     return this.inTransaction((view) => fn(this.database, view));
   }
 
-  claimTransaction<R>(input: ClaimInput, fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>> {
+  claimTransaction<R>(
+    input: ClaimInput,
+    fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>,
+    bounds?: TransactionBounds,
+  ): Promise<ClaimedTransaction<R>> {
+    // The claim commits with the transaction, which holds the write lock: no one sees it, let alone takes
+    // it over, before COMMIT, so there is no lease to keep alive; only the transaction's length is bounded.
+    const boundMs = bounds === undefined ? input.leaseMs : requireDurationMs('maxExecutionMs', bounds.maxExecutionMs, 'claimTransaction');
     return this.inTransaction(async (view, transaction): Promise<ClaimedTransaction<R>> => {
       const result = this.claimRow.locked(input, this.clock.now(), input.leaseToken ?? this.generateId(), undefined);
       if (!result.acquired) return result;
@@ -243,8 +257,8 @@ export class SqliteStore implements SqliteStoreContract {
           // on its handle and view refuse, and inTransaction rolls back and hands the connection on.
           transaction.open = false;
           handle.revoke();
-          reject(new LeaseLostError(won.scope, won.key));
-        }, input.leaseMs);
+          reject(new LeaseLostError(won.scope, won.key, bounds === undefined ? 'taken_over' : 'deadline'));
+        }, boundMs);
       });
       try {
         const value = await Promise.race([fn(handle.database, view, won), leaseEnds]);
@@ -365,13 +379,17 @@ export class SqliteStore implements SqliteStoreContract {
     return true;
   };
 
+  /** A completion's answer once committed: `true` for a change (announced) or a completion run again. */
+  private readonly completed = (outcome: Completion): boolean => (outcome === true ? true : this.announced(outcome));
+
   /** The store as seen inside an open transaction: no mutex (it is held), no notifications until COMMIT. */
   private view(transaction: OpenTransaction): TransactionView {
     const inside = <T>(task: () => T): Promise<T> => {
       if (!transaction.open) return Promise.reject(new StoreMisuseError('retrysafe: the transaction has already ended'));
       return attempt(task);
     };
-    const defer = (change: Change | undefined): boolean => {
+    const defer = (change: Completion): boolean => {
+      if (change === true) return true;
       if (change) transaction.changes.push(change);
       return change !== undefined;
     };
@@ -382,7 +400,11 @@ export class SqliteStore implements SqliteStoreContract {
     };
   }
 
-  private completeNow(claim: Claim, response: StoredResponse, retentionMs: number): Change | undefined {
+  /**
+   * Completes the caller's record: the change to announce, `true` when it was already completed under the
+   * caller's token (a completion run again: nothing changes), `undefined` when fenced off.
+   */
+  private completeNow(claim: Claim, response: StoredResponse, retentionMs: number): Completion {
     const now = this.clock.now();
     const completed = this.sql.complete({
       scope: claim.scope,
@@ -394,7 +416,15 @@ export class SqliteStore implements SqliteStoreContract {
       now,
       expiresAt: now + retentionMs,
     });
-    return completed ? { scope: claim.scope, key: claim.key } : undefined;
+    if (completed) return { scope: claim.scope, key: claim.key };
+    return this.sql.completedBy.get(claim.scope, claim.key, claim.leaseToken) === undefined ? undefined : true;
+  }
+
+  private renewNow(claim: Claim, leaseMs: number): Claim | undefined {
+    requireDurationMs('leaseMs', leaseMs, 'renew');
+    const leaseExpiresAt = this.clock.now() + leaseMs;
+    const { changes } = this.sql.renew.run({ scope: claim.scope, key: claim.key, token: claim.leaseToken, leaseExpiresAt });
+    return changes > 0 ? { ...claim, leaseExpiresAt } : undefined;
   }
 
   private releaseNow(claim: Claim): Change | undefined {

@@ -81,6 +81,16 @@ export interface Statements {
    */
   readonly checkpoint: Statement<[CheckpointParams]>;
   /**
+   * Renews the lease of the caller's in_progress record, fenced on its lease token, keeping its recovery
+   * point; stretches the retention to cover the new lease. Parameters: @scope, @key, @token, @leaseExpiresAt.
+   */
+  readonly renew: Statement<[RenewParams]>;
+  /**
+   * Whether the record of (scope, key) is completed under the token: a completion run again. Parameters:
+   * scope, key, token. A row when it is.
+   */
+  readonly completedBy: Statement<[string, string, string], unknown>;
+  /**
    * At most @limit in_progress records with a recovery point whose lease ended by @now and whose retention
    * has not, oldest lease expiry first. Parameters: @now, @limit.
    */
@@ -104,6 +114,13 @@ interface ListRecordsParams {
   afterScope: string | null;
   afterKey: string | null;
   limit: number;
+}
+
+interface RenewParams {
+  scope: string;
+  key: string;
+  token: string;
+  leaseExpiresAt: number;
 }
 
 interface CheckpointParams {
@@ -178,6 +195,14 @@ export function prepareStatements(database: Database, table: string): Statements
         lease_expires_at = @leaseExpiresAt,
         expires_at = MAX(expires_at, @leaseExpiresAt)
       WHERE scope = @scope AND idempotency_key = @key AND state = 'in_progress' AND lease_token = @token`),
+    renew: prepare<[RenewParams], unknown>(`
+      UPDATE ${t} SET
+        lease_expires_at = @leaseExpiresAt,
+        expires_at = MAX(expires_at, @leaseExpiresAt)
+      WHERE scope = @scope AND idempotency_key = @key AND state = 'in_progress' AND lease_token = @token`),
+    completedBy: prepare<[string, string, string], unknown>(
+      `SELECT 1 FROM ${t} WHERE scope = ? AND idempotency_key = ? AND state = 'completed' AND lease_token = ?`,
+    ),
     countExpiredLeases: prepare<[{ now: number; limit: number }], { n: number }>(`
       SELECT count(*) AS n FROM (
         SELECT 1 FROM ${t}

@@ -6,7 +6,7 @@
  */
 import type { Database } from 'better-sqlite3';
 import type { Claim, IdempotencyRecord } from '../../core/record.js';
-import type { ClaimedTransaction, ClaimInput, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
+import type { ClaimedTransaction, ClaimInput, RecordQuery, TransactionalStore, TransactionBounds, TransactionView } from '../../core/store.js';
 import { prepareClaim } from './claim.js';
 import { recordsSchema } from './migrations.js';
 import { openSqlite } from './open.js';
@@ -42,15 +42,21 @@ export interface SqliteStore extends TransactionalStore<Database> {
    * and no row, and a retry runs at once. A duplicate in this process queues behind the transaction and
    * then replays; one in another process waits on the file's write lock up to `busyTimeoutMs`.
    *
-   * The transaction never outlives the claim's lease (`input.leaseMs` milliseconds from the claim): when
-   * the lease ends with `fn` still pending, the store rolls back without waiting for `fn`, frees the
-   * connection for the next operation and rejects with a `LeaseLostError` (HTTP 409). `fn` gets a guarded
+   * The transaction never outlives `bounds.maxExecutionMs` milliseconds from the claim (without `bounds`,
+   * the claim's lease, `input.leaseMs`); no lease needs keeping alive, since no one sees the claim before
+   * COMMIT. When the bound ends with `fn` still pending, the store rolls back without waiting for `fn`, frees the
+   * connection for the next operation and rejects with a `LeaseLostError` (HTTP 409; reason `deadline`
+   * with `bounds`). `fn` gets a guarded
    * handle on the connection (`tx`; its statements and transaction functions too) and a view, which both
    * throw a `StoreMisuseError` from then on, so a late write can neither commit on its own nor land in
    * another request's transaction. Only a handler that awaits can be stopped: one that blocks the event
    * loop (a synchronous loop) holds the connection until it yields.
    */
-  claimTransaction<R>(input: ClaimInput, fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>): Promise<ClaimedTransaction<R>>;
+  claimTransaction<R>(
+    input: ClaimInput,
+    fn: (tx: Database, store: TransactionView, claim: Claim) => Promise<R>,
+    bounds?: TransactionBounds,
+  ): Promise<ClaimedTransaction<R>>;
   /** Records a recovery point and renews the lease, fenced; see {@link TransactionalStore.checkpoint}. */
   checkpoint(claim: Claim, recoveryPoint: string, leaseMs: number): Promise<Claim | undefined>;
   /** Abandoned multi-phase records, served by a partial index; see {@link TransactionalStore.listAbandoned}. */

@@ -40,7 +40,7 @@ describe.runIf(available)('a transaction bounded by its lease (PostgreSQL)', () 
 
   it('answers a handler hung past its lease 409 lease-lost, rolls it back at once, and the relay keeps publishing', async () => {
     const store = createPostgresStore({ pool: db.pool, schema: db.schema });
-    const receiver = createReceiver({ store, transactional: true, leaseMs: LEASE_MS });
+    const receiver = createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS });
     const hang = gate();
     const hangTimer = setTimeout(() => hang.open(), HANG_MS);
     let calls = 0;
@@ -123,7 +123,7 @@ describe.runIf(available)('a transaction bounded by its lease (PostgreSQL)', () 
 
   it('bounds the transaction on the server too, by the time left of the lease, and only inside it', async () => {
     const store = createPostgresStore({ pool: db.pool, schema: db.schema });
-    const receiver = createReceiver({ store, transactional: true, leaseMs: LEASE_MS });
+    const receiver = createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS });
     try {
       const inside = await receiver.run({ scope: 's', key: 'bounds-1', fingerprint: 'f'.repeat(64) }, async ({ tx }) => {
         // pg_settings gives the raw value in the setting's unit, milliseconds for both.

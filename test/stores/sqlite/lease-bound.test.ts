@@ -33,7 +33,7 @@ describe('a transaction bounded by its lease (SQLite)', () => {
   });
 
   it('rolls a hung handler back at its lease end and serves the next request while it still hangs', async () => {
-    const receiver = createReceiver({ store, transactional: true, leaseMs: LEASE_MS });
+    const receiver = createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS });
     const hang = gate();
     const hangTimer = setTimeout(() => hang.open(), HANG_MS);
     const late: unknown[] = [];

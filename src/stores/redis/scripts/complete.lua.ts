@@ -4,7 +4,7 @@
  * @module
  */
 import { nowLua } from './now.lua.js';
-import { packTailLua, READ_RECORD_LUA, repackFixedLua, UNPACK_TAIL_LUA, unpackHeadLua } from './record.lua.js';
+import { packTailLua, READ_RECORD_LUA, repackFixedLua, unpackHeadLua } from './record.lua.js';
 
 /**
  * Lua source of `complete`.
@@ -19,25 +19,20 @@ import { packTailLua, READ_RECORD_LUA, repackFixedLua, UNPACK_TAIL_LUA, unpackHe
  * ARGV[5] — response status; ARGV[6] — response headers as a JSON object; ARGV[7] — body bytes.
  *
  * Returns 1 when saved (and publishes `completed` on KEYS[1]); 0, changing nothing, when the record is
- * absent, already completed, or held under another token.
+ * absent, completed under another token, or held under another token.
  *
- * One exception, changing nothing either: a record already completed under ARGV[1] with this very status,
- * headers and body answers 1. That is this completion run a second time — ioredis resends a command whose
+ * A record already completed under ARGV[1] answers 1 and changes nothing: that is this completion run a
+ * second time — the engine retrying a completion whose reply was lost, or ioredis resending a command whose
  * connection dropped before its reply arrived (`autoResendUnfulfilledCommands`, on by default) — and
- * answering 0 would tell the holder its lease was lost although its response was saved. A second, different
- * completion by the same holder is still refused.
+ * answering 0 would tell the holder its lease was lost although its response was saved (the store
+ * contract: `complete` is idempotent for its own token).
  */
 export const COMPLETE_LUA = `
 ${READ_RECORD_LUA}
 if not v then return 0 end
 ${unpackHeadLua('token')}
 if token ~= ARGV[1] then return 0 end
-if state == 2 then
-  ${unpackHeadLua('key')}
-  ${UNPACK_TAIL_LUA}
-  if status == tonumber(ARGV[5]) and headers == ARGV[6] and body == ARGV[7] then return 1 end
-  return 0
-end
+if state == 2 then return 1 end
 ${nowLua(2)}
 local record = ${repackFixedLua(
   { state: '2', lease: 'lease', created: 'created', expires: 'now + tonumber(ARGV[3])', completed: 'now' },

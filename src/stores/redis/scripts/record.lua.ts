@@ -58,9 +58,6 @@ export function unpackHeadLua(last: HeadField): string {
   return `local ${names.join(', ')}, at = struct.unpack('${headFormat(count)}', v)${unset}`;
 }
 
-/** Lua that reads the tail of the completed record value `v`, from `at`, into `status`, `headers` and `body`. */
-export const UNPACK_TAIL_LUA = `local status, headers, body = struct.unpack('${TAIL_FORMAT}', v, at)`;
-
 /** The `struct` format of the first `count` fields of the head. */
 function headFormat(count: number): string {
   return `>${HEAD_FIELDS.slice(0, count)

@@ -1,0 +1,47 @@
+/**
+ * The renew script: the lease keep-alive, fenced by the lease token (see `IdempotencyStore.renew`).
+ *
+ * @module
+ */
+import { nowLua } from './now.lua.js';
+import { packHeadLua, READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
+
+/**
+ * Lua source of `renew`.
+ *
+ * KEYS[1] — the record's key (hash-tagged, so it maps to one Cluster slot: see `keys.ts`).
+ * ARGV[1] — the caller's fencing token.
+ * ARGV[2] — now in ms since the epoch from the store's injected clock, or empty for Redis's `TIME` (see
+ *   `now.lua.ts`).
+ * ARGV[3] — the renewed lease, in ms from now (positive).
+ * ARGV[4] — the grace the record key's real TTL keeps past its last deadline, in ms (see `ttl.ts`).
+ *
+ * Returns the new lease end (integer text, ms since the epoch) when renewed: the lease end is set, the
+ * recovery point and token are kept, the retention end is stretched to the new lease end when that is
+ * later (never shortened), and the real TTL follows the retention end. Returns 0, changing nothing, when
+ * the record is absent, completed, or held under another token.
+ */
+export const RENEW_LUA = `
+${READ_RECORD_LUA}
+if not v then return 0 end
+${unpackHeadLua('key')}
+if state ~= 1 or token ~= ARGV[1] then return 0 end
+${nowLua(2)}
+local lease_end = now + tonumber(ARGV[3])
+if lease_end > expires then expires = lease_end end
+local record = ${packHeadLua({
+  state: '1',
+  lease: 'lease_end',
+  created: 'created',
+  expires: 'expires',
+  completed: '0',
+  fp: 'fp',
+  token: 'token',
+  rp: 'rp',
+  scope: 'scope',
+  key: 'key',
+})}
+redis.call('SET', KEYS[1], record, 'PX', math.max(expires - now, 0) + tonumber(ARGV[4]))
+-- Integer text: tostring would switch to exponent notation past 14 digits.
+return string.format('%d', lease_end)
+`;

@@ -1,0 +1,187 @@
+/**
+ * The lease keep-alive, on every store and mode: work slower than the lease keeps its key while its
+ * process lives (no takeover, its response saved), a retry that takes over an expired lease and then runs
+ * as long as the original succeeds, and `maxExecutionMs` ends work that is alive but stuck. Real servers,
+ * real time: the keep-alive renews on real timers, so the leases here are short (a few hundred ms).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LeaseLostError, RequestInProgressError } from '../../src/core/errors.js';
+import type { Receiver } from '../../src/core/receiver.js';
+import type { StoredResponse } from '../../src/core/record.js';
+import type { IdempotencyStore } from '../../src/core/store.js';
+import { createReceiver } from '../../src/receiver.js';
+import { createMemoryStore } from '../../src/stores/memory.js';
+import { createPostgresStore } from '../../src/stores/postgres/index.js';
+import { createRedisStore } from '../../src/stores/redis/index.js';
+import { createSqliteStore } from '../../src/stores/sqlite/index.js';
+import { createTestSchema, type TestSchema } from '../support/postgres-schema.js';
+import { deleteUnder } from '../support/redis.js';
+import { postgresAvailable, REDIS_URL, redisAvailable, uniqueName } from '../support/services.js';
+
+const LEASE_MS = 300;
+/** Longer than the lease: three renewals or more. */
+const SLOW_MS = 1_000;
+const FP = 'f'.repeat(64);
+
+const pgUp = await postgresAvailable();
+const redisUp = await redisAvailable();
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function ok(text: string): StoredResponse {
+  return { status: 201, headers: {}, body: new TextEncoder().encode(text) };
+}
+
+/** A store under test and whether it runs transactional mode too. */
+interface Subject {
+  readonly name: string;
+  readonly transactional: boolean;
+  open(): Promise<{ store: IdempotencyStore; close: () => Promise<void> }>;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'rs-keepalive-'));
+let db: TestSchema | undefined;
+let redis: Redis | undefined;
+const redisPrefix = uniqueName('rs:keepalive');
+
+beforeAll(async () => {
+  if (pgUp) db = await createTestSchema('rs_keepalive', 6);
+  if (redisUp) redis = new Redis(REDIS_URL);
+});
+
+afterAll(async () => {
+  if (redis) {
+    await deleteUnder(redis, redisPrefix);
+    redis.disconnect();
+  }
+  await db?.drop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const subjects: Subject[] = [
+  { name: 'memory', transactional: false, open: () => Promise.resolve({ store: createMemoryStore(), close: () => Promise.resolve() }) },
+  ...[false, true].map((transactional) => ({
+    name: `sqlite${transactional ? ' (transactional)' : ''}`,
+    transactional,
+    open: () => {
+      const store = createSqliteStore({ path: join(dir, `${randomUUID()}.db`) });
+      return Promise.resolve({ store, close: () => store.close() });
+    },
+  })),
+  ...(pgUp
+    ? [false, true].map((transactional) => ({
+        name: `postgres${transactional ? ' (transactional)' : ''}`,
+        transactional,
+        open: () => {
+          if (!db) throw new Error('unreachable: PostgreSQL is up');
+          return Promise.resolve({ store: createPostgresStore({ pool: db.pool, schema: db.schema }), close: () => Promise.resolve() });
+        },
+      }))
+    : []),
+  ...(redisUp
+    ? [
+        {
+          name: 'redis',
+          transactional: false,
+          open: () => {
+            if (!redis) throw new Error('unreachable: Redis is up');
+            const store = createRedisStore({ client: redis, prefix: redisPrefix });
+            return Promise.resolve({ store, close: () => store.close() });
+          },
+        },
+      ]
+    : []),
+];
+
+describe.each(subjects)('lease keep-alive: $name', (subject) => {
+  function receiverOn(store: IdempotencyStore, maxExecutionMs?: number): Receiver<unknown> {
+    const options = { store, leaseMs: LEASE_MS, ...(maxExecutionMs === undefined ? {} : { maxExecutionMs }) };
+    if (subject.transactional) return createReceiver({ ...options, store: store as never, transactional: true });
+    return createReceiver(options);
+  }
+
+  it('keeps the key of work slower than the lease while it runs: a duplicate finds it in progress, and the response is saved', async () => {
+    const { store, close } = await subject.open();
+    try {
+      const receiver = receiverOn(store);
+      const id = { scope: 'keepalive', key: randomUUID(), fingerprint: FP };
+      let runs = 0;
+      const first = receiver.execute(id, async () => {
+        runs++;
+        await sleep(SLOW_MS);
+        return ok('slow');
+      });
+      // Well past the lease: without renewals this duplicate would take the record over and run again.
+      await sleep(LEASE_MS * 2);
+      const duplicate = await receiver.execute(id, () => {
+        runs++;
+        return Promise.resolve(ok('duplicate'));
+      }).catch((error: unknown) => error);
+      const execution = await first;
+      if (subject.name === 'sqlite (transactional)') {
+        // The claim commits with the transaction: the duplicate queues behind it, then replays.
+        expect(duplicate).toMatchObject({ replayed: true });
+      } else {
+        expect(duplicate).toBeInstanceOf(RequestInProgressError);
+      }
+      expect(execution.saved).toBe(true);
+      expect(runs).toBe(1);
+      const replay = await receiver.execute(id, () => Promise.reject(new Error('must not run')));
+      expect(replay.replayed).toBe(true);
+      expect(new TextDecoder().decode(replay.response.body)).toBe('slow');
+    } finally {
+      await close();
+    }
+  });
+
+  it('lets a retry that took over an expired lease run as long as the original and save its response', async () => {
+    const { store, close } = await subject.open();
+    try {
+      const id = { scope: 'keepalive', key: randomUUID(), fingerprint: FP };
+      // The original holder claimed and died: no one renews its lease.
+      const crashed = await store.claim({ ...id, leaseMs: LEASE_MS, retentionMs: 60_000 });
+      expect(crashed.acquired).toBe(true);
+      await sleep(LEASE_MS + 50);
+      const receiver = receiverOn(store);
+      let runs = 0;
+      const execution = await receiver.execute(id, async ({ claim }) => {
+        runs++;
+        expect(claim.takeover).toBe(true);
+        await sleep(SLOW_MS);
+        return ok('retry');
+      });
+      expect(execution.saved).toBe(true);
+      expect(runs).toBe(1);
+      expect((await store.get(id.scope, id.key))?.state).toBe('completed');
+    } finally {
+      await close();
+    }
+  });
+
+  it('ends work that is alive but stuck at maxExecutionMs with LeaseLostError, reason deadline, saving nothing', async () => {
+    const { store, close } = await subject.open();
+    try {
+      const receiver = receiverOn(store, LEASE_MS * 2);
+      const id = { scope: 'keepalive', key: randomUUID(), fingerprint: FP };
+      const started = performance.now();
+      const error = await receiver.execute(id, async () => {
+        await sleep(LEASE_MS * 6);
+        return ok('too late');
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LeaseLostError);
+      expect((error as LeaseLostError).reason).toBe('deadline');
+      expect(performance.now() - started).toBeLessThan(LEASE_MS * 5);
+      await sleep(LEASE_MS * 5);
+      expect((await store.get(id.scope, id.key))?.state).not.toBe('completed');
+    } finally {
+      await close();
+    }
+  });
+});
