@@ -231,3 +231,17 @@ export interface TransactionalStore<Tx> extends IdempotencyStore {
     bounds?: TransactionBounds,
   ): Promise<ClaimedTransaction<R>>;
 }
+
+/**
+ * `store`, whose `close()` then also closes the client it was made on (`closeClient` runs after the store
+ * closed): for the stores a URL opens, which own their connection. Every other method stays the store's own,
+ * so nothing optional (`claimMany`, `waitFor`, …) is lost on the way.
+ */
+export function closingClient<S extends IdempotencyStore>(store: S, closeClient: () => unknown): S {
+  const close = store.close.bind(store);
+  store.close = async () => {
+    await close();
+    await closeClient();
+  };
+  return store;
+}

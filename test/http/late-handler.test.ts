@@ -1,5 +1,5 @@
 /**
- * A handler slower than its lease, in transactional mode: the middleware answers the 409
+ * A handler that outruns its `maxExecutionMs`, in transactional mode: the middleware answers the 409
  * `idempotency-lease-lost` while the handler still runs, and the handler's late `res.setHeader()` /
  * `res.json()` (Express) or returned value (NestJS on Express) must neither throw into the app's error
  * handler nor reach the client, which has its answer already. Real SQLite store, real sockets.
@@ -64,7 +64,7 @@ describe.each<[string, ExpressFactory]>([
     const errors: unknown[] = [];
     let lateThrew: unknown;
     const app = factory();
-    app.post('/x', idempotency({ receiver: createReceiver({ store, transactional: true, leaseMs: LEASE_MS }) }), factory.json(), (_req: Request, res: Response, next: NextFunction) => {
+    app.post('/x', idempotency({ receiver: createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS }) }), factory.json(), (_req: Request, res: Response, next: NextFunction) => {
       answered.promise.then(() => {
         try {
           res.setHeader('x-late', '1');
@@ -121,7 +121,7 @@ describe('nestjs (express): a handler still running after the interceptor answer
       }
     }
     controller(LateController, { pay: { decorators: [Post('x')], params: [Res({ passthrough: true })] } });
-    const started = await startNest('express', { receiver: createReceiver({ store, transactional: true, leaseMs: LEASE_MS }) }, [LateController], (nest) => {
+    const started = await startNest('express', { receiver: createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS }) }, [LateController], (nest) => {
       nest.useGlobalFilters({
         catch(exception: unknown, host: ArgumentsHost) {
           errors.push(exception);

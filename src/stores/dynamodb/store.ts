@@ -7,7 +7,7 @@
 import { DeleteItemCommand, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionalStore, TransactionView } from '../../core/store.js';
-import { requireLimit, requireNonNegativeMs } from '../../core/validate.js';
+import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn } from './claim.js';
 import type { DynamodbStoreConfig } from './config.js';
 import { failedConditionItem, namesIn } from './expression.js';
@@ -131,10 +131,10 @@ export class DynamodbStore implements TransactionalStore<DynamodbTransaction> {
    * to cover it. One conditional write in the common case (see {@link extendLease}).
    *
    * @returns the renewed claim, or `undefined` when fenced off (taken over, completed, released, reaped)
-   * @throws TypeError (as a rejection) when `leaseMs` is not a non-negative safe integer
+   * @throws TypeError (as a rejection) when `leaseMs` is not a positive safe integer
    */
   async renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {
-    requireNonNegativeMs('renew leaseMs', leaseMs);
+    requireDurationMs('leaseMs', leaseMs, 'renew');
     const leaseExpiresAt = await this.extendLease(claim, leaseMs, undefined);
     return leaseExpiresAt === undefined ? undefined : { ...claim, leaseExpiresAt };
   }

@@ -131,11 +131,11 @@ export class EtcdStore implements IdempotencyStore {
    * stretched to cover the lease. One read and one transaction conditioned on the revision read.
    *
    * @returns the renewed claim, or `undefined` when fenced off (taken over, completed, released or reaped)
-   * @throws TypeError (as a rejection) when `leaseMs` is not a non-negative safe integer
+   * @throws TypeError (as a rejection) when `leaseMs` is not a positive safe integer
    */
   renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {
-    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0) {
-      return Promise.reject(new TypeError(`retrysafe: renew leaseMs must be a non-negative integer, got ${String(leaseMs)}`));
+    if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0) {
+      return Promise.reject(new TypeError(`retrysafe: renew option "leaseMs" must be a positive integer number of milliseconds, got ${String(leaseMs)}`));
     }
     return this.renewing(claim, leaseMs, undefined);
   }

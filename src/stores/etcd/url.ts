@@ -4,7 +4,7 @@
  * @module
  */
 import { Etcd3 } from 'etcd3';
-import type { IdempotencyStore } from '../../core/store.js';
+import { closingClient, type IdempotencyStore } from '../../core/store.js';
 import { createEtcdStore, type EtcdStoreOptions } from './factory.js';
 import { etcdHosts } from './hosts.js';
 
@@ -34,23 +34,5 @@ export async function openEtcdStore(url: string, options: Omit<EtcdStoreOptions,
     client.close();
     throw error;
   }
-  return {
-    claim: (input) => store.claim(input),
-    complete: (claim, response, retentionMs) => store.complete(claim, response, retentionMs),
-    release: (claim) => store.release(claim),
-    renew: (claim, leaseMs) => store.renew(claim, leaseMs),
-    get: (scope, key) => store.get(scope, key),
-    reap: (limit) => store.reap(limit),
-    waitFor: (scope, key, timeoutMs) => store.waitFor(scope, key, timeoutMs),
-    checkpoint: (claim, recoveryPoint, leaseMs) => store.checkpoint(claim, recoveryPoint, leaseMs),
-    listAbandoned: (limit) => store.listAbandoned(limit),
-    kind: store.kind,
-    ping: () => store.ping(),
-    countExpiredLeases: (limit) => store.countExpiredLeases(limit),
-    listRecords: (query) => store.listRecords(query),
-    close: async () => {
-      await store.close();
-      client.close();
-    },
-  };
+  return closingClient(store, () => client.close());
 }

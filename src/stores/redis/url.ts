@@ -5,7 +5,7 @@
  */
 import { Redis } from 'ioredis';
 import { invalidOption } from '../../core/validate.js';
-import type { IdempotencyStore } from '../../core/store.js';
+import { closingClient, type IdempotencyStore } from '../../core/store.js';
 import { createRedisStore, type RedisStoreOptions } from './factory.js';
 
 /**
@@ -51,23 +51,5 @@ export async function openRedisStore(
     client.disconnect();
     throw connectionError ?? error;
   }
-  return {
-    claim: (input) => store.claim(input),
-    complete: (claim, response, retentionMs) => store.complete(claim, response, retentionMs),
-    release: (claim) => store.release(claim),
-    renew: (claim, leaseMs) => store.renew(claim, leaseMs),
-    get: (scope, key) => store.get(scope, key),
-    reap: (limit) => store.reap(limit),
-    waitFor: (scope, key, timeoutMs) => store.waitFor(scope, key, timeoutMs),
-    checkpoint: (claim, recoveryPoint, leaseMs) => store.checkpoint(claim, recoveryPoint, leaseMs),
-    listAbandoned: (limit) => store.listAbandoned(limit),
-    kind: store.kind,
-    ping: () => store.ping(),
-    countExpiredLeases: (limit) => store.countExpiredLeases(limit),
-    listRecords: (query) => store.listRecords(query),
-    close: async () => {
-      await store.close();
-      await client.quit();
-    },
-  };
+  return closingClient(store, () => client.quit());
 }
