@@ -13,7 +13,9 @@ import { runBatch, type BatchContext, type BatchItem, type BatchOptions, type Ba
 import { systemClock } from './clock.js';
 import { IdempotencyError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
 import { receiverHealth, WriteProbe, type ReceiverHealth } from './health.js';
+import { claimResult, DeadlineReached, lostResult, NO_RESULT, persistBelow500, Rollback, TOOK_EFFECT, WorkFailed } from './attempt-end.js';
 import { KeepAlive } from './keep-alive.js';
+import { waitForChange } from './wait-for-change.js';
 import { randomLeaseToken } from './lease-token.js';
 import { SILENT_OBSERVER, type ReceiverObserver, type StoreCallResult, type StoreOperation } from './observer.js';
 import type {
@@ -65,37 +67,6 @@ const decoder = new TextDecoder();
  * long a transaction may stay open, so none pins the database's snapshot for ever.
  */
 const DEFAULT_TRANSACTION_BOUND_MS = 60_000;
-
-/** Saves every status below 500; releases server errors. */
-function persistBelow500(response: StoredResponse): boolean {
-  return response.status < 500;
-}
-
-/** Thrown inside a transaction to roll it back while still answering with `response`. */
-class Rollback extends Error {
-  constructor(readonly response: StoredResponse) {
-    super('rolled back: the response is not to be saved');
-  }
-}
-
-/** Wraps the work's own failure so it is told apart from a store failure. */
-class WorkFailed extends Error {
-  constructor(readonly error: unknown) {
-    super('the work failed', { cause: error });
-  }
-}
-
-/** The plain work ran `maxExecutionMs` and was abandoned. */
-class DeadlineReached extends Error {
-  constructor() {
-    super('the work reached maxExecutionMs');
-  }
-}
-
-/** The result of a store call that says nothing beyond its success. */
-const NO_RESULT = (): StoreCallResult => undefined;
-/** `complete` and `release` report whether they took effect. */
-const TOOK_EFFECT = (done: boolean): StoreCallResult => done;
 
 class Engine<Tx> implements Receiver<Tx> {
   readonly options: Receiver<Tx>['options'];
@@ -202,7 +173,7 @@ class Engine<Tx> implements Receiver<Tx> {
     const slice = Math.min(request.budgetMs, untilLeaseEnds > 0 ? untilLeaseEnds : this.options.pollIntervalMs);
     request.budgetMs -= slice;
     request.waited = true;
-    await this.waitForChange(id, slice);
+    await waitForChange(this.store, id, slice, this.options, (operation, call) => this.call(operation, call, NO_RESULT));
     // Completed, released or taken over: claim again and let the store decide.
     return await this.attempt(id, request);
   }
@@ -475,35 +446,4 @@ class Engine<Tx> implements Receiver<Tx> {
     const response = answerStanding(record, id);
     return response === undefined ? this.inFlight(id, request, record) : { response, replayed: true, saved: true };
   }
-
-  /** Waits until the record changes state (completed, released, lease expired) or `timeoutMs` passes. */
-  private async waitForChange(id: OperationId, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
-    const store = this.store;
-    try {
-      const waitFor = store.waitFor?.bind(store);
-      if (waitFor) return await this.call('wait_for', () => waitFor(id.scope, id.key, timeoutMs), NO_RESULT);
-      const get = (): Promise<IdempotencyRecord | undefined> => this.call('get', () => store.get(id.scope, id.key), NO_RESULT);
-      let record = await get();
-      for (let waited = 0; waited < timeoutMs; waited += this.options.pollIntervalMs) {
-        if (record?.state !== 'in_progress' || record.leaseExpiresAt <= this.options.clock.now()) break;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(this.options.pollIntervalMs, timeoutMs - waited)));
-        record = await get();
-      }
-      return record;
-    } catch (error) {
-      throw new StoreUnavailableError(error);
-    }
-  }
-}
-
-/** A plain claim's answer as its store call's result. */
-function claimResult(input: ClaimInput, result: ClaimResult): StoreCallResult {
-  if (result.acquired) return result.claim.takeover ? 'takeover' : 'acquired';
-  return lostResult(input, result.record);
-}
-
-/** A lost claim's answer, by the record that stood in the way. */
-function lostResult(input: ClaimInput, record: IdempotencyRecord): StoreCallResult {
-  if (record.fingerprint !== input.fingerprint) return 'mismatch';
-  return record.state === 'completed' ? 'replay' : 'in_flight';
 }

@@ -16,18 +16,14 @@ import type { ClaimFound, SqliteClaim } from './claim.js';
 import { GroupCommit } from './group-commit.js';
 import { guardDatabase } from './guard.js';
 import { Mutex } from './mutex.js';
+import { Waiters } from './waiters.js';
 import { toRecord, type Statements } from './statements.js';
 import type { SqliteStore as SqliteStoreContract } from './store.js';
-
-/** How often `waitFor` re-reads the record to see completions made by other processes, in milliseconds. */
-const POLL_INTERVAL_MS = 50;
 
 /** Groups of one write in a row after which writes stop waiting for groups (see `SqliteStore.singleGroups`). */
 const SINGLE_GROUPS = 8;
 /** While writes do not wait for groups, one in this many still does. */
 const PROBE_EVERY = 64;
-
-type Waiter = (record: IdempotencyRecord | undefined) => void;
 
 /** A record that changed (completed or released), to announce to in-process waiters. */
 interface Change {
@@ -57,7 +53,7 @@ const openTransactions = new AsyncLocalStorage<ReadonlyMap<SqliteStore, OpenTran
 export class SqliteStore implements SqliteStoreContract {
   private readonly mutex = new Mutex();
   private readonly commits: GroupCommit;
-  private readonly waiters = new Map<string, Set<Waiter>>();
+  private readonly waiters = new Waiters();
   private closing = false;
   /** Transactions of this store open now; while there are none, no call can come from inside one. */
   private transactions = 0;
@@ -198,39 +194,7 @@ export class SqliteStore implements SqliteStoreContract {
   async waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
     const initial = await this.get(scope, key);
     if (initial?.state !== 'in_progress') return initial;
-    const id = slot(scope, key);
-    return new Promise((resolve, reject) => {
-      const waiters = this.waiters.get(id) ?? new Set<Waiter>();
-      this.waiters.set(id, waiters);
-      let settled = false;
-      const finish = (outcome: () => void): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(deadline);
-        clearInterval(poll);
-        waiters.delete(wake);
-        if (waiters.size === 0 && this.waiters.get(id) === waiters) this.waiters.delete(id);
-        outcome();
-      };
-      const wake: Waiter = (record) => finish(() => resolve(record));
-      const fail = (error: unknown): void => finish(() => reject(asError(error)));
-      let latest: IdempotencyRecord | undefined = initial;
-      let polling = false;
-      // Another process's completion or release is seen only by reading the row again. One read at a
-      // time, so that a long transaction holding the mutex does not pile reads up behind it.
-      const poll = setInterval(() => {
-        if (polling) return;
-        polling = true;
-        this.get(scope, key).then((record) => {
-          polling = false;
-          latest = record;
-          if (record?.state !== 'in_progress' || record.leaseToken !== initial.leaseToken) wake(record);
-        }, fail);
-      }, POLL_INTERVAL_MS);
-      // The deadline does not queue a read behind a transaction: it answers with what it saw last.
-      const deadline = setTimeout(() => wake(latest), timeoutMs);
-      waiters.add(wake);
-    });
+    return this.waiters.wait(initial, timeoutMs, () => this.get(scope, key));
   }
 
   transaction<R>(fn: (tx: Database, store: TransactionView) => Promise<R>): Promise<R> {
@@ -302,7 +266,7 @@ export class SqliteStore implements SqliteStoreContract {
     await this.mutex.run(() => {
       if (this.owned) this.database.close();
     });
-    for (const waiters of this.waiters.values()) for (const wake of [...waiters]) wake(undefined);
+    this.waiters.wakeAll();
   }
 
   /** Runs the synchronous read `task` alone on the connection, outside any transaction but a group's. */
@@ -466,9 +430,7 @@ export class SqliteStore implements SqliteStoreContract {
    * after the COMMIT of the transaction that made it.
    */
   private notify(change: Change): void {
-    if (this.waiters.size === 0) return;
-    const waiters = this.waiters.get(slot(change.scope, change.key));
-    if (!waiters) return;
+    if (!this.waiters.waiting(change.scope, change.key)) return;
     let record: IdempotencyRecord | undefined;
     try {
       record = this.getNow(change.scope, change.key);
@@ -476,10 +438,6 @@ export class SqliteStore implements SqliteStoreContract {
       // The change is made; the waiters' poll reads it.
       return;
     }
-    for (const wake of [...waiters]) wake(record);
+    this.waiters.wake(change.scope, change.key, record);
   }
-}
-
-function slot(scope: string, key: string): string {
-  return JSON.stringify([scope, key]);
 }
