@@ -13,6 +13,7 @@ export {
 } from './phases/completer.js';
 export { derivedKey } from './phases/derived-key.js';
 export {
+  CompensationFailedError,
   IdempotencyError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
@@ -26,6 +27,7 @@ export {
   StoreClosedError,
   StoreMisuseError,
   StoreUnavailableError,
+  TerminalPhaseError,
   TransactionAbortedError,
   type ErrorCode,
   type HttpErrorCode,
@@ -34,7 +36,16 @@ export {
 } from './core/errors.js';
 export { canonicalQuery, fingerprint, type FingerprintInput } from './core/fingerprint.js';
 export { MAX_KEY_LENGTH, parseIdempotencyKey } from './core/key.js';
-export { definePhases, type Phase, type PhaseContext, type PhasePlan, type PhasePlanInput } from './phases/plan.js';
+export {
+  definePhases,
+  type CompensationContext,
+  type Phase,
+  type PhaseContext,
+  type PhasePlan,
+  type PhasePlanInput,
+  type SagaFailure,
+} from './phases/plan.js';
+export { sagaStatusOf, type SagaStatus } from './phases/saga.js';
 export {
   createPhaseRunner,
   type PhasedExecution,
@@ -68,7 +79,7 @@ export {
 } from './core/receiver.js';
 export { createReceiver, type PlainReceiverOptions, type TransactionalReceiverOptions } from './receiver.js';
 export { BatchRolledBackError, type BatchContext, type BatchItem, type BatchOptions, type BatchOutcome, type BatchStatus } from './core/batch.js';
-export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './phases/recovery-point.js';
+export { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint, type SagaProgress } from './phases/recovery-point.js';
 export { type ReplayCacheOptions } from './core/replay-cache.js';
 export { fencingHeaders, type Claim, type IdempotencyRecord, type RecordState, type StoredResponse } from './core/record.js';
 export { createMemoryStore, type MemoryStoreOptions } from './stores/memory.js';

@@ -50,17 +50,23 @@ async function loadPlans(path: string): Promise<readonly PhasePlan<unknown, neve
 /** One line describing an abandoned record: scope, key, plan, phase reached and when its lease ended. */
 function describeAbandoned(record: IdempotencyRecord): string {
   const point = record.recoveryPoint === undefined ? undefined : decodeRecoveryPoint(record.recoveryPoint);
-  const at = point === undefined ? `recovery point ${JSON.stringify(record.recoveryPoint)}` : `plan ${JSON.stringify(point.plan)} after phase ${JSON.stringify(point.phase)}`;
+  const at =
+    point === undefined
+      ? `recovery point ${JSON.stringify(record.recoveryPoint)}`
+      : `plan ${JSON.stringify(point.plan)} after phase ${JSON.stringify(point.phase)}${point.saga === undefined ? '' : `, ${point.saga.status}`}`;
   return `scope ${JSON.stringify(record.scope)} key ${JSON.stringify(record.key)}: ${at}, lease ended ${new Date(record.leaseExpiresAt).toISOString()}`;
 }
 
 /** The report of a re-drive, one line per record that was not simply completed. */
 export function formatCompletion(report: CompletionReport): string {
   const lines = [
-    `retrysafe: ${report.found} abandoned; completed ${report.completed.length}, skipped ${report.skipped.length}, failed ${report.failed.length}`,
+    `retrysafe: ${report.found} abandoned; completed ${report.completed.length}, compensated ${report.compensated.length}, ` +
+      `paused ${report.paused.length}, skipped ${report.skipped.length}, failed ${report.failed.length}`,
   ];
   const name = (ref: { scope: string; key: string }): string => `scope ${JSON.stringify(ref.scope)} key ${JSON.stringify(ref.key)}`;
   for (const ref of report.completed) lines.push(`completed ${name(ref)}`);
+  for (const ref of report.compensated) lines.push(`compensated ${name(ref)}`);
+  for (const ref of report.paused) lines.push(`paused ${name(ref)}: ${ref.error.message} (retrysafe compensation --retry or --mark-compensated)`);
   for (const ref of report.skipped) lines.push(`skipped ${name(ref)}: ${ref.reason}`);
   for (const ref of report.failed) {
     lines.push(`failed ${name(ref)}: ${ref.error instanceof Error ? ref.error.message : String(ref.error)}`);

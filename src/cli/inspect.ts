@@ -1,6 +1,7 @@
 /**
  * `retrysafe inspect --store URL [--scope S] KEY`: prints one idempotency record as JSON — its state
- * (`indeterminate` for a record `retrysafe gateway` holds because its outcome is unknown),
+ * (`indeterminate` for a record `retrysafe gateway` holds because its outcome is unknown; a saga's status,
+ * `compensating`, `compensation_failed` or `compensated`, for a multi-phase operation whose phase failed terminally),
  * lease, times (ISO 8601, UTC), recovery point (decoded when a phase runner wrote it) and saved response,
  * whose body is shown as text when it is valid UTF-8, else as base64.
  *
@@ -12,6 +13,7 @@ import type { Command } from 'commander';
 import type { IdempotencyRecord } from '../core/record.js';
 import { decodeRecoveryPoint } from '../phases/recovery-point.js';
 import { indeterminateMarkOf } from '../gateway/indeterminate.js';
+import { sagaStatusOf } from '../phases/saga.js';
 import { storeFlag } from './store-flag.js';
 import { loadPeer } from './peer.js';
 import type { StoreTarget } from '../store-url.js';
@@ -35,7 +37,7 @@ export function recordView(record: IdempotencyRecord): Record<string, unknown> {
     scope: record.scope,
     key: record.key,
     // A record the gateway holds (its outcome unknown) is in progress to the store, indeterminate to a reader.
-    state: indeterminateMarkOf(record) === undefined ? record.state : 'indeterminate',
+    state: indeterminateMarkOf(record) === undefined ? (sagaStatusOf(record) ?? record.state) : 'indeterminate',
     fingerprint: record.fingerprint,
     leaseToken: record.leaseToken,
     leaseExpiresAt: iso(record.leaseExpiresAt),

@@ -13,6 +13,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
+import { register as registerCompensation } from './compensation.js';
 import { register as registerComplete } from './complete.js';
 import { register as registerConsole } from './console.js';
 import { register as registerDemo } from './demo.js';
@@ -25,7 +26,7 @@ import { register as registerOutbox } from './outbox.js';
 import { register as registerReap } from './reap.js';
 import { StoreOpenError } from '../store-url.js';
 
-const COMMANDS: readonly ((program: Command) => void)[] = [registerDemo, registerMigrate, registerReap, registerInspect, registerComplete, registerInbox, registerOutbox, registerConsole, registerGateway];
+const COMMANDS: readonly ((program: Command) => void)[] = [registerDemo, registerMigrate, registerReap, registerInspect, registerComplete, registerCompensation, registerInbox, registerOutbox, registerConsole, registerGateway];
 
 // The same relative path from src/cli/ (under tsx) and dist/cli/ (installed) reaches the package's manifest.
 const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };

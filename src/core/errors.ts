@@ -31,6 +31,9 @@ export type IdempotencyErrorCode =
   | HttpErrorCode
   // A recovery point a phase plan can no longer resume from.
   | 'phase-recovery-point-unresumable'
+  // A saga: a phase that failed for good, and a compensation that gave up (src/phases).
+  | 'phase-failed-terminally'
+  | 'saga-compensation-failed'
   // Stores used against their contract (stores/*).
   | 'store-closed'
   | 'store-misuse'
@@ -194,6 +197,58 @@ export class RecoveryPointUnresumableError extends IdempotencyError {
     message: string,
   ) {
     super('phase-recovery-point-unresumable', message);
+  }
+}
+
+/**
+ * Thrown by a phase to say that it failed for good (a declined card, a sold-out seat): the phase runner does
+ * not retry it, but turns the operation into a saga on its way back — it runs the `compensate` of every
+ * committed phase, newest first, and saves the plan's compensated response for replay. Any other error a
+ * phase throws is retried (the record waits at its recovery point).
+ *
+ * Source: Garcia-Molina and Salem, "Sagas" (SIGMOD 1987): a failed step runs the compensating steps of
+ * those that committed, in reverse.
+ */
+export class TerminalPhaseError extends IdempotencyError {
+  override readonly name = 'TerminalPhaseError';
+  /**
+   * @param message - why the phase failed; saved with the saga and handed to the compensated response
+   * @param options.details - a small JSON value saved with the saga (e.g. the decline code) and handed to
+   *   the plan's `compensated` response builder
+   */
+  constructor(
+    message: string,
+    options?: { readonly cause?: unknown; readonly details?: unknown },
+  ) {
+    super('phase-failed-terminally', message, options);
+    this.details = options?.details;
+  }
+
+  /** The JSON details given to the constructor, if any. */
+  readonly details: unknown;
+}
+
+/**
+ * A saga's compensation gave up: it threw a {@link TerminalPhaseError}, or failed `maxCompensationAttempts`
+ * times. The record stays `in_progress` with the saga status `compensation_failed` and a lease that lasts
+ * its retention, so neither retries nor the completer loop on it; an operator resumes it with
+ * `retrysafe compensation --retry` or settles it with `retrysafe compensation --mark-compensated`. A client
+ * retry of the request meanwhile gets {@link RequestInProgressError} (409).
+ */
+export class CompensationFailedError extends IdempotencyError {
+  override readonly name = 'CompensationFailedError';
+  constructor(
+    readonly scope: string,
+    readonly key: string,
+    /** The phase whose compensation gave up. */
+    readonly phase: string,
+    cause: unknown,
+  ) {
+    super(
+      'saga-compensation-failed',
+      `retrysafe: the compensation of phase ${JSON.stringify(phase)} of record ${JSON.stringify([scope, key])} gave up; the saga waits for an operator`,
+      { cause },
+    );
   }
 }
 

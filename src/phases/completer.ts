@@ -3,15 +3,18 @@
  * a recovery point with an expired lease (its holder crashed, or a phase failed and nobody retried) is
  * taken over and driven through the rest of its plan, from the input and state stored with its recovery
  * point — so, for example, a ride whose card was charged still gets its receipt and its saved response.
+ * A saga left on its way back (compensating) is driven the same way, through its remaining compensations
+ * to its compensated response.
  *
  * Source: Brandur Leach, "Implementing Stripe-like Idempotency Keys in Postgres" (the completer).
  *
  * @module
  */
-import { RequestInProgressError } from '../core/errors.js';
+import { CompensationFailedError, RequestInProgressError } from '../core/errors.js';
 import { checkPlan, type PhasePlan } from './plan.js';
 import { storeName, type PhaseRunner } from './runner.js';
 import { decodeRecoveryPoint } from './recovery-point.js';
+import type { SagaStatus } from './saga.js';
 import { describe, invalidOption, requireCount, requireOptions } from '../core/validate.js';
 
 /** Options of {@link completeAbandoned}. */
@@ -32,6 +35,8 @@ export interface AbandonedRecordRef {
   readonly plan?: string;
   /** The phase the record had reached, when it could be read. */
   readonly phase?: string;
+  /** The saga status the record was found in, when a phase had failed terminally (`compensating`, `compensated`). */
+  readonly saga?: SagaStatus;
 }
 
 /** What one {@link completeAbandoned} call did. */
@@ -40,6 +45,10 @@ export interface CompletionReport {
   readonly found: number;
   /** Records driven to completion; their responses are saved for replay. */
   readonly completed: readonly AbandonedRecordRef[];
+  /** Records whose saga was driven through its compensations; their compensated responses are saved for replay. */
+  readonly compensated: readonly AbandonedRecordRef[];
+  /** Sagas whose compensation gave up during the re-drive: now `compensation_failed`, waiting for an operator. */
+  readonly paused: readonly (AbandonedRecordRef & { readonly error: CompensationFailedError })[];
   /**
    * Records left alone: `unknown-plan` (no plan with the stored id, or an unreadable recovery point),
    * `taken` (a retry or another completer holds it now), `already-completed`.
@@ -88,6 +97,8 @@ export async function completeAbandoned<Tx>(options: CompleteAbandonedOptions<Tx
 
   const records = await store.listAbandoned(limit);
   const completed: AbandonedRecordRef[] = [];
+  const compensated: AbandonedRecordRef[] = [];
+  const paused: (AbandonedRecordRef & { error: CompensationFailedError })[] = [];
   const skipped: (AbandonedRecordRef & { reason: 'unknown-plan' | 'taken' | 'already-completed' })[] = [];
   const failed: (AbandonedRecordRef & { error: unknown })[] = [];
   for (const record of records) {
@@ -96,6 +107,7 @@ export async function completeAbandoned<Tx>(options: CompleteAbandonedOptions<Tx
       scope: record.scope,
       key: record.key,
       ...(point !== undefined && { plan: point.plan, phase: point.phase }),
+      ...(point?.saga !== undefined && { saga: point.saga.status }),
     };
     const plan = point === undefined ? undefined : plans.get(point.plan);
     if (point === undefined || plan === undefined) {
@@ -106,11 +118,13 @@ export async function completeAbandoned<Tx>(options: CompleteAbandonedOptions<Tx
       const id = { scope: record.scope, key: record.key, fingerprint: record.fingerprint };
       const execution = await runner.execute(plan, id, point.input as never);
       if (execution.replayed) skipped.push({ ...ref, reason: 'already-completed' });
+      else if (execution.outcome === 'compensated') compensated.push(ref);
       else completed.push(ref);
     } catch (error) {
       if (error instanceof RequestInProgressError) skipped.push({ ...ref, reason: 'taken' });
+      else if (error instanceof CompensationFailedError) paused.push({ ...ref, error });
       else failed.push({ ...ref, error });
     }
   }
-  return { found: records.length, completed, skipped, failed };
+  return { found: records.length, completed, compensated, paused, skipped, failed };
 }

@@ -36,6 +36,41 @@ export interface PhaseContext<Tx, Input> {
   readonly derivedKey: (step: string) => string;
 }
 
+/** What a phase's `compensate` is handed. */
+export interface CompensationContext<Tx, Input> {
+  /** The operation's input, as the forward phases saw it. */
+  readonly input: Input;
+  /**
+   * The state the last committed phase handed on (JSON round-tripped): what the failed phase was given.
+   * Let each phase carry forward what a compensation needs (a reservation id, a charge id).
+   */
+  readonly state: unknown;
+  /** In transactional mode, the transaction this compensation's writes commit in, with its checkpoint. */
+  readonly tx: Tx;
+  readonly claim: Claim;
+  /** The name of the phase being compensated. */
+  readonly phase: string;
+  /** The terminal failure that started the saga's way back. */
+  readonly failure: SagaFailure;
+  /** Failed attempts of this compensation before this one (0 on the first). */
+  readonly attempt: number;
+  /**
+   * The idempotency key to send with this compensation's foreign call: `derivedKey(id, 'compensate:' + step)`,
+   * `step` being the phase's name unless given, so a compensation re-run after a crash refunds once.
+   */
+  readonly derivedKey: (step?: string) => string;
+}
+
+/** The terminal failure of a saga, as saved with its recovery point. */
+export interface SagaFailure {
+  /** The phase that threw `TerminalPhaseError`. */
+  readonly phase: string;
+  /** The error's message. */
+  readonly reason: string;
+  /** The error's JSON `details`, if any. */
+  readonly details?: unknown;
+}
+
 /** One phase of a plan. */
 export interface Phase<Tx, Input> {
   /** The recovery point this phase reaches when it commits; unique within its plan. */
@@ -47,6 +82,14 @@ export interface Phase<Tx, Input> {
    * business failure that must not be retried (a declined card) is a value the last phase returns, not a throw.
    */
   run(context: PhaseContext<Tx, Input>): Promise<unknown>;
+  /**
+   * Undoes this phase's effect after a later phase failed terminally (threw `TerminalPhaseError`): a
+   * refund for a charge, a release for a reservation. Runs as a phase of its own — its own transaction
+   * and recovery point — at most once to completion; throwing retries it (up to the runner's
+   * `maxCompensationAttempts`), throwing `TerminalPhaseError` gives up at once. Phases without one are
+   * skipped on the way back.
+   */
+  compensate?(context: CompensationContext<Tx, Input>): Promise<unknown>;
 }
 
 /** A validated, frozen plan; create one with {@link definePhases}. */
@@ -56,6 +99,8 @@ export interface PhasePlan<Tx = undefined, Input = unknown> {
   readonly phases: readonly Phase<Tx, Input>[];
   /** Turns the last phase's value into the response saved for replay. */
   readonly respond: (value: unknown) => StoredResponse;
+  /** Builds the response saved for replay once a saga is compensated. */
+  readonly compensated: (failure: SagaFailure) => StoredResponse;
 }
 
 /** What {@link definePhases} takes. */
@@ -69,10 +114,30 @@ export interface PhasePlanInput<Tx, Input> {
    * @defaultValue status 200, `content-type: application/json`, the value as JSON (empty body for `undefined`)
    */
   readonly respond?: (value: unknown) => StoredResponse;
+  /**
+   * Builds the saved response of a compensated saga from its terminal failure.
+   * @defaultValue status 409, an RFC 9457 `application/problem+json` body with code `saga-compensated`,
+   *   the failure's message as `detail` and its details as `details`
+   */
+  readonly compensated?: (failure: SagaFailure) => StoredResponse;
 }
 
 const encoder = new TextEncoder();
 const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' });
+const PROBLEM_HEADERS = Object.freeze({ 'content-type': 'application/problem+json' });
+
+function compensatedProblem(failure: SagaFailure): StoredResponse {
+  const problem = {
+    type: 'https://retrysafe.dev/problems/saga-compensated',
+    title: 'The operation failed and was compensated',
+    status: 409,
+    detail: failure.reason,
+    code: 'saga-compensated',
+    message: failure.reason,
+    ...(failure.details !== undefined && { details: failure.details }),
+  };
+  return { status: 409, headers: PROBLEM_HEADERS, body: encoder.encode(JSON.stringify(problem)) };
+}
 
 function jsonResponse(value: unknown): StoredResponse {
   const text = JSON.stringify(value) as string | undefined;
@@ -104,12 +169,21 @@ export function definePhases<Tx = undefined, Input = unknown>(plan: PhasePlanInp
   if (typeof plan !== 'object' || plan === null) {
     throw new TypeError(`retrysafe: definePhases expects a plan object, got ${describe(plan)}`);
   }
-  const resolved = { id: plan.id, phases: plan.phases, respond: plan.respond ?? jsonResponse };
+  const resolved = { id: plan.id, phases: plan.phases, respond: plan.respond ?? jsonResponse, compensated: plan.compensated ?? compensatedProblem };
   checkPlan('', resolved);
   return Object.freeze({
     id: resolved.id,
-    phases: Object.freeze(resolved.phases.map((phase) => Object.freeze({ name: phase.name, run: phase.run.bind(phase) }))),
+    phases: Object.freeze(
+      resolved.phases.map((phase) =>
+        Object.freeze({
+          name: phase.name,
+          run: phase.run.bind(phase),
+          ...(phase.compensate !== undefined && { compensate: phase.compensate.bind(phase) }),
+        }),
+      ),
+    ),
     respond: resolved.respond,
+    compensated: resolved.compensated,
   });
 }
 
@@ -122,7 +196,7 @@ export function definePhases<Tx = undefined, Input = unknown>(plan: PhasePlanInp
  */
 export function checkPlan<Tx, Input>(option: string, plan: unknown): asserts plan is PhasePlan<Tx, Input> {
   if (typeof plan !== 'object' || plan === null) throw invalidOption(option || 'plan', 'a plan from definePhases', plan);
-  const { id, phases, respond } = plan as Partial<PhasePlan<Tx, Input>>;
+  const { id, phases, respond, compensated } = plan as Partial<PhasePlan<Tx, Input>>;
   if (typeof id !== 'string' || id.length === 0 || id.length > 200) throw invalidOption(`${option}id`, 'a string of 1 to 200 characters', id);
   if (!Array.isArray(phases) || phases.length === 0) throw invalidOption(`${option}phases`, 'a non-empty array of phases', phases);
   const names = new Set<string>();
@@ -131,8 +205,10 @@ export function checkPlan<Tx, Input>(option: string, plan: unknown): asserts pla
     if (typeof candidate !== 'object' || candidate === null) throw invalidOption(`${option}phases[${index}].name`, 'a non-empty string', undefined);
     const name = requireNonEmptyString(`${option}phases[${index}].name`, candidate.name);
     requireFunction(`${option}phases[${index}].run`, candidate.run);
+    if (candidate.compensate !== undefined) requireFunction(`${option}phases[${index}].compensate`, candidate.compensate);
     if (names.has(name)) throw new TypeError(`retrysafe: option "${option}phases[${index}].name" repeats the phase name ${describe(name)}`);
     names.add(name);
   }
   requireFunction(`${option}respond`, respond);
+  requireFunction(`${option}compensated`, compensated);
 }

@@ -16,14 +16,17 @@ import {
   RecoveryPointUnresumableError,
   RequestInProgressError,
   StoreUnavailableError,
+  TerminalPhaseError,
 } from '../core/errors.js';
+import { PhaseFailed, type HandBack } from './phase-failed.js';
 import { checkPlan, type Phase, type PhaseContext, type PhasePlan } from './plan.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../core/record.js';
 import type { OperationId } from '../core/receiver.js';
 import { decodeRecoveryPoint, encodeRecoveryPoint, type RecoveryPoint } from './recovery-point.js';
+import { beginSaga, sagaStatusOf, sagaStep } from './saga.js';
 import { answerStanding } from '../core/standing.js';
 import { claimInputOf, type IdempotencyStore, type TransactionalStore, type TransactionView } from '../core/store.js';
-import { describe, requireAtMost, requireDurationMs, requireIdempotencyStore, requireOptions } from '../core/validate.js';
+import { describe, requireAtMost, requireCount, requireDurationMs, requireIdempotencyStore, requireOptions } from '../core/validate.js';
 
 /** Options shared by every phase runner. Durations are in milliseconds. */
 export interface PhaseRunnerOptions {
@@ -34,6 +37,11 @@ export interface PhaseRunnerOptions {
   readonly leaseMs?: number;
   /** How long a completed record is kept and replayed. @defaultValue 86_400_000 */
   readonly retentionMs?: number;
+  /**
+   * Attempts a saga's compensation gets before it gives up and the saga pauses as `compensation_failed`
+   * for an operator (see `CompensationFailedError`). @defaultValue 5
+   */
+  readonly maxCompensationAttempts?: number;
 }
 
 /** Options of a runner over a plain store: each phase runs alone, then a fenced checkpoint records it. */
@@ -56,6 +64,11 @@ export interface PhasedExecution {
   readonly replayed: boolean;
   /** The recovery point (a phase name) this execution resumed after; absent when it started at the first phase. */
   readonly resumedFrom?: string;
+  /**
+   * `completed`: the plan ran to its last phase; `compensated`: a phase failed terminally and the saga's
+   * compensations ran (the response is the plan's compensated response). Also told on a replay.
+   */
+  readonly outcome: 'completed' | 'compensated';
 }
 
 /** Runs plans of atomic phases. Create one with {@link createPhaseRunner}. */
@@ -81,7 +94,14 @@ export interface PhaseRunner<Tx = undefined> {
    * @throws {@link StoreUnavailableError} — the store failed (503)
    * @throws {@link RecoveryPointUnresumableError} — the record is at a recovery point this plan does not know (another plan id, or a phase
    *   name the plan no longer has); the record is left for a runner that knows it
-   * @throws whatever a phase throws, after the release or hand-back above
+   * When a phase throws {@link TerminalPhaseError}, the operation turns back as a saga: the `compensate`
+   * of each committed phase runs, newest first, each in its own transaction with its own recovery point,
+   * and the plan's compensated response is saved (`outcome: 'compensated'`). A compensation that throws is
+   * handed back like a failed phase (the next retry or the completer resumes it); after
+   * `maxCompensationAttempts`, or on a `TerminalPhaseError`, the saga pauses for an operator.
+   *
+   * @throws {@link CompensationFailedError} — a compensation gave up; the saga is `compensation_failed`
+   * @throws whatever a phase or a compensation throws, after the release or hand-back above
    */
   execute<Input>(plan: PhasePlan<Tx, Input>, id: OperationId, input: Input): Promise<PhasedExecution>;
 }
@@ -113,10 +133,10 @@ export function storeName(store: unknown): string {
   return typeof name === 'string' && name !== '' && name !== 'Object' ? name : describe(store);
 }
 
-/** Wraps a phase's own failure so it is told apart from a store failure; never leaves the runner. */
-class PhaseFailed extends Error {
-  constructor(readonly error: unknown) {
-    super('a phase failed', { cause: error });
+/** A phase failed terminally: the recovery point its saga starts from. Never leaves the runner. */
+class Aborted extends Error {
+  constructor(readonly text: string) {
+    super('a phase failed terminally');
   }
 }
 
@@ -158,7 +178,8 @@ class Runner<Tx> implements PhaseRunner<Tx> {
     const leaseMs = requireDurationMs('leaseMs', options.leaseMs ?? 30_000);
     const retentionMs = requireDurationMs('retentionMs', options.retentionMs ?? 86_400_000);
     requireAtMost('leaseMs', leaseMs, 'retentionMs', retentionMs);
-    this.options = Object.freeze({ leaseMs, retentionMs, transactional });
+    const maxCompensationAttempts = requireCount('maxCompensationAttempts', options.maxCompensationAttempts ?? 5);
+    this.options = Object.freeze({ leaseMs, retentionMs, maxCompensationAttempts, transactional });
   }
 
   async execute<Input>(plan: PhasePlan<Tx, Input>, id: OperationId, input: Input): Promise<PhasedExecution> {
@@ -169,13 +190,19 @@ class Runner<Tx> implements PhaseRunner<Tx> {
     const lease: Lease = {};
     try {
       for (;;) {
-        const step = await this.step(plan, id, fresh, lease);
+        let step: Step;
+        try {
+          step = await this.step(plan, id, fresh, lease);
+        } catch (failure) {
+          if (!(failure instanceof Aborted)) throw failure;
+          step = await this.abort(id, lease, failure);
+        }
         if ('done' in step) return step.done;
         lease.claim = step.claim;
         lease.committed = step.committed;
       }
     } catch (failure) {
-      await this.handBack(lease);
+      await this.handBack(lease, failure instanceof PhaseFailed ? failure.handBack : undefined, id);
       if (failure instanceof PhaseFailed) throw failure.error;
       if (failure instanceof IdempotencyError) throw failure;
       throw new StoreUnavailableError(failure);
@@ -223,6 +250,12 @@ class Runner<Tx> implements PhaseRunner<Tx> {
     lease: Lease,
   ): Promise<Step> {
     const { point, index } = lease.committed === undefined ? { point: undefined, index: 0 } : this.locate(plan, id, lease.committed);
+    if (point?.saga !== undefined) {
+      const step = await sagaStep(store, tx, claim, plan, id, { ...point, saga: point.saga }, this.options);
+      if ('claim' in step) return step;
+      const { resumedFrom } = lease;
+      return { done: { response: step.response, replayed: false, outcome: 'compensated', ...(resumedFrom !== undefined && { resumedFrom }) } };
+    }
     const phase = plan.phases[index] as Phase<Tx, Input>;
     const phaseInput = point === undefined ? input : (point.input as Input);
     const context: PhaseContext<Tx, Input> = {
@@ -238,7 +271,14 @@ class Runner<Tx> implements PhaseRunner<Tx> {
     try {
       value = await phase.run(context);
     } catch (error) {
-      throw new PhaseFailed(error);
+      if (!(error instanceof TerminalPhaseError)) throw new PhaseFailed(error);
+      let saga: string;
+      try {
+        saga = beginSaga(plan, point, phaseInput, phase.name, error);
+      } catch (encoding) {
+        throw new PhaseFailed(encoding);
+      }
+      throw new Aborted(saga);
     }
     if (index === plan.phases.length - 1) {
       let response: StoredResponse;
@@ -251,7 +291,7 @@ class Runner<Tx> implements PhaseRunner<Tx> {
         throw new LeaseLostError(id.scope, id.key);
       }
       const { resumedFrom } = lease;
-      return { done: { response, replayed: false, ...(resumedFrom !== undefined && { resumedFrom }) } };
+      return { done: { response, replayed: false, outcome: 'completed', ...(resumedFrom !== undefined && { resumedFrom }) } };
     }
     let committed: string;
     try {
@@ -270,6 +310,8 @@ class Runner<Tx> implements PhaseRunner<Tx> {
    */
   private locate<Input>(plan: PhasePlan<Tx, Input>, id: OperationId, text: string): { point: RecoveryPoint; index: number } {
     const point = decodeRecoveryPoint(text);
+    // A saga on its way back is located by its pending compensations (checked by its step), not its phase.
+    if (point?.saga !== undefined && point.plan === plan.id) return { point, index: -1 };
     const index = point?.plan === plan.id ? plan.phases.findIndex((phase) => phase.name === point.phase) + 1 : 0;
     if (point === undefined || index === 0 || index >= plan.phases.length) {
       throw new PhaseFailed(
@@ -289,18 +331,60 @@ class Runner<Tx> implements PhaseRunner<Tx> {
   private lost(id: OperationId, record: IdempotencyRecord): Step {
     const response = answerStanding(record, id);
     if (response === undefined) throw new RequestInProgressError(record);
-    return { done: { response, replayed: true } };
+    return { done: { response, replayed: true, outcome: sagaStatusOf(record) === 'compensated' ? 'compensated' : 'completed' } };
   }
 
   /**
-   * After a failure: releases a record no phase committed (a retry starts afresh), or ends the lease on one
+   * Turns the operation back after a terminal failure: records the saga's first recovery point under the
+   * claim. In transactional mode a claim or takeover made in the failed phase's transaction may have rolled
+   * back with it (SQLite), so the key is then claimed again: the saga is recorded if the record still stands
+   * where this run found it; a record someone else advanced meanwhile is resumed where it stands.
+   */
+  private async abort(id: OperationId, lease: Lease, aborted: Aborted): Promise<Step> {
+    const held = lease.claim === undefined ? undefined : await this.store.checkpoint(lease.claim, aborted.text, this.options.leaseMs);
+    if (held !== undefined) return { claim: held, committed: aborted.text };
+    if (!this.options.transactional) throw new LeaseLostError(id.scope, id.key);
+    const result = await this.store.claim(claimInputOf(id, this.options));
+    if (!result.acquired) return this.lost(id, result.record);
+    lease.claim = result.claim;
+    const found = result.claim.recoveryPoint;
+    if (found !== lease.committed) {
+      if (found !== undefined) return { claim: result.claim, committed: found };
+      await this.store.release(result.claim);
+      throw new LeaseLostError(id.scope, id.key);
+    }
+    const renewed = await this.store.checkpoint(result.claim, aborted.text, this.options.leaseMs);
+    if (renewed === undefined) throw new LeaseLostError(id.scope, id.key);
+    return { claim: renewed, committed: aborted.text };
+  }
+
+  /**
+   * After a failure: records the failed step's own hand-back when it has one (a compensation's failed
+   * attempt, or a saga's pause), else releases a record no phase committed (a retry starts afresh), or ends the lease on one
    * at a recovery point so the next claim resumes it. Fenced, so a claim that rolled back with its
    * transaction, or was taken over, changes nothing. Best effort: the failure being reported matters more.
    */
-  private async handBack(lease: Lease): Promise<void> {
+  private async handBack(lease: Lease, override: HandBack | undefined, id: OperationId): Promise<void> {
     const { claim, committed } = lease;
     if (claim === undefined) return;
-    if (committed === undefined) await this.store.release(claim).catch(() => false);
-    else await this.store.checkpoint(claim, committed, 0).catch(() => undefined);
+    if (override === undefined) {
+      if (committed === undefined) await this.store.release(claim).catch(() => false);
+      else await this.store.checkpoint(claim, committed, 0).catch(() => undefined);
+      return;
+    }
+    await this.recordHandBack(claim, committed, override, id).catch(() => undefined);
+  }
+
+  /**
+   * Records a failed step's own hand-back. In transactional mode a takeover made in that step's transaction
+   * rolled back with it (the record is as the takeover found it, its lease over), so the key is claimed
+   * again — and the hand-back recorded only if the record still stands at the recovery point this run saw.
+   */
+  private async recordHandBack(claim: Claim, committed: string | undefined, override: HandBack, id: OperationId): Promise<void> {
+    if ((await this.store.checkpoint(claim, override.text, override.leaseMs)) !== undefined || !this.options.transactional) return;
+    const again = await this.store.claim(claimInputOf(id, this.options));
+    if (!again.acquired) return;
+    if (again.claim.recoveryPoint === committed) await this.store.checkpoint(again.claim, override.text, override.leaseMs);
+    else await this.store.checkpoint(again.claim, again.claim.recoveryPoint ?? '', 0);
   }
 }

@@ -152,7 +152,7 @@ describe('retrysafe reap, inspect and complete', () => {
     const redriven = await runCli(['complete', '--store', `sqlite:${path}`, '--plans', 'test/cli/fixtures/ride-plans.ts']);
     expect(redriven.stderr).toBe('');
     expect(redriven.stdout).toBe(
-      'retrysafe: 1 abandoned; completed 1, skipped 0, failed 0\ncompleted scope "riders" key "ride-1"\n',
+      'retrysafe: 1 abandoned; completed 1, compensated 0, paused 0, skipped 0, failed 0\ncompleted scope "riders" key "ride-1"\n',
     );
     expect(redriven.code).toBe(0);
     const after = createSqliteStore({ path });
@@ -166,11 +166,13 @@ describe('retrysafe reap, inspect and complete', () => {
       formatCompletion({
         found: 2,
         completed: [],
+        compensated: [],
+        paused: [],
         skipped: [{ scope: 's', key: 'a', reason: 'unknown-plan' }],
         failed: [{ scope: 's', key: 'b', error: new Error('card network down') }],
       }),
     ).toBe(
-      'retrysafe: 2 abandoned; completed 0, skipped 1, failed 1\nskipped scope "s" key "a": unknown-plan\nfailed scope "s" key "b": card network down\n',
+      'retrysafe: 2 abandoned; completed 0, compensated 0, paused 0, skipped 1, failed 1\nskipped scope "s" key "a": unknown-plan\nfailed scope "s" key "b": card network down\n',
     );
   });
 });

@@ -23,6 +23,8 @@ const instances: readonly Error[] = [
   new coreErrors.StoreUnavailableError(cause),
   new coreErrors.LeaseLostError('s', 'k'),
   new coreErrors.RecoveryPointUnresumableError('s', 'k', 'plan', 'cannot resume'),
+  new coreErrors.TerminalPhaseError('card declined', { details: { decline: 'insufficient_funds' } }),
+  new coreErrors.CompensationFailedError('s', 'k', 'charged', cause),
   new coreErrors.StoreClosedError('SQLite'),
   new coreErrors.StoreMisuseError('used after the transaction ended'),
   new coreErrors.TransactionAbortedError('rolled back at COMMIT'),
@@ -85,5 +87,7 @@ describe('error classes', () => {
     const exhausted = new clientOutcome.RetryExhaustedError('retry-deadline-exceeded', [{ attempt: 1, key: undefined, error: cause, replayed: false, delayMs: 0 }], undefined);
     expect(exhausted.code).toBe('retry-deadline-exceeded');
     expect(exhausted.cause).toBe(cause);
+    expect(new coreErrors.TerminalPhaseError('declined', { details: 7 })).toMatchObject({ code: 'phase-failed-terminally', details: 7 });
+    expect(new coreErrors.CompensationFailedError('s', 'k', 'charged', cause)).toMatchObject({ code: 'saga-compensation-failed', phase: 'charged', cause });
   });
 });

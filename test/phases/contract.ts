@@ -153,6 +153,8 @@ export function phasesContract<Tx>(
           { scope: 'riders', key: 'ride-1', plan: 'ride.create', phase: 'charged' },
           { scope: 'riders', key: 'ride-2', plan: 'ride.create', phase: 'ride-created' },
         ],
+        compensated: [],
+        paused: [],
         skipped: [],
         failed: [],
       });
@@ -166,7 +168,7 @@ export function phasesContract<Tx>(
       const late = await runner.execute(plan, id, INPUT);
       expect(late.replayed).toBe(true);
       expect(body(late.response)).toEqual({ rowid: 1, chargeId: 'ch_1' });
-      expect(await completeAbandoned({ runner, plans: [plan] })).toEqual({ found: 0, completed: [], skipped: [], failed: [] });
+      expect(await completeAbandoned({ runner, plans: [plan] })).toEqual({ found: 0, completed: [], compensated: [], paused: [], skipped: [], failed: [] });
       expect((await store.get('riders', 'ride-3'))?.state).toBe('in_progress');
     });
 

@@ -1,6 +1,6 @@
 /**
- * Atomic phases on the DynamoDB store (DynamoDB Local): the phases contract in plain mode (each phase alone,
- * then a fenced checkpoint write), and a race across two clients. The plan is the three-phase ride of
+ * Atomic phases on the DynamoDB store (DynamoDB Local): the phases contract and the saga contract in plain
+ * mode (each phase alone, then a fenced checkpoint write), and a race across two clients. The plan is the three-phase ride of
  * `fixtures/ride-plan.ts`, its rows in an in-memory SQLite database.
  */
 import BetterSqlite3, { type Database } from 'better-sqlite3';
@@ -12,6 +12,7 @@ import { createDynamodbStore } from '../../src/stores/dynamodb/index.js';
 import { dynamodbLocalForFile, storeOnTableWithoutTtl } from '../support/dynamodb.js';
 import { uniqueName } from '../support/services.js';
 import { phasesContract, type PhaseSubject, type RideRow } from './contract.js';
+import { sagaContract } from './saga-contract.js';
 import { FakeCards, faults, FP, INPUT, LEASE_MS } from './fixtures/ride-fakes.js';
 import { RIDES_SQL, ridePlan } from './fixtures/ride-plan.js';
 
@@ -47,6 +48,15 @@ if (local !== undefined) {
   }
 
   phasesContract('DynamoDB', { transactional: false }, open);
+  sagaContract('DynamoDB', { transactional: false }, async () => {
+    const subject = await open();
+    return {
+      store: subject.store,
+      clock: subject.clock,
+      runner: (maxCompensationAttempts) => createPhaseRunner({ store: subject.store, leaseMs: LEASE_MS, maxCompensationAttempts }),
+      close: () => subject.close(),
+    };
+  });
 
   describe('atomic phases on DynamoDB across clients', () => {
     let subject: PhaseSubject<undefined> & { readonly table: string };

@@ -10,6 +10,7 @@ import { definePhases } from '../../src/phases/plan.js';
 import { createPhaseRunner } from '../../src/phases/runner.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
 import { phasesContract, type RideRow } from './contract.js';
+import { sagaContract } from './saga-contract.js';
 import { FP, LEASE_MS } from './fixtures/ride-fakes.js';
 import { RIDES_SQL, ridePlan } from './fixtures/ride-plan.js';
 
@@ -28,6 +29,17 @@ phasesContract('the memory store', { transactional: false }, () => {
       await store.close();
       database.close();
     },
+  });
+});
+
+sagaContract('the memory store', { transactional: false }, () => {
+  const clock = new ManualClock(1_700_000_000_000);
+  const store = createMemoryStore({ clock });
+  return Promise.resolve({
+    store,
+    clock,
+    runner: (maxCompensationAttempts) => createPhaseRunner({ store, leaseMs: LEASE_MS, maxCompensationAttempts }),
+    close: () => store.close(),
   });
 });
 

@@ -10,6 +10,7 @@ import { createPhaseRunner, type PhaseRunner } from '../../src/phases/runner.js'
 import { createPostgresStore } from '../../src/stores/postgres/index.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../support/postgres-schema.js';
 import { phasesContract, type PhaseSubject, type RideRow } from './contract.js';
+import { sagaContract, type SagaSubject } from './saga-contract.js';
 import { LEASE_MS } from './fixtures/ride-fakes.js';
 import { postgresRidePlan } from './fixtures/ride-plan.js';
 
@@ -54,4 +55,22 @@ if (available) {
 
   phasesContract('PostgreSQL', { transactional: true, concurrentTransactions: true }, () => open(true));
   phasesContract('PostgreSQL', { transactional: false }, () => open(false));
+
+  async function openSaga(transactional: boolean): Promise<SagaSubject<pg.PoolClient | undefined>> {
+    await db.pool.query(`TRUNCATE "${db.schema}".records`);
+    const clock = new ManualClock(1_700_000_000_000);
+    const store = createPostgresStore({ pool: db.pool, schema: db.schema, clock });
+    return {
+      store,
+      clock,
+      runner: (maxCompensationAttempts) =>
+        transactional
+          ? createPhaseRunner({ store, transactional: true, leaseMs: LEASE_MS, maxCompensationAttempts })
+          : createPhaseRunner({ store, leaseMs: LEASE_MS, maxCompensationAttempts }),
+      close: () => store.close(),
+    };
+  }
+
+  sagaContract('PostgreSQL', { transactional: true }, () => openSaga(true));
+  sagaContract('PostgreSQL', { transactional: false }, () => openSaga(false));
 }

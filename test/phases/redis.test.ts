@@ -14,6 +14,7 @@ import { createRedisStore } from '../../src/stores/redis/index.js';
 import { deleteUnder } from '../support/redis.js';
 import { REDIS_URL, serviceAvailable, uniqueName } from '../support/services.js';
 import { phasesContract, type PhaseSubject, type RideRow } from './contract.js';
+import { sagaContract } from './saga-contract.js';
 import { FakeCards, faults, FP, INPUT, LEASE_MS } from './fixtures/ride-fakes.js';
 import { RIDES_SQL, ridePlan } from './fixtures/ride-plan.js';
 
@@ -55,6 +56,15 @@ if (await serviceAvailable('Redis', () => client.connect())) {
   }
 
   phasesContract('Redis', { transactional: false }, open);
+  sagaContract('Redis', { transactional: false }, async () => {
+    const subject = await open();
+    return {
+      store: subject.store,
+      clock: subject.clock,
+      runner: (maxCompensationAttempts) => createPhaseRunner({ store: subject.store, leaseMs: LEASE_MS, maxCompensationAttempts }),
+      close: () => subject.close(),
+    };
+  });
 
   describe('atomic phases on Redis across connections', () => {
     let subject: PhaseSubject<undefined> & { readonly prefix: string };

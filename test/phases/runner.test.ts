@@ -19,6 +19,7 @@ describe('createPhaseRunner, definePhases and derivedKey', () => {
     );
     expect(() => createPhaseRunner({ store: createMemoryStore(), transactional: true } as never)).toThrow(/no transaction\(\)/);
     expect(() => createPhaseRunner({ store: createMemoryStore(), leaseMs: 0 })).toThrow(/"leaseMs"/);
+    expect(() => createPhaseRunner({ store: createMemoryStore(), maxCompensationAttempts: 0 })).toThrow(/"maxCompensationAttempts"/);
   });
 
   it('validates plans, naming the option', () => {
@@ -27,6 +28,8 @@ describe('createPhaseRunner, definePhases and derivedKey', () => {
     expect(() => definePhases({ id: 'p', phases: [] })).toThrow(/"phases"/);
     expect(() => definePhases({ id: 'p', phases: [{ name: 'a', run }, { name: 'a', run }] })).toThrow(/"phases\[1\]\.name" repeats/);
     expect(() => definePhases({ id: 'p', phases: [{ name: 'a', run: 1 as never }] })).toThrow(/"phases\[0\]\.run"/);
+    expect(() => definePhases({ id: 'p', phases: [{ name: 'a', run, compensate: 'undo' as never }] })).toThrow(/"phases\[0\]\.compensate"/);
+    expect(() => definePhases({ id: 'p', phases: [{ name: 'a', run }], compensated: 402 as never })).toThrow(/"compensated"/);
   });
 
   it('derives a stable 64-hex key per (scope, key, fingerprint, step)', () => {

@@ -17,6 +17,7 @@ import { decodeRecoveryPoint } from '../../src/phases/recovery-point.js';
 import { createPhaseRunner, type PhaseRunner } from '../../src/phases/runner.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import { phasesContract, type PhaseSubject } from './contract.js';
+import { sagaContract, type SagaSubject } from './saga-contract.js';
 import { body, FP, INPUT, LEASE_MS } from './fixtures/ride-fakes.js';
 import { RIDES_SQL, ridePlan, type CardNetwork } from './fixtures/ride-plan.js';
 
@@ -43,6 +44,23 @@ async function openSqlite(transactional: boolean): Promise<PhaseSubject<Database
 
 phasesContract('SQLite', { transactional: true }, () => openSqlite(true));
 phasesContract('SQLite', { transactional: false }, () => openSqlite(false));
+
+function openSqliteSaga(transactional: boolean): Promise<SagaSubject<Database | undefined>> {
+  const clock = new ManualClock(1_700_000_000_000);
+  const store = createSqliteStore({ clock });
+  return Promise.resolve({
+    store,
+    clock,
+    runner: (maxCompensationAttempts) =>
+      transactional
+        ? createPhaseRunner({ store, transactional: true, leaseMs: LEASE_MS, maxCompensationAttempts })
+        : createPhaseRunner({ store, leaseMs: LEASE_MS, maxCompensationAttempts }),
+    close: () => store.close(),
+  });
+}
+
+sagaContract('SQLite', { transactional: true }, () => openSqliteSaga(true));
+sagaContract('SQLite', { transactional: false }, () => openSqliteSaga(false));
 
 describe('atomic phases across a SIGKILL', () => {
   let dir: string;

@@ -1,10 +1,11 @@
 /**
  * `npm run sim -- [--seeds N] [--seed S] [--path P --replay-path R] [--store NAME,…] [--max-commands N]`
- * (`--max-commands`: the longest history; default 40 steps for the store simulations, 80 for messaging)
+ * (`--max-commands`: the longest history; default 40 steps for the store simulations, 80 for messaging, 14 for sagas)
  *
  * Runs N seeded histories per simulation (default 1000; every simulation: the store simulation on memory,
  * sqlite, postgres, redis, postgres-server-clock and redis-server-clock, and the outbox + inbox
- * simulation messaging-postgres and messaging-sqlite), one simulation after another. Prints histories per
+ * simulation messaging-postgres and messaging-sqlite, and the booking-saga simulation saga-memory,
+ * saga-sqlite, saga-postgres and saga-redis), one simulation after another. Prints histories per
  * second per simulation, and on a broken invariant the seed, the shrunk history and the command that
  * replays it; exits 1 then.
  */

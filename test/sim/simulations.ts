@@ -7,9 +7,14 @@ import { openHarness, SIM_STORES, type HarnessOptions, type SimHarness, type Sim
 import { MESSAGING_SIMS, openMessagingHarness, type MessagingHarness, type MessagingHarnessOptions, type MessagingSimName } from './messaging-harness.js';
 import { messagingCommands, runMessagingHistory } from './messaging-model.js';
 import { runHistory, storeCommands } from './store-model.js';
+import { runSagaHistory, sagaCommands, type SagaDefect } from './saga-model.js';
 
-export const SIMULATIONS = [...SIM_STORES, ...MESSAGING_SIMS] as const;
-export type SimulationName = SimStoreName | MessagingSimName;
+/** The saga simulation on each store with atomic phases (plain mode). */
+export const SAGA_SIMS = ['saga-memory', 'saga-sqlite', 'saga-postgres', 'saga-redis'] as const;
+export type SagaSimName = (typeof SAGA_SIMS)[number];
+
+export const SIMULATIONS = [...SIM_STORES, ...MESSAGING_SIMS, ...SAGA_SIMS] as const;
+export type SimulationName = SimStoreName | MessagingSimName | SagaSimName;
 
 /** One simulation over its opened harness: the histories it draws, how one runs, and its teardown. */
 export interface Simulation {
@@ -41,8 +46,19 @@ export function messagingSimulation(harness: MessagingHarness): Simulation {
   };
 }
 
+/** The booking-saga simulation over a store harness; `defect` plants a bug it must catch. */
+export function sagaSimulation(harness: SimHarness, defect?: SagaDefect): Simulation {
+  return {
+    name: `saga-${harness.name}`,
+    commands: (maxCommands, replayPath) => sagaCommands(maxCommands, replayPath),
+    run: (commands) => runSagaHistory(harness, commands as Parameters<typeof runSagaHistory>[1], defect),
+    close: () => harness.close(),
+  };
+}
+
 /** Opens a simulation by name (its servers must be up). */
 export async function openSimulation(name: SimulationName, options: HarnessOptions & MessagingHarnessOptions = {}): Promise<Simulation> {
+  if ((SAGA_SIMS as readonly string[]).includes(name)) return sagaSimulation(await openHarness(name.slice('saga-'.length) as SimStoreName));
   if ((MESSAGING_SIMS as readonly string[]).includes(name)) return messagingSimulation(await openMessagingHarness(name as MessagingSimName, options));
   return storeSimulation(await openHarness(name as SimStoreName, options));
 }
