@@ -16,7 +16,8 @@
 // response before it is sent (awaited, so a retry after a lost reply replays). Stores:
 //   memory    one Map (synchronous)
 //   redis     claim `SET k fp NX GET PX 60000` (one round trip: nil when this request set it, else the
-//             record), save `SET k record PX 86400000`
+//             record), save `SET k record PX 86400000`; the socket is corked for the turn, so a turn's
+//             commands leave in one write (as node-redis, the peers' client, sends them)
 //   postgres  the claim first (`INSERT … ON CONFLICT DO NOTHING RETURNING`, then a SELECT for a key that
 //             exists) or the read first (a SELECT, then the INSERT for a key that does not), named
 //             prepared statements on pg.Pool({ max: 8 }); save `UPDATE`; the transactional column claims
@@ -29,6 +30,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
+import { setImmediate } from 'node:timers';
 import { dep, schemaOf } from './_retrysafe.mjs';
 
 /** A stored record as the layer keeps it: the fingerprint, then status, Content-Type and body once saved. */
@@ -61,12 +63,24 @@ async function openStore(kind, ctx) {
     client.on('error', (err) => process.stderr.write(`[ioredis] ${err.message}\n`));
     await client.connect();
     const prefix = ctx.keyPrefix;
+    // One socket write per turn, as node-redis does (and retrysafe's coalesce.ts): corked at the turn's
+    // first command, uncorked in its check phase.
+    const uncork = () => client.stream.uncork();
+    const corked = () => {
+      if (client.stream.writableCorked > 0) return;
+      client.stream.cork();
+      setImmediate(uncork);
+    };
     return {
       claim: async (key, fp) => {
+        corked();
         const old = await client.set(prefix + key, fp, 'PX', 60_000, 'NX', 'GET');
         return old === null ? undefined : decode(old);
       },
-      save: (key, fp, status, type, body) => client.set(prefix + key, encode(fp, status, type, body), 'PX', 86_400_000),
+      save: (key, fp, status, type, body) => {
+        corked();
+        return client.set(prefix + key, encode(fp, status, type, body), 'PX', 86_400_000);
+      },
       close: async () => client.disconnect(),
     };
   }

@@ -128,17 +128,29 @@ class Engine<Tx> implements Receiver<Tx> {
     return receiverHealth(this.store, this.writeProbe);
   }
 
-  async execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution> {
+  // Hot path: docs/hot-path.md#engine-store-calls
+  /** Not an `async` function: one `then` on the attempt's promise ends the observation. */
+  execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution> {
     const request = new RequestRun(this.observer.request(id.scope, id.key), work, this.options.waitTimeoutMs);
-    let execution: Execution;
+    const ended = (error: unknown): void => request.observation.end(request.threw(error) ? 'released_after_error' : outcomeOf(error), error);
+    let attempt: Promise<Execution>;
     try {
-      execution = await request.observation.within(() => this.attempt(id, request));
+      attempt = request.observation.within(() => this.attempt(id, request));
     } catch (error) {
-      request.observation.end(request.threw(error) ? 'released_after_error' : outcomeOf(error), error);
-      throw error;
+      ended(error);
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passed on as it came, as an `async` function would
+      return Promise.reject(error);
     }
-    request.observation.end(execution.replayed ? (request.waited ? 'waited' : 'replayed') : 'executed');
-    return execution;
+    return attempt.then(
+      (execution) => {
+        request.observation.end(execution.replayed ? (request.waited ? 'waited' : 'replayed') : 'executed');
+        return execution;
+      },
+      (error: unknown) => {
+        ended(error);
+        throw error;
+      },
+    );
   }
 
   /**

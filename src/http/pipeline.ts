@@ -13,35 +13,20 @@
 import { IdempotencyError, IdempotencyKeyMissingError, ResponseNotKeptError } from '../core/errors.js';
 import { fingerprint } from '../core/fingerprint.js';
 import { parseIdempotencyKey } from '../core/key.js';
-import { DEFAULT_PROBLEM_TYPE_BASE, describeProblem, encodeProblem, isHttpErrorCode, problemDetailsShape, type ProblemShape } from '../core/problem.js';
+import { describeProblem, encodeProblem, isHttpErrorCode, type ProblemShape } from '../core/problem.js';
 import { RESPONSE_NOT_KEPT_HEADER, type Claim, type StoredResponse } from '../core/record.js';
-import type { Receiver } from '../core/receiver.js';
-import { describe, invalidOption, requireBoolean, requireFunction, requireOptions } from '../core/validate.js';
+import type { ExecutionContext, Receiver } from '../core/receiver.js';
+import { describe } from '../core/validate.js';
 import { BodyTooLargeError } from './body.js';
+import { resolveOptions, type ResolvedOptions } from './pipeline-options.js';
+
+export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS } from './pipeline-options.js';
 
 /** Name of the request header carrying the key (IETF draft section 2). */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 
 /** Name of the header added to a replayed response (the value is `true`), as Stripe does. */
 const REPLAYED_HEADER = 'idempotent-replayed';
-
-/** Default of {@link IdempotencyOptions.methods}: the non-idempotent methods a client retries with a key. */
-export const DEFAULT_METHODS: readonly string[] = Object.freeze(['POST', 'PATCH']);
-
-/** Default of {@link IdempotencyOptions.replayHeaders}: representation metadata that is safe to replay. */
-export const DEFAULT_REPLAY_HEADERS: readonly string[] = Object.freeze([
-  'content-type',
-  'content-language',
-  'content-location',
-  'location',
-  'etag',
-  'last-modified',
-  'cache-control',
-  'link',
-]);
-
-/** Headers that are never saved for replay, whatever the allow-list says. */
-const NEVER_REPLAYED = new Set(['set-cookie', RESPONSE_NOT_KEPT_HEADER]);
 
 /**
  * Options of every HTTP adapter (`retrysafe/express`, `retrysafe/fastify`, `retrysafe/hono`).
@@ -72,7 +57,7 @@ export interface IdempotencyOptions<Req, Tx> {
    * one client's session to another request. @defaultValue {@link DEFAULT_REPLAY_HEADERS}
    */
   readonly replayHeaders?: readonly string[];
-  /** Prefix of the problem `type` URIs. @defaultValue {@link DEFAULT_PROBLEM_TYPE_BASE} */
+  /** Prefix of the problem `type` URIs. @defaultValue `DEFAULT_PROBLEM_TYPE_BASE` (exported by the package root) */
   readonly problemTypeBase?: string;
   /** `Retry-After` on 409 and 503 problems, in seconds. @defaultValue 1 */
   readonly retryAfterSeconds?: number;
@@ -80,7 +65,7 @@ export interface IdempotencyOptions<Req, Tx> {
    * Status, headers and body of every problem answered (400, 409, 410, 413, 422, 503), for clients that
    * expect their API's own error shape (`stripeErrorShape`: Stripe's, with `Stripe-Should-Retry`); a shape
    * that throws or answers a status outside 400–599 reaches the framework's error handler.
-   * @defaultValue {@link problemDetailsShape} (RFC 9457 `application/problem+json`) */
+   * @defaultValue `problemDetailsShape` (RFC 9457 `application/problem+json`) */
   readonly problem?: ProblemShape;
   /**
    * Longest request body fingerprinted, in bytes. A longer body (by its Content-Length, as it streams in,
@@ -236,21 +221,6 @@ export interface HttpPipeline<Req, Tx> {
   ): Promise<HttpPipelineOutcome>;
 }
 
-/** The resolved, frozen options of an {@link HttpPipeline}. */
-interface ResolvedOptions<Req, Tx> {
-  readonly receiver: Receiver<Tx>;
-  readonly required: boolean;
-  readonly methods: ReadonlySet<string>;
-  readonly scope: (req: Req) => string | Promise<string>;
-  readonly route: ((req: Req) => string) | undefined;
-  readonly replayHeaders: ReadonlySet<string>;
-  readonly problemTypeBase: string;
-  readonly retryAfterSeconds: number;
-  readonly problem: ProblemShape;
-  readonly maxBodyBytes: number;
-  readonly maxResponseBytes: number;
-}
-
 /** Carries a failed handler's response through the receiver, which releases the key on a throw. */
 class HandlerFailed extends Error {
   override readonly name = 'HandlerFailed';
@@ -280,63 +250,6 @@ export function createHttpPipeline<Req, Tx>(options: IdempotencyOptions<Req, Tx>
   return new ReceiverPipeline(resolveOptions(options));
 }
 
-function resolveOptions<Req, Tx>(options: IdempotencyOptions<Req, Tx>): ResolvedOptions<Req, Tx> {
-  requireOptions('the idempotency middleware', options);
-  if (!isReceiver(options.receiver)) throw invalidOption('receiver', 'a Receiver (see createReceiver)', options.receiver);
-  const required = requireBoolean('required', options.required ?? true);
-  const methods: unknown = options.methods ?? DEFAULT_METHODS;
-  if (!isStringArray(methods, METHOD_NAME) || methods.length === 0) throw invalidOption('methods', 'a non-empty array of HTTP method names', methods);
-  const scope = requireFunction<(req: Req) => string | Promise<string>>('scope', options.scope ?? noScope);
-  const route = options.route === undefined ? undefined : requireFunction<(req: Req) => string>('route', options.route);
-  const replayHeaders: unknown = options.replayHeaders ?? DEFAULT_REPLAY_HEADERS;
-  if (!isStringArray(replayHeaders, HEADER_NAME)) throw invalidOption('replayHeaders', 'an array of lower-case header names', replayHeaders);
-  const refused = replayHeaders.find((name) => NEVER_REPLAYED.has(name));
-  if (refused !== undefined) throw invalidOption('replayHeaders', `a list without ${describe(refused)} (cookies are never stored or replayed)`, replayHeaders);
-  const problemTypeBase: unknown = options.problemTypeBase ?? DEFAULT_PROBLEM_TYPE_BASE;
-  if (typeof problemTypeBase !== 'string') throw invalidOption('problemTypeBase', 'a string', problemTypeBase);
-  const retryAfterSeconds: unknown = options.retryAfterSeconds ?? 1;
-  if (!isNonNegativeInteger(retryAfterSeconds)) throw invalidOption('retryAfterSeconds', 'a non-negative integer number of seconds', retryAfterSeconds);
-  const problem = requireFunction<ProblemShape>('problem', options.problem ?? problemDetailsShape);
-  const maxBodyBytes: unknown = options.maxBodyBytes ?? 1_048_576;
-  if (!isNonNegativeInteger(maxBodyBytes)) throw invalidOption('maxBodyBytes', 'a non-negative integer number of bytes', maxBodyBytes);
-  const maxResponseBytes: unknown = options.maxResponseBytes ?? 1_048_576;
-  if (!isNonNegativeInteger(maxResponseBytes)) throw invalidOption('maxResponseBytes', 'a non-negative integer number of bytes', maxResponseBytes);
-  return Object.freeze({
-    receiver: options.receiver,
-    maxBodyBytes,
-    maxResponseBytes,
-    required,
-    methods: new Set(methods.map((m) => m.toUpperCase())),
-    scope,
-    route,
-    replayHeaders: new Set(replayHeaders),
-    problemTypeBase,
-    retryAfterSeconds,
-    problem,
-  });
-}
-
-/** Method names as the `methods` option takes them (any case), and header names as `replayHeaders` does (RFC 9110 tokens, lower case). */
-const METHOD_NAME = /^[A-Za-z]+$/;
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
-
-/** The default `scope`: every key in one namespace. */
-function noScope(): string {
-  return '';
-}
-
-function isReceiver(value: unknown): boolean {
-  return typeof value === 'object' && value !== null && typeof (value as Partial<Receiver<unknown>>).execute === 'function';
-}
-
-function isNonNegativeInteger(value: unknown): value is number {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
-}
-
-function isStringArray(value: unknown, pattern: RegExp): value is readonly string[] {
-  return Array.isArray(value) && value.every((item) => typeof item === 'string' && pattern.test(item));
-}
-
 class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
   readonly maxBodyBytes: number;
   readonly maxResponseBytes: number;
@@ -350,18 +263,31 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
     return this.options.methods.has(method.toUpperCase());
   }
 
-  async handle(
+  // Hot path: docs/hot-path.md#pipeline-context
+  // Not an `async` function: each step chains onto the promise it waits for (the receiver's, and `scope`'s
+  // or `body`'s only when they return one), where `async` layers cost a promise and a hop each.
+  handle(
     request: HttpPipelineRequest<Req>,
     run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
   ): Promise<HttpPipelineOutcome> {
-    if (!this.applies(request.method)) return PASS;
+    try {
+      return this.keyed(request, run);
+    } catch (error) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the option's own throw, passed on as an `async` function would
+      return Promise.reject(error);
+    }
+  }
+
+  /** Steps 1 to 3 of {@link HttpPipeline.handle}: the method, the key, then the scope. */
+  private keyed(request: HttpPipelineRequest<Req>, run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>): Promise<HttpPipelineOutcome> {
+    if (!this.applies(request.method)) return Promise.resolve(PASS);
     const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
     if (header === null || header === undefined) {
       if (request.required ?? this.options.required) {
         this.options.receiver.observer.invalidKey();
-        return this.problemOutcome(new IdempotencyKeyMissingError());
+        return Promise.resolve(this.problemOutcome(new IdempotencyKeyMissingError()));
       }
-      return PASS;
+      return Promise.resolve(PASS);
     }
     let key: string;
     try {
@@ -369,49 +295,77 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
     } catch (error) {
       if (error instanceof IdempotencyError) {
         this.options.receiver.observer.invalidKey();
-        return this.problemOutcome(error);
+        return Promise.resolve(this.problemOutcome(error));
       }
       throw error;
     }
-    // Hot path: docs/hot-path.md#pipeline-context
-    // Awaiting a value that is not a promise still costs a microtask hop; the usual scope and body are plain.
     const scoped = this.options.scope(request.request);
-    const scope = typeof scoped === 'string' ? scoped : await scoped;
+    if (typeof scoped === 'string') return this.scoped(request, run, key, scoped);
+    return Promise.resolve(scoped).then((scope) => this.scoped(request, run, key, scope));
+  }
+
+  /** Step 4 of {@link HttpPipeline.handle}: the body, read once the scope is known. */
+  private scoped(
+    request: HttpPipelineRequest<Req>,
+    run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
+    key: string,
+    scope: unknown,
+  ): Promise<HttpPipelineOutcome> {
     if (typeof scope !== 'string') {
       throw new TypeError(`retrysafe: the "scope" option must return a string, got ${describe(scope)}`);
     }
     const route = this.options.route ? this.options.route(request.request) : request.route;
-    let body: Uint8Array | string;
-    try {
-      const read = request.body();
-      body = typeof read === 'string' || read instanceof Uint8Array ? read : await read;
-    } catch (error) {
+    const tooLarge = (error: unknown): HttpPipelineOutcome => {
       if (error instanceof BodyTooLargeError) return this.problemOutcome(error);
       throw error;
+    };
+    let read: Uint8Array | string | Promise<Uint8Array | string>;
+    try {
+      read = request.body();
+    } catch (error) {
+      return Promise.resolve(tooLarge(error));
     }
+    if (typeof read === 'string' || read instanceof Uint8Array) return this.executed(request, run, key, scope, route, read);
+    return read.then((body) => this.executed(request, run, key, scope, route, body), tooLarge);
+  }
+
+  /** Step 5 of {@link HttpPipeline.handle}: the receiver's execution, answered as an outcome. */
+  private executed(
+    request: HttpPipelineRequest<Req>,
+    run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
+    key: string,
+    scope: string,
+    route: string,
+    body: Uint8Array | string,
+  ): Promise<HttpPipelineOutcome> {
     const id = { scope, key, fingerprint: fingerprint({ method: request.method, route, query: request.query, body }) };
     let captured: CapturedResponse | undefined;
-    try {
-      const execution = await this.options.receiver.execute(id, async ({ claim, tx }) => {
-        const context = new IssuedContext(key, scope, claim, tx, this.options.receiver);
-        captured = await run(context);
-        if (captured.failed === true) throw new HandlerFailed(captured);
-        return this.toStored(captured);
+    // Hot path: docs/hot-path.md#engine-store-calls
+    // One `then` on the handler's promise, not an `async` wrapper (a promise and a hop more per request).
+    const work = ({ claim, tx }: ExecutionContext<Tx>): Promise<StoredResponse> =>
+      run(new IssuedContext(key, scope, claim, tx, this.options.receiver)).then((response) => {
+        captured = response;
+        if (response.failed === true) throw new HandlerFailed(response);
+        return this.toStored(response);
       });
-      if (execution.replayed) {
-        const saved = execution.response;
-        const notKept = saved.headers[RESPONSE_NOT_KEPT_HEADER];
-        if (notKept !== undefined) return this.notKeptOutcome(saved, Number(notKept));
-        return { kind: 'replay', response: { status: saved.status, headers: { ...saved.headers, ...REPLAYED }, body: saved.body } };
-      }
-      // The receiver hands back what the work returned; the handler's full response (cookies too) is sent.
-      return { kind: 'handler', response: captured ?? execution.response };
-    } catch (error) {
-      if (error instanceof HandlerFailed) return { kind: 'handler', response: error.response };
-      // Other retrysafe errors (a handler's own failed retrying fetch, say) are the handler's to answer.
-      if (error instanceof IdempotencyError && isHttpErrorCode(error.code)) return this.problemOutcome(error);
-      throw error;
-    }
+    return this.options.receiver.execute(id, work).then(
+      (execution): HttpPipelineOutcome => {
+        if (execution.replayed) {
+          const saved = execution.response;
+          const notKept = saved.headers[RESPONSE_NOT_KEPT_HEADER];
+          if (notKept !== undefined) return this.notKeptOutcome(saved, Number(notKept));
+          return { kind: 'replay', response: { status: saved.status, headers: { ...saved.headers, ...REPLAYED }, body: saved.body } };
+        }
+        // The receiver hands back what the work returned; the handler's full response (cookies too) is sent.
+        return { kind: 'handler', response: captured ?? execution.response };
+      },
+      (error: unknown): HttpPipelineOutcome => {
+        if (error instanceof HandlerFailed) return { kind: 'handler', response: error.response };
+        // Other retrysafe errors (a handler's own failed retrying fetch, say) are the handler's to answer.
+        if (error instanceof IdempotencyError && isHttpErrorCode(error.code)) return this.problemOutcome(error);
+        throw error;
+      },
+    );
   }
 
   private problemOutcome(error: IdempotencyError): HttpPipelineOutcome {
