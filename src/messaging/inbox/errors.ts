@@ -38,3 +38,8 @@ export class HandlerTimeoutError extends InboxError {
 
 /** Longest accepted message id and consumer name, in characters. */
 export const MAX_MESSAGE_ID_LENGTH = 255;
+
+/** How a handler's failure is recorded with its attempt row (`last_error`): `Name: message`, or the thrown value as text. */
+export function failureText(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

@@ -4,10 +4,12 @@
  * @module
  */
 import { performance } from 'node:perf_hooks';
-import { describe, requireLimit } from '../../core/validate.js';
+import { requireLimit } from '../../core/validate.js';
 import { keyHash, logEvent } from '../../observability/logging.js';
-import { MAX_MESSAGE_ID_LENGTH, MessageIdMissingError } from './errors.js';
+import { handleInboxBatch, type BatchHost, type InboxBatchHandler, type InboxBatchOutcome } from './batch.js';
+import { failureText } from './errors.js';
 import { InboxMetrics } from './metrics.js';
+import { requireMessageId, requireName } from './names.js';
 import { resolveInboxOptions, type InboxOptions, type ResolvedInboxOptions } from './options.js';
 import type { DeadLetter } from './store.js';
 import { InboxTraces, type DeliverySpan } from './traces.js';
@@ -72,6 +74,50 @@ export interface Inbox<Tx> {
    * @throws the database driver's error when the store fails (nothing committed; the broker should redeliver)
    */
   handle(delivery: Delivery, fn: InboxHandler<Tx>): Promise<InboxOutcome>;
+  /**
+   * Handles many deliveries of one consumer in one transaction and answers one outcome per delivery, in
+   * input order. Round trips on PostgreSQL: one committed statement that reads every id's mark and counts an
+   * attempt for each new one (one statement over an array), then one transaction: one statement inserting
+   * every processed mark, each new message's `fn` under a savepoint of its own, one statement settling the
+   * failures, `COMMIT`. SQLite: the same steps, in two transactions.
+   *
+   * - Already processed: `duplicate`, `fn` not run. Dead-lettered: `dead_lettered` (attempts undefined).
+   * - A throw (or a timeout) in `fn` rolls back that message's savepoint only: its writes and mark go, the
+   *   others commit. It is `retry` with its attempts, or `dead_lettered` once they reach `maxAttempts`.
+   * - A message with an earlier attempt on record (it failed, its consumer crashed, a redrive is pending, or
+   *   another process is running it) runs alone after the batch, through {@link Inbox.handle}, which counts
+   *   its attempt just before running it: a message that crashes its consumer is dead-lettered after
+   *   `maxAttempts` started attempts, and the messages batched with it are not. A crash mid-batch counts
+   *   one started attempt for every message of the batch (the batch's first step committed them); with
+   *   `maxAttempts` 1 that dead-letters them all on redelivery, so keep it at 2 or more.
+   * - A later copy of an id within the batch shares the first copy's outcome, except that a processed first
+   *   copy makes it `duplicate`; `fn` runs at most once per id.
+   * - A delivery without a usable id is `rejected` (`MessageIdMissingError`); the others run.
+   * - On PostgreSQL a handler past `handlerTimeoutMs` ends the batch's connection, as `handle` does: the
+   *   whole transaction rolls back, the timed-out message records its `HandlerTimeoutError`, and every
+   *   message that shared the transaction is `retry` with that error (its attempt counted, as after a crash).
+   *   On SQLite only the timed-out message's savepoint is rolled back, once `fn` settles.
+   *
+   * A store without `beginBatch`/`processBatch` (a store of your own) handles the batch one message at a
+   * time through {@link Inbox.handle}, with the same outcomes.
+   *
+   * @throws TypeError when `deliveries` is not an array, `fn` is not a function, or the deliveries do not
+   *   all name one valid consumer
+   * @throws the database driver's error when the store fails (nothing of the batch committed, unless the
+   *   failure came while running the suspects alone; the broker should redeliver every message, and the
+   *   marks make that safe)
+   * @example
+   * ```ts
+   * const outcomes = await inbox.handleBatch(
+   *   messages.map((m) => ({ consumer: 'billing', messageId: m.id, body: m.body })),
+   *   async (tx, delivery) => {
+   *     await tx.query('INSERT INTO invoices (order_id) VALUES ($1)', [delivery.messageId]);
+   *   },
+   * );
+   * outcomes.forEach((outcome, i) => (outcome.status === 'retry' ? nack(messages[i]) : ack(messages[i])));
+   * ```
+   */
+  handleBatch<D extends Delivery>(deliveries: readonly D[], fn: InboxBatchHandler<Tx, D>): Promise<InboxBatchOutcome[]>;
   /** Dead letters, oldest first. @defaultValue limit 100, all consumers */
   deadLetters(query?: { readonly consumer?: string; readonly limit?: number }): Promise<DeadLetter[]>;
   /**
@@ -118,9 +164,9 @@ export function createInbox<Tx>(options: InboxOptions<Tx>): Inbox<Tx> {
   return new InboxImpl(resolveInboxOptions(options));
 }
 
-class InboxImpl<Tx> implements Inbox<Tx> {
-  private readonly metrics: InboxMetrics;
-  private readonly traces: InboxTraces;
+class InboxImpl<Tx> implements Inbox<Tx>, BatchHost<Tx> {
+  readonly metrics: InboxMetrics;
+  readonly traces: InboxTraces;
   /** Deliveries in progress in this process, per (consumer, message id). */
   private readonly running = new Map<string, number>();
 
@@ -153,12 +199,22 @@ class InboxImpl<Tx> implements Inbox<Tx> {
     return outcome;
   }
 
+  handleBatch<D extends Delivery>(deliveries: readonly D[], fn: InboxBatchHandler<Tx, D>): Promise<InboxBatchOutcome[]> {
+    return handleInboxBatch(this, deliveries, fn);
+  }
+
+  track(key: string, step: 1 | -1): void {
+    const count = (this.running.get(key) ?? 0) + step;
+    if (count === 0) this.running.delete(key);
+    else this.running.set(key, count);
+  }
+
   /** The delivery itself; reports nothing (see {@link InboxImpl.report}). */
   private async deliver(consumer: string, messageId: string, delivery: Delivery, fn: InboxHandler<Tx>, span: DeliverySpan | undefined): Promise<InboxOutcome> {
     const { store, clock, maxAttempts, handlerTimeoutMs } = this.config;
     const stored = { headers: delivery.headers ?? {}, body: delivery.body ?? new Uint8Array() };
     const key = `${consumer}\0${messageId}`;
-    this.running.set(key, (this.running.get(key) ?? 0) + 1);
+    this.track(key, 1);
     try {
       const begun = await store.begin(consumer, messageId, clock.now());
       if (begun.state === 'processed') return { status: 'duplicate' };
@@ -190,14 +246,12 @@ class InboxImpl<Tx> implements Inbox<Tx> {
       }
       return { status: 'processed', attempts: attempt };
     } finally {
-      const left = (this.running.get(key) ?? 1) - 1;
-      if (left === 0) this.running.delete(key);
-      else this.running.set(key, left);
+      this.track(key, -1);
     }
   }
 
   /** Reports a delivery's outcome: the event (hook and metrics), the span, and a log line for a dead letter. */
-  private report(consumer: string, messageId: string, outcome: InboxOutcome, seconds: number, span: DeliverySpan | undefined): void {
+  report(consumer: string, messageId: string, outcome: InboxOutcome, seconds: number, span: DeliverySpan | undefined): void {
     if (outcome.status === 'duplicate') {
       this.metrics.emit({ type: 'duplicate', consumer, messageId, attempts: undefined }, seconds);
       this.traces.end(span, 'duplicate', undefined);
@@ -250,33 +304,7 @@ class CrashLoopVerdict extends Error {
   }
 }
 
-/**
- * The delivery's message id.
- * @throws MessageIdMissingError when it is absent, empty, over 255 characters or contains NUL
- */
-function requireMessageId(messageId: unknown): string {
-  const reason =
-    typeof messageId !== 'string'
-      ? 'no id'
-      : messageId.length === 0
-        ? 'an empty id'
-        : messageId.length > MAX_MESSAGE_ID_LENGTH
-          ? `an id longer than ${MAX_MESSAGE_ID_LENGTH} characters`
-          : messageId.includes('\0')
-            ? 'an id containing NUL'
-            : undefined;
-  if (reason !== undefined) throw new MessageIdMissingError(reason);
-  return messageId as string;
-}
-
-function requireName(option: string, value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_MESSAGE_ID_LENGTH || value.includes('\0')) {
-    throw new TypeError(`retrysafe: "${option}" must be a non-empty string of at most ${MAX_MESSAGE_ID_LENGTH} characters without NUL, got ${describe(value)}`);
-  }
-  return value;
-}
-
 function errorText(error: unknown): string {
   if (error instanceof CrashLoopVerdict) return error.message;
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return failureText(error);
 }

@@ -6,6 +6,7 @@
  * @module
  */
 export { createInbox, type Delivery, type HandlerContext, type Inbox, type InboxHandler, type InboxOutcome } from './inbox.js';
+export type { InboxBatchHandler, InboxBatchOutcome } from './batch.js';
 export { INBOX_DEFAULTS, type InboxOptions, type ResolvedInboxOptions } from './options.js';
 export { HandlerTimeoutError, InboxError, MAX_MESSAGE_ID_LENGTH, MessageIdMissingError, type InboxErrorCode } from './errors.js';
 export { INBOX_INSTRUMENTS, type InboxEvent, type InboxEventType, type InboxMessageOutcome } from './metrics.js';
@@ -14,6 +15,9 @@ export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './post
 export { createSqliteInboxStore, type SqliteInboxStore, type SqliteInboxStoreOptions } from './sqlite.js';
 export { inboxProcessor, type BrokerMessage, type Disposition, type MessageProcessor, type MessageHandler, type RedriveOptions } from './processor.js';
 export type {
+  BatchBeginResult,
+  BatchItem,
+  BatchItemResult,
   BeginResult,
   DeadLetter,
   FailureResult,

@@ -8,8 +8,8 @@ import type pg from 'pg';
 import { describe, requireOptions } from '../../core/validate.js';
 import { DEFAULT_SCHEMA, schemaNames } from '../../stores/postgres/schema.js';
 import { commit, onPoolClient } from '../../stores/postgres/transaction.js';
-import { HandlerTimeoutError } from './errors.js';
-import type { BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
+import { failureText, HandlerTimeoutError } from './errors.js';
+import type { BatchBeginResult, BatchItem, BatchItemResult, BeginResult, DeadLetter, FailureResult, InboxStore, StoredMessage, TransactionHandler } from './store.js';
 import { runWithTimeout } from './timeout.js';
 
 /** Options of {@link createPostgresInboxStore}. */
@@ -33,6 +33,12 @@ export interface PostgresInboxStoreOptions {
  *   connection; the role needs to be the same or hold `pg_signal_backend`) and its connection destroyed,
  *   rather than sent a ROLLBACK that would queue behind the handler's running query: the server rolls
  *   back at once, releasing the row locks, and COMMIT is never sent.
+ * - beginBatch: one statement over an array of ids: reads their marks and attempt rows, inserts an attempt
+ *   row for each new id (in id order, so concurrent batches never deadlock).
+ * - processBatch: `BEGIN`; one `INSERT … SELECT unnest($2) … ON CONFLICT DO NOTHING` of every mark; per
+ *   message a savepoint round trip (`RELEASE SAVEPOINT item; SAVEPOINT item`, or `ROLLBACK TO SAVEPOINT
+ *   item` after a throw) around its handler's statements; one statement deleting the failures' marks,
+ *   recording their errors (dead-lettering at `maxAttempts`) and deleting the others' attempt rows; `COMMIT`.
  * - reap: `WITH doomed AS (SELECT … LIMIT $2 FOR UPDATE SKIP LOCKED) DELETE … USING doomed`: bounded,
  *   never waits.
  *
@@ -80,6 +86,42 @@ function statements(s: string) {
       settled AS (
         DELETE FROM ${attempts} WHERE consumer = $1 AND message_id = $2 AND EXISTS (SELECT 1 FROM marked))
       SELECT count(*)::int AS marked, pg_backend_pid() AS pid FROM marked`,
+    // $1 consumer, $2 message ids (distinct), $3 now
+    beginBatch: `
+      WITH input AS (SELECT m AS message_id, n FROM unnest($2::text[]) WITH ORDINALITY AS u(m, n)),
+      done AS (SELECT message_id FROM ${processed} WHERE consumer = $1 AND message_id = ANY($2::text[])),
+      known AS (SELECT message_id, dead_lettered_at IS NOT NULL AS dead FROM ${attempts} WHERE consumer = $1 AND message_id = ANY($2::text[])),
+      counted AS (
+        INSERT INTO ${attempts} (consumer, message_id, attempts, first_attempt_at, last_attempt_at)
+        SELECT $1, i.message_id, 1, $3, $3 FROM input i
+        WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.message_id = i.message_id)
+          AND NOT EXISTS (SELECT 1 FROM known k WHERE k.message_id = i.message_id)
+        ORDER BY i.message_id
+        ON CONFLICT (consumer, message_id) DO NOTHING
+        RETURNING message_id)
+      SELECT CASE WHEN d.message_id IS NOT NULL THEN 'processed' WHEN c.message_id IS NOT NULL THEN 'attempt'
+        WHEN k.dead THEN 'dead' ELSE 'suspect' END AS state
+      FROM input i LEFT JOIN done d USING (message_id) LEFT JOIN counted c USING (message_id) LEFT JOIN known k USING (message_id)
+      ORDER BY i.n`,
+    // $1 consumer, $2 message ids (distinct), $3 now
+    markBatch: `
+      WITH marked AS (
+        INSERT INTO ${processed} (consumer, message_id, processed_at) SELECT $1, m, $3 FROM unnest($2::text[]) AS m ORDER BY m
+        ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id)
+      SELECT coalesce(array_agg(message_id), '{}') AS marked, pg_backend_pid() AS pid FROM marked`,
+    // $1 consumer, $2 ids whose attempt rows go (committed, duplicates), $3 failed ids, $4 their errors,
+    // $5 their headers (json text), $6 their bodies, $7 now, $8 max attempts
+    settleBatch: `
+      WITH unmarked AS (DELETE FROM ${processed} WHERE consumer = $1 AND message_id = ANY($3::text[])),
+      settled AS (DELETE FROM ${attempts} WHERE consumer = $1 AND message_id = ANY($2::text[]) AND dead_lettered_at IS NULL),
+      f AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS f(message_id, error, headers, body))
+      UPDATE ${attempts} a SET last_error = f.error,
+        dead_lettered_at = CASE WHEN a.attempts >= $8::int THEN $7::bigint END,
+        redrive_requested_at = CASE WHEN a.attempts >= $8::int THEN NULL ELSE a.redrive_requested_at END,
+        headers = CASE WHEN a.attempts >= $8::int THEN f.headers::json ELSE a.headers END,
+        body = CASE WHEN a.attempts >= $8::int THEN f.body ELSE a.body END
+      FROM f WHERE a.consumer = $1 AND a.message_id = f.message_id AND a.dead_lettered_at IS NULL
+      RETURNING a.message_id AS "messageId", a.attempts, a.dead_lettered_at IS NOT NULL AS dead`,
     // $1 backend pid of a timed-out transaction
     terminate: 'SELECT pg_terminate_backend($1)',
     // $1 consumer, $2 message id: the attempt a duplicate counted after the winner deleted the row
@@ -175,6 +217,81 @@ class PostgresInboxStore implements InboxStore<pg.PoolClient> {
     });
   }
 
+  async beginBatch(consumer: string, messageIds: readonly string[], now: number): Promise<BatchBeginResult[]> {
+    const result = await this.pool.query<{ state: 'processed' | 'attempt' | 'dead' | 'suspect' }>(this.sql.beginBatch, [consumer, messageIds, now]);
+    return result.rows.map(({ state }) => (state === 'attempt' ? { state, attempts: 1 } : { state }));
+  }
+
+  async processBatch(consumer: string, items: readonly BatchItem<pg.PoolClient>[], now: number, timeoutMs: number, maxAttempts: number): Promise<BatchItemResult[]> {
+    let timedOut: { readonly item: BatchItem<pg.PoolClient>; readonly error: HandlerTimeoutError } | undefined;
+    try {
+      return await onPoolClient(this.pool, async (client, discard) => {
+        await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+        const mark = await client.query<{ marked: string[]; pid: number }>(this.sql.markBatch, [consumer, items.map((item) => item.messageId), now]);
+        const marked = new Set(mark.rows[0]?.marked);
+        const pid = mark.rows[0]?.pid;
+        const errors = new Map<string, unknown>();
+        let open = false;
+        for (const item of items) {
+          if (!marked.has(item.messageId)) continue;
+          if (!open) await client.query('SAVEPOINT item');
+          open = true;
+          try {
+            await runWithTimeout(item.run, client, timeoutMs, discard);
+            // A handler that swallowed a statement's error leaves the transaction aborted: RELEASE fails.
+            await client.query('RELEASE SAVEPOINT item; SAVEPOINT item');
+          } catch (error) {
+            if (error instanceof HandlerTimeoutError) {
+              timedOut = { item, error };
+              await this.pool.query(this.sql.terminate, [pid]).catch(() => undefined);
+              throw error;
+            }
+            errors.set(item.messageId, error);
+            await client.query('ROLLBACK TO SAVEPOINT item');
+          }
+        }
+        const failed = items.filter((item) => errors.has(item.messageId));
+        const settledIds = items.filter((item) => !errors.has(item.messageId)).map((item) => item.messageId);
+        const recorded = await client.query<{ messageId: string; attempts: number; dead: boolean }>(this.sql.settleBatch, [
+          consumer,
+          settledIds,
+          failed.map((item) => item.messageId),
+          failed.map((item) => failureText(errors.get(item.messageId))),
+          failed.map((item) => JSON.stringify(item.message.headers)),
+          failed.map((item) => toBuffer(item.message.body)),
+          now,
+          maxAttempts,
+        ]);
+        await commit(client, 'the inbox batch transaction');
+        const records = new Map(recorded.rows.map((row) => [row.messageId, row]));
+        return items.map((item): BatchItemResult => {
+          if (!marked.has(item.messageId)) return { state: 'duplicate' };
+          if (!errors.has(item.messageId)) return { state: 'committed' };
+          const record = records.get(item.messageId);
+          return { state: 'failed', error: errors.get(item.messageId), attempts: record?.attempts ?? 1, deadLettered: record?.dead === true };
+        });
+      });
+    } catch (error) {
+      if (timedOut === undefined) throw error;
+      return this.timedOutBatch(consumer, items, now, maxAttempts, timedOut);
+    }
+  }
+
+  /** The batch after a handler timeout ended its transaction: see {@link Inbox.handleBatch}. */
+  private async timedOutBatch(
+    consumer: string,
+    items: readonly BatchItem<pg.PoolClient>[],
+    now: number,
+    maxAttempts: number,
+    timedOut: { readonly item: BatchItem<pg.PoolClient>; readonly error: HandlerTimeoutError },
+  ): Promise<BatchItemResult[]> {
+    const { item, error } = timedOut;
+    const failure = await this.fail(consumer, item.messageId, now, failureText(error), maxAttempts, item.message);
+    return items.map((other) =>
+      other === item ? { state: 'failed', error, attempts: failure?.attempts ?? 1, deadLettered: failure?.deadLettered === true } : { state: 'failed', error, attempts: 1, deadLettered: false },
+    );
+  }
+
   async fail(
     consumer: string,
     messageId: string,
@@ -190,7 +307,7 @@ class PostgresInboxStore implements InboxStore<pg.PoolClient> {
       error,
       maxAttempts,
       JSON.stringify(message.headers),
-      Buffer.from(message.body.buffer, message.body.byteOffset, message.body.byteLength),
+      toBuffer(message.body),
     ]);
     const row = result.rows[0];
     return row === undefined ? undefined : { attempts: row.attempts, deadLettered: row.dead };
@@ -220,6 +337,10 @@ class PostgresInboxStore implements InboxStore<pg.PoolClient> {
   close(): Promise<void> {
     return Promise.resolve();
   }
+}
+
+function toBuffer(body: Uint8Array): Buffer {
+  return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
 }
 
 function toDeadLetter(row: DeadRow): DeadLetter {

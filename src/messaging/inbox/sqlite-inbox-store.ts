@@ -8,7 +8,8 @@
 import type { Database } from 'better-sqlite3';
 import { Mutex } from '../../stores/sqlite/mutex.js';
 import type { SqliteInboxStore as SqliteInboxStoreApi } from './sqlite.js';
-import type { BeginResult, DeadLetter, FailureResult, StoredMessage, TransactionHandler } from './store.js';
+import type { BatchBeginResult, BatchItem, BatchItemResult, BeginResult, DeadLetter, FailureResult, StoredMessage, TransactionHandler } from './store.js';
+import { failureText } from './errors.js';
 import { runWithTimeout } from './timeout.js';
 
 /** A dead letter as the statements read it (`headers` is JSON text). */
@@ -41,6 +42,9 @@ export class SqliteInboxStore implements SqliteInboxStoreApi {
       'redrive_requested_at AS "redriveRequestedAt", headers, body';
     const prepare = (text: string) => database.prepare(text);
     this.sql = {
+      attemptsOf: prepare(`SELECT dead_lettered_at IS NOT NULL FROM ${attempts} WHERE consumer = ? AND message_id = ?`).pluck(),
+      fresh: prepare(`INSERT INTO ${attempts} (consumer, message_id, attempts, first_attempt_at, last_attempt_at) VALUES (?, ?, 1, ?, ?)`),
+      unmark: prepare(`DELETE FROM ${processed} WHERE consumer = ? AND message_id = ?`),
       isProcessed: prepare(`SELECT 1 FROM ${processed} WHERE consumer = ? AND message_id = ?`).pluck(),
       count: prepare(`INSERT INTO ${attempts} AS a (consumer, message_id, attempts, first_attempt_at, last_attempt_at)
         VALUES (?, ?, 1, ?, ?)
@@ -108,19 +112,74 @@ export class SqliteInboxStore implements SqliteInboxStoreApi {
     });
   }
 
-  fail(consumer: string, messageId: string, now: number, error: string, maxAttempts: number, message: StoredMessage): Promise<FailureResult | undefined> {
-    return this.mutex.run(() => {
-      const row = this.sql.fail.get({
-        consumer,
-        id: messageId,
-        now,
-        error,
-        max: maxAttempts,
-        headers: JSON.stringify(message.headers),
-        body: Buffer.from(message.body.buffer, message.body.byteOffset, message.body.byteLength),
-      }) as { attempts: number; dead: number } | undefined;
-      return row === undefined ? undefined : { attempts: row.attempts, deadLettered: row.dead === 1 };
+  beginBatch(consumer: string, messageIds: readonly string[], now: number): Promise<BatchBeginResult[]> {
+    return this.mutex.run(() =>
+      this.database
+        .transaction(() =>
+          messageIds.map((messageId): BatchBeginResult => {
+            if (this.sql.isProcessed.get(consumer, messageId) !== undefined) return { state: 'processed' };
+            const dead = this.sql.attemptsOf.get(consumer, messageId) as number | undefined;
+            if (dead !== undefined) return dead === 1 ? { state: 'dead' } : { state: 'suspect' };
+            this.sql.fresh.run(consumer, messageId, now, now);
+            return { state: 'attempt', attempts: 1 };
+          }),
+        )
+        .immediate(),
+    );
+  }
+
+  processBatch(consumer: string, items: readonly BatchItem<Database>[], now: number, timeoutMs: number, maxAttempts: number): Promise<BatchItemResult[]> {
+    return this.mutex.run(async () => {
+      this.database.exec('BEGIN IMMEDIATE');
+      try {
+        const marked = items.map((item) => this.sql.mark.run(consumer, item.messageId, now).changes === 1);
+        const errors = new Map<string, unknown>();
+        for (const [n, item] of items.entries()) {
+          if (marked[n] !== true) continue;
+          this.database.exec('SAVEPOINT item');
+          try {
+            await runWithTimeout(item.run, this.database, timeoutMs, () => undefined, true);
+            this.database.exec('RELEASE item');
+          } catch (error) {
+            errors.set(item.messageId, error);
+            this.database.exec('ROLLBACK TO item; RELEASE item');
+          }
+        }
+        const results = items.map((item, n): BatchItemResult => {
+          if (!errors.has(item.messageId)) {
+            this.sql.settle.run(consumer, item.messageId);
+            return { state: marked[n] === true ? 'committed' : 'duplicate' };
+          }
+          this.sql.unmark.run(consumer, item.messageId);
+          const error = errors.get(item.messageId);
+          const failure = this.recordFailure(consumer, item.messageId, now, failureText(error), maxAttempts, item.message);
+          return { state: 'failed', error, attempts: failure?.attempts ?? 1, deadLettered: failure?.deadLettered === true };
+        });
+        this.database.exec('COMMIT');
+        return results;
+      } catch (error) {
+        if (this.database.inTransaction) this.database.exec('ROLLBACK');
+        throw error;
+      }
     });
+  }
+
+  fail(consumer: string, messageId: string, now: number, error: string, maxAttempts: number, message: StoredMessage): Promise<FailureResult | undefined> {
+    return this.mutex.run(() => this.recordFailure(consumer, messageId, now, error, maxAttempts, message));
+  }
+
+  /** The failure's record, as {@link SqliteInboxStore.fail} describes it, inside whatever transaction is open. */
+  private recordFailure(consumer: string, messageId: string, now: number, error: string, maxAttempts: number, message: StoredMessage): FailureResult | undefined {
+    const row = this.sql.fail.get({
+      consumer,
+      id: messageId,
+      now,
+      error,
+      max: maxAttempts,
+      headers: JSON.stringify(message.headers),
+      body: Buffer.from(message.body.buffer, message.body.byteOffset, message.body.byteLength),
+    }) as { attempts: number; dead: number } | undefined;
+    return row === undefined ? undefined : { attempts: row.attempts, deadLettered: row.dead === 1 };
   }
 
   deadLetters(consumer: string | undefined, limit: number): Promise<DeadLetter[]> {

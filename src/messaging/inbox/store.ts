@@ -44,6 +44,31 @@ export interface DeadLetter extends StoredMessage {
   readonly redriveRequestedAt: number | undefined;
 }
 
+/**
+ * What the batch's committed first step ({@link InboxStore.beginBatch}) found for one id: as
+ * {@link BeginResult}, or `suspect` when an attempt row already existed (an earlier delivery failed, crashed,
+ * or is running elsewhere, or a redrive is pending). A suspect message is not counted by the batch: the
+ * inbox runs it alone, through the single-message path that counts its own attempt just before it runs, so a
+ * message that crashes its consumer is dead-lettered without dragging the rest of a batch along.
+ */
+export type BatchBeginResult = BeginResult | { readonly state: 'suspect' };
+
+/** One message of {@link InboxStore.processBatch}: its id, what a dead letter saves, and its handler. */
+export interface BatchItem<Tx> {
+  readonly messageId: string;
+  readonly message: StoredMessage;
+  readonly run: TransactionHandler<Tx>;
+}
+
+/** How one message of {@link InboxStore.processBatch} ended. */
+export type BatchItemResult =
+  /** Its handler's writes and its mark committed with the batch. */
+  | { readonly state: 'committed' }
+  /** Another delivery committed its mark first; its handler did not run. */
+  | { readonly state: 'duplicate' }
+  /** Its handler threw or timed out; its writes and mark rolled back; the failure is recorded as by `fail`. */
+  | { readonly state: 'failed'; readonly error: unknown; readonly attempts: number; readonly deadLettered: boolean };
+
 /** The handler of one delivery, run inside the store's transaction. */
 export type TransactionHandler<Tx> = (tx: Tx, signal: AbortSignal) => Promise<void>;
 
@@ -73,6 +98,25 @@ export interface InboxStore<Tx> {
    * attempt row exists (processed or dead-lettered meanwhile by a concurrent delivery).
    */
   fail(consumer: string, messageId: string, now: number, error: string, maxAttempts: number, message: StoredMessage): Promise<FailureResult | undefined>;
+  /**
+   * The batch's committed first step, for distinct `messageIds` (results in the same order): processed
+   * marks and dead letters are reported as by `begin`; an id without an attempt row gets one with 1
+   * attempt; an id that has one is `suspect` and left uncounted. Optional: without it the inbox handles a
+   * batch one message at a time. PostgreSQL: one statement over an array.
+   */
+  beginBatch?(consumer: string, messageIds: readonly string[], now: number): Promise<BatchBeginResult[]>;
+  /**
+   * One transaction for messages `beginBatch` counted: inserts every processed mark in one statement
+   * (`duplicate` for those another delivery committed first), runs each item's handler under a savepoint
+   * of its own (a throw or a timeout rolls back that item's writes only), then in one step deletes the
+   * failed items' marks, records their errors and dead-letters those whose attempts reached `maxAttempts`,
+   * deletes the attempt rows of the others, and commits. Results are in the order of `items`. Required
+   * with `beginBatch`.
+   *
+   * @throws the driver's error when the transaction cannot commit (nothing of the batch committed; the
+   *   attempts `beginBatch` counted stay, as after a crash)
+   */
+  processBatch?(consumer: string, items: readonly BatchItem<Tx>[], now: number, timeoutMs: number, maxAttempts: number): Promise<BatchItemResult[]>;
   /** Dead letters, oldest first; all consumers when `consumer` is undefined. */
   deadLetters(consumer: string | undefined, limit: number): Promise<DeadLetter[]>;
   /**

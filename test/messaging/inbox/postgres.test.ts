@@ -10,6 +10,8 @@ import { createInbox, createPostgresInboxStore, HandlerTimeoutError, INBOX_INSTR
 import { postgresAvailable } from '../../support/postgres-schema.js';
 import { POSTGRES_URL } from '../../support/services.js';
 import { inboxContract } from './contract.js';
+import { inboxBatchContract } from './batch-contract.js';
+import { runBatchChild } from './batch-child.js';
 import { createEffectsSchema, type EffectsSchema } from '../../support/messaging.js';
 import { telemetry } from '../../support/telemetry.js';
 
@@ -29,6 +31,17 @@ describe.runIf(available)('PostgreSQL inbox', () => {
   inboxContract('postgres', async () => {
     await db.pool.query(`TRUNCATE "${db.schema}".inbox_processed, "${db.schema}".inbox_attempts, "${db.schema}".effects`);
     return { store: createPostgresInboxStore({ pool: db.pool, schema: db.schema }), write: db.write, count: db.count };
+  });
+
+  inboxBatchContract('postgres', async () => {
+    await db.pool.query(`TRUNCATE "${db.schema}".inbox_processed, "${db.schema}".inbox_attempts, "${db.schema}".effects`);
+    return {
+      store: createPostgresInboxStore({ pool: db.pool, schema: db.schema }),
+      write: db.write,
+      count: db.count,
+      crash: (consumer, ids, crashAt) =>
+        runBatchChild({ STORE: 'postgres', SCHEMA: db.schema, CONSUMER: consumer, IDS: JSON.stringify(ids), CRASH_AT: crashAt, MAX_ATTEMPTS: '2' }),
+    };
   });
 
   it('times out a handler stuck in a query at once, by dropping its connection, and persists nothing', async () => {

@@ -6,6 +6,8 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createInbox, createSqliteInboxStore, inboxProcessor } from '../../../src/messaging/inbox/index.js';
 import { inboxContract } from './contract.js';
+import { inboxBatchContract } from './batch-contract.js';
+import { runBatchChild } from './batch-child.js';
 
 describe('SQLite inbox', () => {
   let dir: string;
@@ -35,6 +37,23 @@ describe('SQLite inbox', () => {
       },
       count: (consumer: string, messageId: string) =>
         Promise.resolve(database.prepare('SELECT count(*) FROM effects WHERE consumer = ? AND message_id = ?').pluck().get(consumer, messageId) as number),
+    });
+  });
+
+  inboxBatchContract('sqlite', () => {
+    database.exec('DELETE FROM effects');
+    tables += 1;
+    const prefix = `inbox_${tables}`;
+    return Promise.resolve({
+      store: createSqliteInboxStore({ database, prefix }),
+      write: (tx: Database, consumer: string, messageId: string) => {
+        tx.prepare('INSERT INTO effects (consumer, message_id) VALUES (?, ?)').run(consumer, messageId);
+        return Promise.resolve();
+      },
+      count: (consumer: string, messageId: string) =>
+        Promise.resolve(database.prepare('SELECT count(*) FROM effects WHERE consumer = ? AND message_id = ?').pluck().get(consumer, messageId) as number),
+      crash: (consumer: string, ids: readonly string[], crashAt: string) =>
+        runBatchChild({ STORE: 'sqlite', SQLITE_PATH: join(dir, 'inbox.db'), PREFIX: prefix, CONSUMER: consumer, IDS: JSON.stringify(ids), CRASH_AT: crashAt, MAX_ATTEMPTS: '2' }),
     });
   });
 
