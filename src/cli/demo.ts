@@ -2,7 +2,9 @@
  * `retrysafe demo`: proves, on real HTTP traffic with real faults, that every retried payment is charged
  * exactly once (`--scenario payments`, see `demo/payments/run.ts`) and that every order is charged once
  * across HTTP, an outbox, RabbitMQ or Kafka (`--broker`) and an inbox (`--scenario orders`, see
- * `demo/orders/run.ts`). The demo and its drivers are loaded when the command runs.
+ * `demo/orders/run.ts`), and that `retrysafe gateway` in front of a Python service executes every payment
+ * once through upstream resets, timeouts and gateway crashes (`--scenario gateway`, see
+ * `demo/gateway/run.ts`). The demo and its drivers are loaded when the command runs.
  *
  * Exit codes: 0 when no payment (or order) was charged twice or lost and every key's answers were
  * identical; 1 otherwise (or when the server could not run); 2 for a usage error, a store or broker that
@@ -30,18 +32,22 @@ interface DemoFlags {
   readonly store?: StoreTarget;
   readonly json?: boolean;
   readonly unsafe?: boolean;
-  readonly scenario: 'payments' | 'orders';
+  readonly scenario: Scenario;
   readonly orders: number;
   readonly broker: BrokerName;
   readonly amqp?: string;
 }
 
-/** Flags that belong to one scenario only, and that scenario. */
-const SCENARIO_FLAGS: readonly (readonly [option: 'payments' | 'orders' | 'broker' | 'amqp', scenario: DemoFlags['scenario']])[] = [
-  ['payments', 'payments'],
-  ['orders', 'orders'],
-  ['broker', 'orders'],
-  ['amqp', 'orders'],
+/** The scenarios `--scenario` takes. */
+type Scenario = 'payments' | 'orders' | 'gateway';
+
+/** Flags that belong to some scenarios only, and those scenarios. */
+const SCENARIO_FLAGS: readonly (readonly [option: 'payments' | 'orders' | 'broker' | 'amqp' | 'unsafe', scenarios: readonly Scenario[]])[] = [
+  ['payments', ['payments', 'gateway']],
+  ['orders', ['orders']],
+  ['broker', ['orders']],
+  ['amqp', ['orders']],
+  ['unsafe', ['payments', 'orders']],
 ];
 
 /** The brokers `--broker` takes; the type is repeated here so `--help` loads no demo module. */
@@ -66,7 +72,12 @@ export function register(program: Command): void {
     )
     .option('--json', 'print the report as JSON')
     .option('--unsafe', 'serve WITHOUT the idempotency middleware, to see what the same traffic does without retrysafe (exits 1)')
-    .option('--scenario <name>', 'payments (HTTP only) or orders (HTTP → outbox → broker → inbox; needs PostgreSQL, and RabbitMQ unless --broker kafka)', scenario, 'payments')
+    .option(
+      '--scenario <name>',
+      'payments (HTTP only), orders (HTTP → outbox → broker → inbox; needs PostgreSQL, and RabbitMQ unless --broker kafka) or gateway (a Python service behind retrysafe gateway; needs python3)',
+      scenario,
+      'payments',
+    )
     .option('--orders <n>', `orders scenario: logical orders (at least ${MIN_OPERATIONS})`, integerFlag('--orders', MIN_OPERATIONS, 100_000), 100)
     .option('--broker <name>', 'orders scenario: rabbitmq, or kafka (librdkafka\'s mock cluster of 3 brokers inside the demo; needs @confluentinc/kafka-javascript)', broker, 'rabbitmq')
     .option('--amqp <url>', 'orders scenario on rabbitmq: RabbitMQ URL (default amqp://guest:guest@127.0.0.1:5672)')
@@ -99,14 +110,22 @@ export function register(program: Command): void {
         '                     members, one SIGKILLed mid-handler and one after commit before its offset is stored,',
         '                     whose records the group reads again (docs/kafka.md).',
         '',
+        'Scenario gateway (--scenario gateway): the example payments service in Python (examples/gateway/upstream.py)',
+        'behind `retrysafe gateway` (a child process, route with a reconcile hook, lease 3 s, upstream timeout 2 s),',
+        'on --store (default SQLite in a temp dir). The upstream commits then resets the connection, or sleeps past',
+        'the timeout: the outcome is indeterminate, the record held, and the retry resolved by the reconcile hook.',
+        'Duplicate bursts, client timeouts, and the gateway SIGKILLed twice mid-request (once before the upstream',
+        'commits, once after) and restarted. Passes with 0 double executions, 0 lost payments and 0 records left',
+        'open. Exit 2 when python3 cannot be run, or examples/gateway/upstream.py is not there (a clone has it).',
+        '',
         'Exit codes: 0 passed, 1 a payment was charged twice or lost (or the run failed), 2 usage error or a',
         'store or broker that cannot be reached, 130 interrupted (Ctrl-C; what the run created is removed first).',
       ].join('\n'),
     )
     .action(async (flags: DemoFlags, command: Command) => {
-      for (const [option, only] of SCENARIO_FLAGS) {
-        if (flags.scenario !== only && command.getOptionValueSource(option) === 'cli') {
-          throw new CliFailure(`--${option} applies to --scenario ${only} only, not to --scenario ${flags.scenario}`);
+      for (const [option, scenarios] of SCENARIO_FLAGS) {
+        if (!scenarios.includes(flags.scenario) && command.getOptionValueSource(option) === 'cli') {
+          throw new CliFailure(`--${option} applies to --scenario ${scenarios.join(' and ')} only, not to --scenario ${flags.scenario}`);
         }
       }
       const interrupt = new AbortController();
@@ -114,6 +133,7 @@ export function register(program: Command): void {
       process.once('SIGINT', onSigint);
       try {
         if (flags.scenario === 'orders') await ordersAction(flags, interrupt.signal);
+        else if (flags.scenario === 'gateway') await gatewayAction(flags, interrupt.signal);
         else await paymentsAction(flags, interrupt.signal);
       } finally {
         process.off('SIGINT', onSigint);
@@ -185,6 +205,32 @@ async function ordersAction(flags: DemoFlags, signal: AbortSignal): Promise<void
   }
 }
 
+async function gatewayAction(flags: DemoFlags, signal: AbortSignal): Promise<void> {
+  const [{ runGatewayDemo }, { formatGatewayReport }, { UpstreamUnavailableError }, { DemoInterruptedError }] = await Promise.all([
+    import('../demo/gateway/run.js'),
+    import('../demo/gateway/report.js'),
+    import('../demo/gateway/upstream.js'),
+    import('../demo/harness/interrupted.js'),
+  ]);
+  // The gateway runs in a child process; a store it cannot open is found here first, as one line.
+  if (flags.store !== undefined) await probe(flags.store);
+  try {
+    const report = await runGatewayDemo({
+      payments: flags.payments,
+      concurrency: flags.concurrency,
+      signal,
+      ...(flags.seed !== undefined && { seed: flags.seed }),
+      ...(flags.store !== undefined && { store: flags.store.url }),
+    });
+    process.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : formatGatewayReport(report));
+    process.exitCode = report.passed ? 0 : 1;
+  } catch (error) {
+    if (error instanceof UpstreamUnavailableError) throw new CliFailure(`demo: ${error.message}`, EXIT_USAGE);
+    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, EXIT_INTERRUPTED);
+    throw error;
+  }
+}
+
 /**
  * Opens and closes the store as the payments server will, so an unreachable server, a missing directory or
  * a missing driver is one line here rather than a stack trace from the child.
@@ -196,8 +242,8 @@ async function probe(target: StoreTarget): Promise<void> {
   await opened.store.close();
 }
 
-function scenario(text: string): 'payments' | 'orders' {
-  if (text !== 'payments' && text !== 'orders') throw new InvalidArgumentError('--scenario must be payments or orders.');
+function scenario(text: string): Scenario {
+  if (text !== 'payments' && text !== 'orders' && text !== 'gateway') throw new InvalidArgumentError('--scenario must be payments, orders or gateway.');
   return text;
 }
 

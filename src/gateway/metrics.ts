@@ -90,7 +90,7 @@ export class GatewayMetrics {
   readonly upstreamResponses = new Counter('retrysafe_gateway_upstream_responses_total', 'Upstream responses, by upstream and status class.');
   readonly upstreamFailures = new Counter('retrysafe_gateway_upstream_failures_total', 'Upstream exchanges that failed, by upstream and kind (unreachable, timeout, reset).');
   readonly indeterminate = new Counter('retrysafe_gateway_indeterminate_total', 'Records held as indeterminate (outcome unknown), by route.');
-  readonly resolved = new Counter('retrysafe_gateway_indeterminate_resolved_total', 'Indeterminate records the reconcile hook resolved, by route and resolution (completed, released).');
+  readonly resolved = new Counter('retrysafe_gateway_indeterminate_resolved_total', 'Indeterminate records, and records of a stopped gateway taken over, that the reconcile hook resolved, by route and resolution (completed, released).');
   readonly upstreamLatency = new Histogram('retrysafe_gateway_upstream_duration_seconds', 'Time to the upstream response headers, in seconds.');
 
   /** The exposition text. */

@@ -236,7 +236,10 @@ async function execute(context: ProxyContext, route: RouteRuntime, id: Operation
  */
 async function resumeInterrupted(forwarding: Forwarding, claim: Claim): Promise<StoredResponse | undefined> {
   const answer = await askUpstream(forwarding.route, forwarding.upstream, claim.key);
-  if (answer.kind === 'not-executed') return undefined;
+  if (answer.kind === 'not-executed') {
+    forwarding.metrics.resolved.add({ route: forwarding.route.name, resolution: 'released' });
+    return undefined;
+  }
   if (answer.kind === 'completed') {
     forwarding.metrics.resolved.add({ route: forwarding.route.name, resolution: 'completed' });
     sendReplay(forwarding.response, answer.response);

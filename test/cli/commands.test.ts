@@ -177,8 +177,9 @@ describe('usage, help and version', () => {
   it.each([
     [['demo', '--orders', '20'], '--orders applies to --scenario orders only'],
     [['demo', '--amqp', 'amqp://127.0.0.1'], '--amqp applies to --scenario orders only'],
-    [['demo', '--scenario', 'orders', '--payments', '20'], '--payments applies to --scenario payments only'],
+    [['demo', '--scenario', 'orders', '--payments', '20'], '--payments applies to --scenario payments and gateway only'],
     [['demo', '--broker', 'kafka'], '--broker applies to --scenario orders only'],
+    [['demo', '--scenario', 'gateway', '--unsafe'], '--unsafe applies to --scenario payments and orders only, not to --scenario gateway'],
     [['demo', '--scenario', 'orders', '--broker', 'nats'], "option '--broker <name>' argument 'nats' is invalid. --broker must be rabbitmq or kafka."],
     [['demo', '--scenario', 'orders', '--broker', 'kafka', '--amqp', 'amqp://127.0.0.1'], '--amqp applies to --broker rabbitmq only, not to --broker kafka'],
     [['demo', '--bogus'], "unknown option '--bogus'"],

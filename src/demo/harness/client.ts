@@ -35,6 +35,11 @@ interface DemoClientOptions {
   readonly deadlineMs: number;
   /** Most attempts per logical call. */
   readonly maxAttempts: number;
+  /**
+   * Sees each attempt's headers just before it leaves, after a used-up fault header was removed, and may
+   * change them (the gateway scenario turns the fault header into its upstream's `x-fault`).
+   */
+  readonly onHeaders?: (headers: Headers) => void;
 }
 
 /** The client and its counters. */
@@ -70,6 +75,7 @@ export function createDemoClient(options: DemoClientOptions): DemoClient {
     const headers = new Headers(init?.headers);
     const key = headers.get('idempotency-key');
     if (headers.has(FAULT_HEADER) && key !== null && applied.has(parseIdempotencyKey(key))) headers.delete(FAULT_HEADER);
+    options.onHeaders?.(headers);
     // undici's types and Node's global fetch types describe the same classes.
     return undiciFetch(input instanceof Request ? input.url : input, {
       ...(init as unknown as UndiciRequestInit | undefined),

@@ -80,7 +80,8 @@ export interface ReportInput {
   readonly unsafe: boolean;
   readonly plan: readonly PlannedPayment[];
   readonly calls: readonly CallResult[];
-  readonly charges: readonly Charge[];
+  /** The business rows: what counts as one execution of a key (the gateway scenario: the upstream's rows). */
+  readonly charges: readonly Pick<Charge, 'id' | 'idempotencyKey'>[];
   readonly counters: Readonly<TrafficCounters>;
   /** Faults the server reported taking effect, by kind. */
   readonly faults: Readonly<Record<ServerFault, number>>;
@@ -215,7 +216,8 @@ function paymentId(body: string | undefined): string | undefined {
   if (body === undefined) return undefined;
   try {
     const id = (JSON.parse(body) as { id?: unknown }).id;
-    return typeof id === 'string' ? id : undefined;
+    // The payments API answers `pay_…`; the gateway scenario's upstream its integer row id.
+    return typeof id === 'string' ? id : typeof id === 'number' ? String(id) : undefined;
   } catch {
     return undefined;
   }

@@ -8,6 +8,8 @@ before the response is written. A request's ``x-fault`` header picks a fault:
 - ``500``: answer 500 without committing anything;
 - ``hang=<ms>``: sleep, then answer 503 without committing anything.
 
+The ``Idempotency-Key`` header is an RFC 9651 sf-string (``"pay-1"``; a bare ``pay-1`` is taken as is);
+rows and ``GET /reconcile?key=K`` use the decoded key, as the gateway's reconcile hook sends it.
 ``GET /reconcile?key=K`` answers the saved response of key K, or 404 when it never ran.
 Usage: ``python3 upstream.py PORT DATABASE``; prints ``ready`` once it listens.
 """
@@ -28,6 +30,13 @@ LOCK = threading.Lock()
 
 with sqlite3.connect(DATABASE) as db:
     db.execute("CREATE TABLE IF NOT EXISTS executions (id INTEGER PRIMARY KEY, key TEXT, path TEXT, status INTEGER, body TEXT)")
+
+
+def idempotency_key(header):
+    """The key an ``Idempotency-Key`` header carries: an sf-string's content, or a bare value as is."""
+    if len(header) >= 2 and header[0] == '"' and header[-1] == '"':
+        return header[1:-1].replace('\\"', '"').replace('\\\\', '\\')
+    return header
 
 
 def execute(key, path, status, body):
@@ -75,7 +84,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 break
             digest.update(chunk)
             remaining -= len(chunk)
-        key = self.headers.get("idempotency-key", "")
+        key = idempotency_key(self.headers.get("idempotency-key", ""))
         fault = self.headers.get("x-fault", "")
         if fault == "500":
             return self.answer(500, '{"error":"failed before committing"}')
