@@ -266,6 +266,7 @@ class Engine<Tx> implements Receiver<Tx> {
       const retried = await this.retryCompletion(claim, response);
       if (retried === undefined) {
         this.keepAlive.drop(claim);
+        this.observer.completionAbandoned(id.scope, id.key);
         return { response, replayed: false, saved: false };
       }
       saved = retried;

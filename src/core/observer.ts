@@ -78,6 +78,12 @@ export interface ReceiverObserver {
   storeCall(operation: StoreOperation): StoreCallObservation;
   /** A claim under (scope, key) took over a record whose lease had expired (its holder crashed or outran it). */
   takeover(scope: string, key: string): void;
+  /**
+   * Plain mode gave up completing under (scope, key): the work ran, its response goes out unsaved
+   * (`saved: false`), and every try of `complete` for `completionRetryMs` failed with a store error. The
+   * record stays in progress until its lease ends; a retry after that runs the work again.
+   */
+  completionAbandoned(scope: string, key: string): void;
   /** An HTTP adapter answered a request before the receiver: a missing (when required) or malformed key (400). */
   invalidKey(): void;
 }
@@ -99,5 +105,6 @@ export const SILENT_OBSERVER: ReceiverObserver = Object.freeze({
   request: () => SILENT_REQUEST,
   storeCall: () => SILENT_CALL,
   takeover: () => undefined,
+  completionAbandoned: () => undefined,
   invalidKey: () => undefined,
 });

@@ -22,10 +22,12 @@ export interface Logger {
  * - `lease_lost` (warn): a work finished after its lease was taken over; its response was not saved;
  * - `takeover` (warn): a claim took over an expired lease (the holder crashed or outran its lease);
  * - `store_unavailable` (error): the store failed; the request was refused with a 503;
+ * - `completion_given_up` (error): plain mode's work ran, but every try of its completion for
+ *   `completionRetryMs` failed; the response went out unsaved, and a retry after the lease runs the work again;
  * - `dead_letter` (error): the inbox dead-lettered a message (fields `consumer`, `messageIdHash`,
  *   `reason`, `attempts`; see `createInbox`'s `logger`).
  */
-export type LogEvent = 'mismatch' | 'lease_lost' | 'takeover' | 'store_unavailable' | 'dead_letter';
+export type LogEvent = 'mismatch' | 'lease_lost' | 'takeover' | 'store_unavailable' | 'completion_given_up' | 'dead_letter';
 
 /**
  * The short hash of (scope, key) that log lines carry instead of the key: 16 hex digits of SHA-256.
@@ -44,6 +46,7 @@ const LEVELS: Readonly<Record<LogEvent, 'warn' | 'error'>> = Object.freeze({
   lease_lost: 'warn',
   takeover: 'warn',
   store_unavailable: 'error',
+  completion_given_up: 'error',
   dead_letter: 'error',
 });
 
@@ -52,6 +55,7 @@ const MESSAGES: Readonly<Record<LogEvent, string>> = Object.freeze({
   lease_lost: 'lease taken over before completion; response not saved',
   takeover: 'claim took over an expired lease',
   store_unavailable: 'idempotency store unavailable',
+  completion_given_up: 'completion kept failing for completionRetryMs; response sent unsaved',
   dead_letter: 'message dead-lettered',
 });
 

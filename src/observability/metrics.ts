@@ -38,6 +38,11 @@ export const RECEIVER_INSTRUMENTS = Object.freeze({
   inFlight: 'retrysafe.requests.in_flight',
   /** Counter, `{takeover}`: claims that took over a record whose lease had expired (a crashed or slow holder). */
   takeovers: 'retrysafe.lease.takeovers',
+  /**
+   * Counter, `{completion}`: plain-mode completions given up after `completionRetryMs` of store errors (the
+   * response went out unsaved; a retry after the lease runs the work again); attribute `store`.
+   */
+  abandoned: 'retrysafe.completions.abandoned',
   /** Counter, `{record}`: expired records deleted by the reaper (`retrysafe reap`); attribute `store`. */
   reaped: 'retrysafe.records.reaped',
 });
@@ -159,6 +164,10 @@ export class ReceiverMetrics {
     this.instruments?.takeovers.add(1);
   }
 
+  abandoned(): void {
+    this.instruments?.abandoned.add(1, { store: this.storeKind });
+  }
+
   reaped(count: number): void {
     this.begin();
     this.instruments?.reaped.add(count, { store: this.storeKind });
@@ -181,6 +190,7 @@ interface Instruments {
   readonly handlerDuration: Histogram;
   readonly storeDuration: Histogram;
   readonly takeovers: Counter;
+  readonly abandoned: Counter;
   readonly reaped: Counter;
   /** Takes the observable instruments' callbacks off their provider (one no longer recorded to). */
   detach(): void;
@@ -200,6 +210,7 @@ function createInstruments(meter: Meter, tally: Tally): Instruments {
     handlerDuration: meter.createHistogram(n.handlerDuration, { description: 'Duration of the work behind an idempotency key', unit: 's' }),
     storeDuration: meter.createHistogram(n.storeDuration, { description: 'Duration of one idempotency store operation', unit: 's' }),
     takeovers: meter.createCounter(n.takeovers, { description: 'Claims that took over an expired lease', unit: '{takeover}' }),
+    abandoned: meter.createCounter(n.abandoned, { description: 'Completions given up after completionRetryMs of store errors', unit: '{completion}' }),
     reaped: meter.createCounter(n.reaped, { description: 'Expired idempotency records deleted by the reaper', unit: '{record}' }),
     detach() {
       inFlight.removeCallback(observeInFlight);

@@ -20,7 +20,7 @@ import { endFailed, ReceiverTraces, RECEIVER_SPANS, type TracesOptions } from '.
 
 /** The receiver's observability options (all optional; without them metrics and spans go to the global API). */
 export interface ObservabilityOptions extends MetricsOptions, TracesOptions {
-  /** Gets one line per notable outcome (mismatch, lease lost, takeover, store unavailable). @defaultValue none */
+  /** Gets one line per notable outcome (mismatch, lease lost, takeover, store unavailable, completion given up). @defaultValue none */
   readonly logger?: Logger | undefined;
 }
 
@@ -71,6 +71,11 @@ export class TelemetryObserver implements ReceiverObserver {
   takeover(scope: string, key: string): void {
     this.metrics.takeover();
     logEvent(this.logger, 'takeover', { keyHash: keyHash(scope, key), store: this.metrics.storeKind });
+  }
+
+  completionAbandoned(scope: string, key: string): void {
+    this.metrics.abandoned();
+    logEvent(this.logger, 'completion_given_up', { keyHash: keyHash(scope, key), store: this.metrics.storeKind });
   }
 
   invalidKey(): void {

@@ -1,15 +1,18 @@
 /**
  * Plain mode retries a completion that failed with a store error (while the keep-alive holds the lease),
  * so the response is saved and a retry replays it instead of running the work again; after
- * `completionRetryMs` of failures the execution answers unsaved. The faults are injected around a real
+ * `completionRetryMs` of failures the execution answers unsaved, and says so: the
+ * `retrysafe.completions.abandoned` counter and the `completion_given_up` log line. The faults are injected around a real
  * memory store: the first `failures` completions reject as a dropped connection would.
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { StoredResponse } from '../../src/core/record.js';
 import type { IdempotencyStore } from '../../src/core/store.js';
+import { keyHash, RECEIVER_INSTRUMENTS as I } from '../../src/index.js';
 import { createReceiver } from '../../src/receiver.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
+import { capturingLogger, telemetry } from '../support/telemetry.js';
 
 const FP = 'c'.repeat(64);
 
@@ -67,6 +70,25 @@ describe('completion retry (plain mode)', () => {
     // 50 + 100 ms of backoff fit in 300 ms, 50 + 100 + 200 do not: the first try and two more.
     expect(attempts()).toBe(3);
     expect((await store.get(id.scope, id.key))?.state).toBe('in_progress');
+  });
+
+  it('counts and logs a completion it gave up on once, and a completion saved after a retry not at all', async () => {
+    const t = telemetry();
+    try {
+      const { logger, lines } = capturingLogger();
+      const { store } = flakyCompletions(1_000, false);
+      const receiver = createReceiver({ store, leaseMs: 1_000, completionRetryMs: 100, logger, meterProvider: t.meterProvider });
+      const id = { scope: 'retry', key: randomUUID(), fingerprint: FP };
+      const execution = await receiver.execute(id, () => Promise.resolve({ status: 201, headers: {}, body: new Uint8Array() }));
+      expect(execution.saved).toBe(false);
+      const saving = createReceiver({ store: flakyCompletions(1, false).store, leaseMs: 1_000, logger, meterProvider: t.meterProvider });
+      const saved = await saving.execute({ ...id, key: randomUUID() }, () => Promise.resolve({ status: 201, headers: {}, body: new Uint8Array() }));
+      expect(saved.saved).toBe(true);
+      expect(await t.sum(I.abandoned, { store: 'custom' })).toBe(1);
+      expect(lines.map((l) => [l['event'], l['level'], l['keyHash']])).toEqual([['completion_given_up', 50, keyHash(id.scope, id.key)]]);
+    } finally {
+      await t.shutdown();
+    }
   });
 
   it('rejects a negative completionRetryMs with a TypeError naming the option', () => {

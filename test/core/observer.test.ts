@@ -31,6 +31,7 @@ function recorder(): { observer: ReceiverObserver; lines: string[] } {
       };
     },
     takeover: (scope, key) => lines.push(`takeover ${scope}/${key}`),
+    completionAbandoned: (scope, key) => lines.push(`completion abandoned ${scope}/${key}`),
     invalidKey: () => lines.push('invalid key'),
   };
   return { observer, lines };
