@@ -6,9 +6,9 @@
  */
 import type { Database, Statement } from 'better-sqlite3';
 import { systemClock, type Clock } from '../core/clock.js';
-import { describe, requireClock, requireOptions } from '../core/validate.js';
+import { requireClock, requireOptions } from '../core/validate.js';
 import { openSqlite, quoteIdentifier } from '../stores/sqlite/open.js';
-import { requireSqliteSource } from '../stores/sqlite/source.js';
+import { requireSqlitePrefix, requireSqliteSource } from '../stores/sqlite/source.js';
 import { decideAppend, lookupIds, prepareAppend, type AppendOptions, type AppendResult, type EventInput, type EventStore, type RecordedEvent, type StoredEventHead } from './event.js';
 import { eventsSqliteSchema } from './migrations/sqlite.js';
 import { readLimits } from './read.js';
@@ -24,8 +24,6 @@ export interface SqliteEventStoreOptions {
   /** The time recorded as each event's `appendedAt` (ms since the epoch). @defaultValue the system clock */
   readonly clock?: Clock;
 }
-
-const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
 
 /** The statements of one store, prepared once. */
 interface Statements {
@@ -77,10 +75,7 @@ function prepare(database: Database, events: string): Statements {
 export function createSqliteEventStore(options: SqliteEventStoreOptions = {}): EventStore {
   requireOptions('createSqliteEventStore', options);
   const source = requireSqliteSource(options.path, options.database);
-  const prefix = options.prefix ?? 'retrysafe_events';
-  if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
-    throw new TypeError(`retrysafe: option "prefix" must be letters, digits and "_" (at most 40), got ${describe(prefix)}`);
-  }
+  const prefix = requireSqlitePrefix(options.prefix, 'retrysafe_events');
   const clock = options.clock === undefined ? systemClock : requireClock(options.clock);
   const opening = { source, busyTimeoutMs: undefined, migrate: true, schema: eventsSqliteSchema(prefix), clock };
   return openSqlite(opening, (database, owned) => {

@@ -6,9 +6,9 @@
  */
 import type { Database } from 'better-sqlite3';
 import { systemClock } from '../../core/clock.js';
-import { describe, requireOptions } from '../../core/validate.js';
+import { requireOptions } from '../../core/validate.js';
 import { openSqlite, quoteIdentifier } from '../../stores/sqlite/open.js';
-import { requireSqliteSource } from '../../stores/sqlite/source.js';
+import { requireSqlitePrefix, requireSqliteSource } from '../../stores/sqlite/source.js';
 import type { InboxStore } from './store.js';
 import { inboxSqliteSchema } from './migrations/sqlite.js';
 import * as sqliteInbox from './sqlite-inbox-store.js';
@@ -30,8 +30,6 @@ export interface SqliteInboxStoreOptions {
 export interface SqliteInboxStore extends InboxStore<Database> {
   readonly database: Database;
 }
-
-const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
 
 /**
  * Creates a SQLite {@link InboxStore}, migrating its tables. All operations of one store run one at a
@@ -58,10 +56,7 @@ const PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
 export function createSqliteInboxStore(options: SqliteInboxStoreOptions = {}): SqliteInboxStore {
   requireOptions('createSqliteInboxStore', options);
   const source = requireSqliteSource(options.path, options.database);
-  const prefix = options.prefix ?? 'retrysafe_inbox';
-  if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
-    throw new TypeError(`retrysafe: option "prefix" must be letters, digits and "_" (at most 40), got ${describe(prefix)}`);
-  }
+  const prefix = requireSqlitePrefix(options.prefix, 'retrysafe_inbox');
   const name = (suffix: string): string => quoteIdentifier(`${prefix}_${suffix}`);
   // The ledger records no time, so the clock is never read; busy_timeout stays the driver's (5 s on a file it opens).
   const opening = { source, busyTimeoutMs: undefined, migrate: true, schema: inboxSqliteSchema(prefix), clock: systemClock };

@@ -1,7 +1,7 @@
 /**
  * Where a SQLite-backed store's connection comes from: a file it opens itself (`path`), or a
- * `better-sqlite3` connection the application hands it (`database`). The idempotency store, the SQLite
- * inbox store and the SQLite session store check the pair alike.
+ * `better-sqlite3` connection the application hands it (`database`), and the prefix its tables are named
+ * by. The SQLite-backed stores check these options alike.
  *
  * @module
  */
@@ -26,4 +26,19 @@ export function requireSqliteSource(path: unknown, database: unknown): SqliteSou
     throw invalidOption('database', 'a better-sqlite3 Database', database);
   }
   return { database: database as Database };
+}
+
+const TABLE_PREFIX = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
+
+/**
+ * Checks the `prefix` option of a SQLite-backed store's tables (`<prefix>_<table>`).
+ *
+ * @returns `prefix`, else `fallback` when it is absent
+ * @throws TypeError naming the option and the value when `prefix` is not letters, digits and `_` (at most
+ *   40, not starting with a digit)
+ */
+export function requireSqlitePrefix(prefix: unknown, fallback: string): string {
+  const value = prefix ?? fallback;
+  if (typeof value !== 'string' || !TABLE_PREFIX.test(value)) throw invalidOption('prefix', 'letters, digits and "_" (at most 40)', value);
+  return value;
 }

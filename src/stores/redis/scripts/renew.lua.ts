@@ -3,8 +3,7 @@
  *
  * @module
  */
-import { nowLua } from './now.lua.js';
-import { packHeadLua, READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
+import { extendHeldLeaseLua } from './held-lease.lua.js';
 
 /**
  * Lua source of `renew`.
@@ -21,27 +20,4 @@ import { packHeadLua, READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
  * later (never shortened), and the real TTL follows the retention end. Returns 0, changing nothing, when
  * the record is absent, completed, or held under another token.
  */
-export const RENEW_LUA = `
-${READ_RECORD_LUA}
-if not v then return 0 end
-${unpackHeadLua('key')}
-if state ~= 1 or token ~= ARGV[1] then return 0 end
-${nowLua(2)}
-local lease_end = now + tonumber(ARGV[3])
-if lease_end > expires then expires = lease_end end
-local record = ${packHeadLua({
-  state: '1',
-  lease: 'lease_end',
-  created: 'created',
-  expires: 'expires',
-  completed: '0',
-  fp: 'fp',
-  token: 'token',
-  rp: 'rp',
-  scope: 'scope',
-  key: 'key',
-})}
-redis.call('SET', KEYS[1], record, 'PX', math.max(expires - now, 0) + tonumber(ARGV[4]))
--- Integer text: tostring would switch to exponent notation past 14 digits.
-return string.format('%d', lease_end)
-`;
+export const RENEW_LUA = extendHeldLeaseLua({ now: 2, lease: 3, grace: 4, rp: 'rp' });
