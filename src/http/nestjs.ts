@@ -18,7 +18,10 @@
  * `*+json`, text for `text/*`, else a Buffer); otherwise `req.rawBody` — kept by Nest on both platforms
  * when the app is created with `{ rawBody: true }` — as is, or else the parsed `req.body` as canonical
  * JSON (object keys sorted). A body longer than `maxBodyBytes` — read here or by a parser — is answered
- * with a 413 problem before anything is claimed.
+ * with a 413 problem before anything is claimed. On Express, a body over Nest's own parser limit (100 kB
+ * unless set with `app.useBodyParser`) never reaches the interceptor: body-parser fails it with
+ * `entity.too.large` before routing, and the module's error middleware answers that with the same 413
+ * problem (its detail names the parser's limit) in place of Nest's plain JSON 413.
  *
  * Peers: `@nestjs/common` and `@nestjs/core` 10 or 11, and what Nest itself needs, `reflect-metadata`
  * (imported once by the application) and `rxjs` 7.
@@ -40,10 +43,10 @@ import {
 } from '@nestjs/common';
 import { RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA } from '@nestjs/common/constants.js';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
-import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
+import { APP_INTERCEPTOR, HttpAdapterHost, Reflector } from '@nestjs/core';
 import { Observable, tap, type Subscription } from 'rxjs';
 import { requireBoolean } from '../core/validate.js';
-import { nodeRequestBody } from './body.js';
+import { BodyTooLargeError, nodeRequestBody } from './body.js';
 import {
   createHttpPipeline,
   type CapturedResponse,
@@ -213,7 +216,7 @@ export class IdempotencyModule {
    */
   static forRoot<Req extends NestRequest = NestRequest, Tx = unknown>(options: IdempotencyOptions<Req, Tx>): DynamicModule {
     const pipeline = createHttpPipeline(options) as unknown as HttpPipeline<NestRequest, unknown>;
-    return { module: IdempotencyModule, providers: [{ provide: PIPELINE, useValue: pipeline }, INTERCEPTOR] };
+    return { module: IdempotencyModule, providers: [{ provide: PIPELINE, useValue: pipeline }, INTERCEPTOR, PARSER_LIMIT] };
   }
 
   /**
@@ -244,6 +247,7 @@ export class IdempotencyModule {
           inject: options.inject ?? [],
         },
         INTERCEPTOR,
+        PARSER_LIMIT,
       ],
     };
   }
@@ -338,6 +342,59 @@ const INTERCEPTOR: Provider = {
   provide: APP_INTERCEPTOR,
   useFactory: (pipeline: HttpPipeline<NestRequest, unknown>, reflector: Reflector) => new IdempotencyInterceptor(pipeline, reflector),
   inject: [PIPELINE, Reflector],
+};
+
+/** A body-parser error for a body over the parser's limit (`entity.too.large`, with the limit in bytes). */
+interface ParserLimitError {
+  readonly type: 'entity.too.large';
+  readonly limit: number;
+}
+
+function isParserLimit(error: unknown): error is ParserLimitError {
+  return typeof error === 'object' && error !== null && (error as { type?: unknown }).type === 'entity.too.large' && typeof (error as { limit?: unknown }).limit === 'number';
+}
+
+/**
+ * On Express, an error middleware (added when the module starts: after Nest's parsers and routes, before
+ * Nest's own error handler) that answers a body-parser `entity.too.large` on a request the pipeline acts
+ * on with the pipeline's 413 problem, as a body over `maxBodyBytes` is answered; every other error, and a
+ * request the pipeline passes (another method, no key on an optional route), goes on to Nest. The route is
+ * not known yet there: an `@Idempotent({ enabled: false })` route with a key gets the problem too. Fastify
+ * answers its own body limit (`FST_ERR_CTP_BODY_TOO_LARGE`) as before.
+ */
+function answerParserLimit(host: HttpAdapterHost, pipeline: HttpPipeline<NestRequest, unknown>): void {
+  const adapter = host.httpAdapter as HttpAdapterHost['httpAdapter'] | undefined;
+  if (adapter?.getType() !== 'express') return;
+  adapter.use((error: unknown, req: PlatformRequest & IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => {
+    if (!isParserLimit(error) || !pipeline.applies(req.method)) {
+      next(error);
+      return;
+    }
+    const url = req.originalUrl ?? req.url;
+    const queryAt = url.indexOf('?');
+    pipeline
+      .handle(
+        {
+          request: req,
+          method: req.method,
+          route: queryAt === -1 ? url : url.slice(0, queryAt),
+          query: queryAt === -1 ? '' : url.slice(queryAt + 1),
+          headers: { get: (name) => joinHeader(req.headers, name) },
+          body: () => {
+            throw new BodyTooLargeError(error.limit);
+          },
+        },
+        () => Promise.reject(new Error('a body over the parser limit never reaches the handler')),
+      )
+      .then((outcome) => (outcome.kind === 'pass' ? next(error) : sendFresh(res, outcome.response)), next);
+  });
+}
+
+/** Installs {@link answerParserLimit} once the application's HTTP adapter exists. */
+const PARSER_LIMIT: Provider = {
+  provide: Symbol('retrysafe.idempotency.parser-limit'),
+  useFactory: (pipeline: HttpPipeline<NestRequest, unknown>, host: HttpAdapterHost) => ({ onModuleInit: () => answerParserLimit(host, pipeline) }),
+  inject: [PIPELINE, HttpAdapterHost],
 };
 
 function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefined {

@@ -206,6 +206,40 @@ describe.each(platforms)('nestjs module (%s)', (platform) => {
     expectProblem(await client.request(post('/echo', 'e', '{"a":"x","b":[1,2]}')), 422);
   });
 
+  it('answers a body over Nest\'s parser limit (100 kB) but under maxBodyBytes as the other adapters do: express a 413 problem, fastify (1 MiB limit) runs it', async () => {
+    let runs = 0;
+    class Big {
+      big(): unknown {
+        runs++;
+        return { ok: true };
+      }
+    }
+    controller(Big, { big: { decorators: [Post('big')] } });
+    const client = await serve([Big], { required: false });
+    const body = JSON.stringify({ pad: 'x'.repeat(200_000) });
+    const keyed = await client.request(post('/big', 'big-1', body));
+    const unkeyed = await client.request(post('/big', undefined, body));
+    if (platform === 'express') {
+      expect(keyed.status).toBe(413);
+      expect(keyed.header('content-type')).toMatch(/^application\/problem\+json/);
+      const problem = JSON.parse(keyed.body.toString()) as { status: number; type: string; detail: string };
+      expect(problem.status).toBe(413);
+      expect(problem.type).toMatch(/idempotency-request-too-large$/);
+      expect(problem.detail).toContain('102400');
+      // No key on an optional route: the pipeline passes it, and Nest answers its own 413.
+      expect(unkeyed.status).toBe(413);
+      expect(unkeyed.header('content-type')).toMatch(/^application\/json/);
+      expect(runs).toBe(0);
+    } else {
+      expect([keyed.status, unkeyed.status]).toEqual([201, 201]);
+      expect(runs).toBe(2);
+    }
+    // Over maxBodyBytes (and, on Fastify, over its own 1 MiB bodyLimit, which answers first as before): a 413.
+    const over = await client.request(post('/big', 'big-2', JSON.stringify({ pad: 'x'.repeat(1_100_000) })));
+    expect(over.status).toBe(413);
+    expect(runs).toBe(platform === 'express' ? 0 : 2);
+  });
+
   it('builds its options with forRootAsync from injected providers, and refuses bad ones with a TypeError naming the option', async () => {
     let calls = 0;
     class Ping {
