@@ -269,8 +269,6 @@ class IdempotencyInterceptor implements NestInterceptor {
     const reply = http.getResponse<ServerResponse | { readonly raw: ServerResponse }>();
     const res = 'raw' in reply ? reply.raw : reply;
     const pipeline = this.pipeline;
-    const url = req.originalUrl ?? req.url;
-    const queryAt = url.indexOf('?');
 
     return new Observable<unknown>((subscriber) => {
       let inner: Subscription | undefined;
@@ -288,10 +286,7 @@ class IdempotencyInterceptor implements NestInterceptor {
         .handle(
           {
             request: req,
-            method: req.method,
-            route: queryAt === -1 ? url : url.slice(0, queryAt),
-            query: queryAt === -1 ? '' : url.slice(queryAt + 1),
-            headers: { get: (name) => joinHeader(req.headers, name) },
+            ...requestParts(req),
             body: () => nodeRequestBody(req, req.raw ?? (req as unknown as IncomingMessage), pipeline.maxBodyBytes),
             required: settings?.required,
           },
@@ -370,16 +365,11 @@ function answerParserLimit(host: HttpAdapterHost, pipeline: HttpPipeline<NestReq
       next(error);
       return;
     }
-    const url = req.originalUrl ?? req.url;
-    const queryAt = url.indexOf('?');
     pipeline
       .handle(
         {
           request: req,
-          method: req.method,
-          route: queryAt === -1 ? url : url.slice(0, queryAt),
-          query: queryAt === -1 ? '' : url.slice(queryAt + 1),
-          headers: { get: (name) => joinHeader(req.headers, name) },
+          ...requestParts(req),
           body: () => {
             throw new BodyTooLargeError(error.limit);
           },
@@ -396,6 +386,18 @@ const PARSER_LIMIT: Provider = {
   useFactory: (pipeline: HttpPipeline<NestRequest, unknown>, host: HttpAdapterHost) => ({ onModuleInit: () => answerParserLimit(host, pipeline) }),
   inject: [PIPELINE, HttpAdapterHost],
 };
+
+/** The method, route, query and headers the pipeline reads off a Nest request (Express or Fastify platform). */
+function requestParts(req: PlatformRequest): { method: string; route: string; query: string; headers: { get(name: string): string | undefined } } {
+  const url = req.originalUrl ?? req.url;
+  const queryAt = url.indexOf('?');
+  return {
+    method: req.method,
+    route: queryAt === -1 ? url : url.slice(0, queryAt),
+    query: queryAt === -1 ? '' : url.slice(queryAt + 1),
+    headers: { get: (name) => joinHeader(req.headers, name) },
+  };
+}
 
 function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefined {
   const value = headers[name];
