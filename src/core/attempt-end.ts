@@ -51,3 +51,29 @@ export function lostResult(input: ClaimInput, record: IdempotencyRecord): StoreC
   if (record.fingerprint !== input.fingerprint) return 'mismatch';
   return record.state === 'completed' ? 'replay' : 'in_flight';
 }
+
+/**
+ * Calls `attempt` again after 50 ms, doubling up to 1 s between tries, for `forMs` milliseconds in all: the
+ * first value it resolves with, or `undefined` when every try rejected (each rejection is the caller's to report).
+ */
+export async function retryFor<T>(forMs: number, attempt: () => Promise<T>): Promise<T | undefined> {
+  const until = performance.now() + forMs;
+  for (let delayMs = 50; performance.now() + delayMs <= until; delayMs = Math.min(delayMs * 2, 1_000)) {
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    try {
+      return await attempt();
+    } catch {
+      // The next try follows the backoff.
+    }
+  }
+  return undefined;
+}
+
+/** Starts `work` (after the timer): its result, or a rejection with {@link DeadlineReached} once it has run `maxExecutionMs` milliseconds. */
+export function withDeadline<T>(work: () => Promise<T>, maxExecutionMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new DeadlineReached()), maxExecutionMs);
+  });
+  return Promise.race([work(), deadline]).finally(() => clearTimeout(timer));
+}

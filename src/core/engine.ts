@@ -13,7 +13,7 @@ import { runBatch, type BatchContext, type BatchItem, type BatchOptions, type Ba
 import { systemClock } from './clock.js';
 import { IdempotencyError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
 import { receiverHealth, WriteProbe, type ReceiverHealth } from './health.js';
-import { claimResult, DeadlineReached, lostResult, NO_RESULT, persistBelow500, Rollback, TOOK_EFFECT, WorkFailed } from './attempt-end.js';
+import { claimResult, DeadlineReached, lostResult, NO_RESULT, persistBelow500, retryFor, Rollback, TOOK_EFFECT, withDeadline, WorkFailed } from './attempt-end.js';
 import { KeepAlive } from './keep-alive.js';
 import { waitForChange } from './wait-for-change.js';
 import { randomLeaseToken } from './lease-token.js';
@@ -28,7 +28,7 @@ import type {
 } from './receiver.js';
 import { frozenResponse, type Claim, type IdempotencyRecord, type StoredResponse } from './record.js';
 import { ReplayCache } from './replay-cache.js';
-import { outcomeOf, RequestRun } from './request-run.js';
+import { RequestRun } from './request-run.js';
 import { answerStanding } from './standing.js';
 import { claimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';
 import {
@@ -132,22 +132,18 @@ class Engine<Tx> implements Receiver<Tx> {
   /** Not an `async` function: one `then` on the attempt's promise ends the observation. */
   execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution> {
     const request = new RequestRun(this.observer.request(id.scope, id.key), work, this.options.waitTimeoutMs);
-    const ended = (error: unknown): void => request.observation.end(request.threw(error) ? 'released_after_error' : outcomeOf(error), error);
     let attempt: Promise<Execution>;
     try {
       attempt = request.observation.within(() => this.attempt(id, request));
     } catch (error) {
-      ended(error);
+      request.ended(error);
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passed on as it came, as an `async` function would
       return Promise.reject(error);
     }
     return attempt.then(
-      (execution) => {
-        request.observation.end(execution.replayed ? (request.waited ? 'waited' : 'replayed') : 'executed');
-        return execution;
-      },
+      (execution) => request.answered(execution),
       (error: unknown) => {
-        ended(error);
+        request.ended(error);
         throw error;
       },
     );
@@ -237,7 +233,7 @@ class Engine<Tx> implements Receiver<Tx> {
     this.keepAlive.hold(claim);
     request.workStarted();
     try {
-      response = await (this.maxExecutionMs === undefined ? request.work({ claim, tx: undefined as Tx }) : this.bounded(request, claim, this.maxExecutionMs));
+      response = await (this.maxExecutionMs === undefined ? request.work({ claim, tx: undefined as Tx }) : withDeadline(() => request.work({ claim, tx: undefined as Tx }), this.maxExecutionMs));
     } catch (error) {
       this.keepAlive.drop(claim);
       if (error instanceof DeadlineReached) {
@@ -277,31 +273,9 @@ class Engine<Tx> implements Receiver<Tx> {
     return { response, replayed: false, saved: true };
   }
 
-  /**
-   * Tries a failed completion again, every 50 ms doubling up to 1 s, for `completionRetryMs` milliseconds
-   * in all: whether it took effect, or `undefined` when every try failed with a store error.
-   */
-  private async retryCompletion(claim: Claim, response: StoredResponse): Promise<boolean | undefined> {
-    const until = performance.now() + this.options.completionRetryMs;
-    for (let delayMs = 50; performance.now() + delayMs <= until; delayMs = Math.min(delayMs * 2, 1_000)) {
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
-      try {
-        return await this.call('complete', () => this.store.complete(claim, response, this.options.retentionMs), TOOK_EFFECT);
-      } catch {
-        // Reported by `call`; the next try follows the backoff.
-      }
-    }
-    return undefined;
-  }
-
-  /** The work, rejected with {@link DeadlineReached} once it has run `maxExecutionMs` milliseconds. */
-  private bounded(request: RequestRun<Tx>, claim: Claim, maxExecutionMs: number): Promise<StoredResponse> {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => reject(new DeadlineReached()), maxExecutionMs);
-    });
-    const work = request.work({ claim, tx: undefined as Tx });
-    return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+  /** Tries a failed completion again for `completionRetryMs`: whether it took effect, or `undefined`. */
+  private retryCompletion(claim: Claim, response: StoredResponse): Promise<boolean | undefined> {
+    return retryFor(this.options.completionRetryMs, () => this.call('complete', () => this.store.complete(claim, response, this.options.retentionMs), TOOK_EFFECT));
   }
 
   /**

@@ -6,7 +6,7 @@
  */
 import { IdempotencyKeyReusedError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
 import type { Observation, RequestOutcome } from './observer.js';
-import type { ExecutionContext } from './receiver.js';
+import type { Execution, ExecutionContext } from './receiver.js';
 import type { StoredResponse } from './record.js';
 
 /**
@@ -49,10 +49,21 @@ export class RequestRun<Tx> {
   threw(error: unknown): boolean {
     return this.thrown !== undefined && this.thrown.error === error;
   }
+
+  /** Ends the observation of a request answered with `execution`, and hands `execution` on. */
+  answered(execution: Execution): Execution {
+    this.observation.end(execution.replayed ? (this.waited ? 'waited' : 'replayed') : 'executed');
+    return execution;
+  }
+
+  /** Ends the observation of a request that ended with `error`: the work's own throw, or the engine's refusal. */
+  ended(error: unknown): void {
+    this.observation.end(this.threw(error) ? 'released_after_error' : outcomeOf(error), error);
+  }
 }
 
 /** How a request that ended with `error` (not the work's own throw) is reported. */
-export function outcomeOf(error: unknown): RequestOutcome {
+function outcomeOf(error: unknown): RequestOutcome {
   if (error instanceof IdempotencyKeyReusedError) return 'mismatch';
   if (error instanceof RequestInProgressError) return 'in_flight_rejected';
   if (error instanceof LeaseLostError) return 'lease_lost';
