@@ -6,10 +6,11 @@
  *
  * @module
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { spawnNode, startOutcome } from '../harness/child-start.js';
 
 /** The CLI entry, compiled (`.js`) or source (`.ts`, under `node --import tsx`). */
 const CLI_ENTRY = fileURLToPath(new URL(`../../cli/main${extname(fileURLToPath(import.meta.url))}`, import.meta.url));
@@ -174,24 +175,11 @@ export class GatewaySupervisor {
 
   /** Spawns one gateway; resolves `'ready'` or why it did not start. */
   private spawnOnce(): Promise<string> {
-    // The loader flags (tsx under tests) must reach the child; an inspector flag would clash on its port.
-    const execArgv = process.execArgv.filter((flag) => !flag.startsWith('--inspect'));
-    const child = spawn(process.execPath, [...execArgv, CLI_ENTRY, 'gateway', '--config', this.options.config], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawnNode(CLI_ENTRY, ['gateway', '--config', this.options.config], ['ignore', 'ignore', 'pipe']);
     this.child = child;
     let output = '';
     let listening = false;
-    return new Promise((resolve) => {
-      let settled = false;
-      const settle = (outcome: string): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(outcome);
-      };
-      const timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        settle(`no answer in ${START_TIMEOUT_MS} ms`);
-      }, START_TIMEOUT_MS);
+    return startOutcome(child, START_TIMEOUT_MS, (settle) => {
       child.stderr?.setEncoding('utf8').on('data', (text: string) => {
         output += text;
         this.stderr.push(...text.split('\n').filter((line) => line !== ''));

@@ -5,9 +5,10 @@
  *
  * @module
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { spawnNode } from '../harness/child-start.js';
 import { isWorkerMessage, type ShutdownMessage, type WorkerConfig, type WorkerCounter, type WorkerCrash } from './protocol.js';
 
 /** Options of {@link WorkerSupervisor}. */
@@ -58,8 +59,7 @@ export class WorkerSupervisor {
   async start(): Promise<void> {
     const config = this.options.incarnations[Math.min(this.incarnation, this.options.incarnations.length - 1)];
     const entry = fileURLToPath(new URL(`./${this.options.entry}${extname(fileURLToPath(import.meta.url))}`, import.meta.url));
-    const execArgv = process.execArgv.filter((flag) => !flag.startsWith('--inspect'));
-    const child = spawn(process.execPath, [...execArgv, entry, JSON.stringify(config)], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    const child = spawnNode(entry, [JSON.stringify(config)], ['ignore', 'ignore', 'pipe', 'ipc']);
     this.child = child;
     child.stderr?.setEncoding('utf8').on('data', (text: string) => {
       this.stderr.push(...text.split('\n').filter((line) => line !== ''));

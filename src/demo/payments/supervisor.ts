@@ -5,10 +5,11 @@
  *
  * @module
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Charge } from './ledger.js';
+import { spawnNode, startOutcome } from '../harness/child-start.js';
 import type { ServerFault } from '../harness/plan.js';
 import { isServerMessage, type ParentMessage, type ServerConfig, type ServerMessage } from './protocol.js';
 import { addCounts, laterCounts, NO_COUNTS, type ReceiverCounts } from './metrics.js';
@@ -147,28 +148,13 @@ export class ServerSupervisor {
   /** Spawns one server; resolves `'ready'`, `'EADDRINUSE'`, or why it did not start. */
   private spawnOnce(): Promise<string> {
     const config: ServerConfig = { ...this.options.config, port: this.port };
-    // The loader flags (tsx under tests) must reach the child; an inspector flag would clash on its port.
-    const execArgv = process.execArgv.filter((flag) => !flag.startsWith('--inspect'));
-    const child = spawn(process.execPath, [...execArgv, SERVER_ENTRY, JSON.stringify(config)], {
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    });
+    const child = spawnNode(SERVER_ENTRY, [JSON.stringify(config)], ['ignore', 'ignore', 'pipe', 'ipc']);
     this.child = child;
     child.stderr?.setEncoding('utf8').on('data', (text: string) => {
       this.stderr.push(...text.split('\n').filter((line) => line !== ''));
       this.stderr.splice(0, Math.max(0, this.stderr.length - STDERR_LINES));
     });
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        settle(`no answer in ${this.options.startTimeoutMs ?? 20_000} ms`);
-      }, this.options.startTimeoutMs ?? 20_000);
-      let settled = false;
-      const settle = (outcome: string): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(outcome);
-      };
+    return startOutcome(child, this.options.startTimeoutMs ?? 20_000, (settle) => {
       child.on('message', (message: unknown) => {
         if (!isServerMessage(message)) return;
         if (message.type === 'ready') {
