@@ -1,9 +1,11 @@
 /**
- * One request sent to the upstream under a won claim, and its response teed: every byte goes to the
- * client as it arrives, and up to the route's `maxResponse` into the response saved for replay (over it,
- * the record is saved without its body and replays as 410 `idempotency-response-not-kept`). A failure
- * before anything was sent releases the key; a failure after the request went out holds the record as
- * indeterminate.
+ * One request sent to the upstream under a won claim. A response within the route's `maxResponse` is
+ * read whole and held: the client is sent it once its record is saved (as the middleware does), so a
+ * gateway killed between the two leaves a client without an answer, whose retry is answered from the
+ * record or the reconcile hook, never a client with an answer and a record left in progress. A larger
+ * response is streamed to the client from the byte that crossed the cap, and its record is saved without
+ * the body (a replay answers 410 `idempotency-response-not-kept`). A failure before anything was sent
+ * releases the key; a failure after the request went out holds the record as indeterminate.
  *
  * @module
  */
@@ -16,6 +18,7 @@ import { clientHeaders, replayedHeaders } from './headers.js';
 import { type HoldingStore, markFor, type IndeterminateCause } from './indeterminate.js';
 import type { GatewayMetrics } from './metrics.js';
 import { OutcomeUnknownError, UpstreamUnreachableError } from './problems.js';
+import { endUpstreamSpan, startUpstreamSpan } from './tracing.js';
 import { failedBeforeSending, indeterminateCauseOf, type Upstream } from './upstream.js';
 
 /** What one forwarded exchange needs. */
@@ -33,6 +36,15 @@ export interface Forwarding {
   /** Set once the upstream answered: its status and the time to its headers (ms). */
   upstreamStatus?: number;
   upstreamMs?: number;
+  /** The upstream's response within the cap, as the client is to get it once its record is saved. */
+  unsent?: UnsentAnswer;
+}
+
+/** A response read whole, not yet sent: the upstream's status, the headers for the client, the body. */
+export interface UnsentAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[]>>;
+  readonly body: Buffer;
 }
 
 /**
@@ -60,8 +72,8 @@ export function writeChunk(response: ServerResponse, chunk: Buffer): Promise<voi
 }
 
 /**
- * Sends the request to the upstream and streams its response to the client; resolves the response as it
- * is saved for replay.
+ * Sends the request to the upstream and reads its response: held in `forwarding.unsent` within the cap,
+ * streamed to the client over it; resolves the response as it is saved for replay.
  *
  * @throws {@link UpstreamUnreachableError} when nothing was sent (the engine releases the key)
  * @throws {@link OutcomeUnknownError} when the exchange failed after sending (the record is held)
@@ -69,10 +81,12 @@ export function writeChunk(response: ServerResponse, chunk: Buffer): Promise<voi
 export async function forward(forwarding: Forwarding, claim: Claim): Promise<StoredResponse> {
   const { route, upstream, metrics, response } = forwarding;
   const started = performance.now();
+  const span = startUpstreamSpan(forwarding.method, upstream.origin, forwarding.path, forwarding.headers);
   let answer;
   try {
     answer = await upstream.send({ method: forwarding.method, path: forwarding.path, headers: forwarding.headers, body: forwarding.body(), timeoutMs: route.timeoutMs });
   } catch (error) {
+    endUpstreamSpan(span, undefined, error);
     if (failedBeforeSending(error)) {
       metrics.upstreamFailures.add({ upstream: upstream.name, kind: 'unreachable' });
       throw new UpstreamUnreachableError(error);
@@ -86,25 +100,43 @@ export async function forward(forwarding: Forwarding, claim: Claim): Promise<Sto
   metrics.upstreamLatency.observe(upstream.name, forwarding.upstreamMs / 1000);
   metrics.upstreamResponses.add({ upstream: upstream.name, status: `${Math.floor(answer.statusCode / 100)}xx` });
   const headers = clientHeaders(answer.headers);
-  response.writeHead(answer.statusCode, headers);
   const kept: Buffer[] = [];
   let length = 0;
+  let streaming = false;
   try {
     for await (const chunk of answer.body) {
       const part = chunk as Buffer;
       length += part.byteLength;
-      if (length <= route.maxResponseBytes) kept.push(part);
+      if (!streaming && length <= route.maxResponseBytes) {
+        kept.push(part);
+        continue;
+      }
+      if (!streaming) {
+        // Over the cap: the record keeps no body, so nothing is held back from here on.
+        streaming = true;
+        response.writeHead(answer.statusCode, headers);
+        for (const earlier of kept) {
+          const full = writeChunk(response, earlier);
+          if (full !== undefined) await full;
+        }
+      }
       const full = writeChunk(response, part);
       if (full !== undefined) await full;
     }
   } catch (error) {
+    endUpstreamSpan(span, answer.statusCode, error);
     const cause = indeterminateCauseOf(error);
     metrics.upstreamFailures.add({ upstream: upstream.name, kind: cause === 'upstream-timeout' ? 'timeout' : 'reset' });
     throw await holdIndeterminate(forwarding, claim, cause);
   }
-  response.end();
+  endUpstreamSpan(span, answer.statusCode);
   const saved = replayedHeaders(headers, route.replayHeaders);
-  if (length <= route.maxResponseBytes) return { status: answer.statusCode, headers: saved, body: Buffer.concat(kept, length) };
+  if (!streaming) {
+    const body = Buffer.concat(kept, length);
+    forwarding.unsent = { status: answer.statusCode, headers, body };
+    return { status: answer.statusCode, headers: saved, body };
+  }
+  response.end();
   saved[RESPONSE_NOT_KEPT_HEADER] = String(length);
   return { status: answer.statusCode, headers: saved, body: new Uint8Array(0) };
 }

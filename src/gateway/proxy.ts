@@ -6,8 +6,8 @@
  * 4. no verifiable identity for the scope rule → 401 `gateway-identity-refused`;
  * 5. a body over `maxBody` → 413 `idempotency-request-too-large`, before any claim;
  * 6. the engine (`receiver.execute`) over (scope, key, fingerprint of method, path, query and the body's
- *    SHA-256): the upstream is sent the request at most once per key and its response is teed to the
- *    client and the store; a retry replays it byte for byte with `Idempotent-Replayed: true`; another
+ *    SHA-256): the upstream is sent the request at most once per key; its response is saved, then sent
+ *    (one over `maxResponse` is streamed and saved without its body); a retry replays it byte for byte with `Idempotent-Replayed: true`; another
  *    request under the key → 422, a duplicate in flight → 409 + `Retry-After` (or `wait`), store down →
  *    503 (nothing is sent upstream), upstream unreachable → 502 `gateway-upstream-unreachable` (released);
  *    a timeout or reset after sending → 504/502 `idempotency-outcome-unknown`, the record held until the
@@ -36,6 +36,7 @@ import { NoRouteError, OutcomeUnknownError, problemOf, UpstreamUnreachableError 
 import { askUpstream, reconcile } from './reconcile.js';
 import type { ScopeResolver } from './scope.js';
 import { spoolBody } from './spool.js';
+import { endServerSpan, endUpstreamSpan, routeServerSpan, startServerSpan, startUpstreamSpan, withinSpan } from './tracing.js';
 import { failedBeforeSending, type Upstream } from './upstream.js';
 
 /** A route with what serves it: its upstream and its engine (lease, TTL, in-flight and 5xx policy). */
@@ -58,6 +59,8 @@ export interface ProxyContext {
 /** What the access log says about one request. */
 interface AccessEntry {
   route: string | undefined;
+  /** The route's path pattern, for the server span's name. */
+  routePath: string | undefined;
   keyHash: string | undefined;
   upstreamStatus: number | undefined;
   upstreamMs: number | undefined;
@@ -103,14 +106,18 @@ function splitUrl(url: string): { path: string; query: string } {
  */
 export async function handleRequest(context: ProxyContext, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const started = performance.now();
-  const entry: AccessEntry = { route: undefined, keyHash: undefined, upstreamStatus: undefined, upstreamMs: undefined };
+  const entry: AccessEntry = { route: undefined, routePath: undefined, keyHash: undefined, upstreamStatus: undefined, upstreamMs: undefined };
+  const method = request.method ?? 'GET';
+  const span = startServerSpan(method, splitUrl(request.url ?? '/').path, request.headers);
   let outcome: GatewayOutcome;
   try {
-    outcome = await dispatch(context, request, response, entry);
+    outcome = await withinSpan(span, () => dispatch(context, request, response, entry));
   } catch (error) {
     outcome = error instanceof IdempotencyError ? (OUTCOMES[error.code] ?? 'error') : 'error';
     answerFailure(response, error);
   }
+  if (entry.routePath !== undefined) routeServerSpan(span, method, entry.routePath);
+  endServerSpan(span, response.statusCode);
   context.metrics.requests.add({ route: entry.route ?? '', outcome });
   if (context.log === undefined) return;
   context.log(
@@ -162,6 +169,7 @@ async function dispatch(context: ProxyContext, request: IncomingMessage, respons
   const route = context.routes.find((candidate) => candidate.config.methods.has(method) && candidate.config.pattern.test(path));
   if (route === undefined) throw new NoRouteError();
   entry.route = route.config.name;
+  entry.routePath = route.config.path;
   const raw = request.headers[IDEMPOTENCY_KEY];
   const client = { address: request.socket.remoteAddress ?? '', host: request.headers.host, proto: 'encrypted' in request.socket ? ('https' as const) : ('http' as const) };
   const headers = upstreamHeaders(request.rawHeaders, client);
@@ -200,14 +208,18 @@ function withoutKey(headers: string[]): string[] {
 
 /** Runs the request through the route's engine and answers whatever it did not stream already. */
 async function execute(context: ProxyContext, route: RouteRuntime, id: OperationId, forwarding: Forwarding, mayRunAgain: boolean): Promise<GatewayOutcome> {
-  let reconciled = false;
+  let reconciled: StoredResponse | undefined;
   const execution = await route.engine.execute(id, async ({ claim }) => {
     if (!claim.takeover) return forward(forwarding, claim);
-    const answer = await resumeInterrupted(forwarding, claim);
-    reconciled = answer !== undefined;
-    return answer ?? forward(forwarding, claim);
+    reconciled = await resumeInterrupted(forwarding, claim);
+    return reconciled ?? forward(forwarding, claim);
   });
-  if (!execution.replayed) return reconciled ? 'reconciled' : 'executed';
+  if (!execution.replayed) {
+    // Sent only now that the engine saved the record (or gave up saving it: see Execution.saved).
+    if (reconciled !== undefined) sendReplay(forwarding.response, reconciled);
+    else if (forwarding.unsent !== undefined) send(forwarding.response, forwarding.unsent.status, forwarding.unsent.headers, forwarding.unsent.body);
+    return reconciled !== undefined ? 'reconciled' : 'executed';
+  }
   const saved = execution.response;
   const held = heldClaimOf(id.scope, id.key, id.fingerprint, saved);
   if (held !== undefined) {
@@ -230,8 +242,8 @@ async function execute(context: ProxyContext, route: RouteRuntime, id: Operation
  * the upstream was sent the request. The reconcile hook decides; without it (or without an answer) the
  * record is held as indeterminate.
  *
- * @returns the original response (sent to the client as a replay), or `undefined` when the upstream
- *   never executed it and the request is to be sent now
+ * @returns the original response (sent to the client as a replay once the record is saved), or
+ *   `undefined` when the upstream never executed it and the request is to be sent now
  * @throws {@link OutcomeUnknownError} when nobody knows
  */
 async function resumeInterrupted(forwarding: Forwarding, claim: Claim): Promise<StoredResponse | undefined> {
@@ -242,7 +254,6 @@ async function resumeInterrupted(forwarding: Forwarding, claim: Claim): Promise<
   }
   if (answer.kind === 'completed') {
     forwarding.metrics.resolved.add({ route: forwarding.route.name, resolution: 'completed' });
-    sendReplay(forwarding.response, answer.response);
     return answer.response;
   }
   throw await holdIndeterminate(forwarding, claim, 'interrupted');
@@ -262,18 +273,26 @@ async function passThrough(
   if (length !== undefined) headers.push('content-length', length);
   const started = performance.now();
   const hasBody = length !== undefined || request.headers['transfer-encoding'] !== undefined;
+  const span = startUpstreamSpan(method, route.upstream.origin, target, headers);
   let answer;
   try {
     answer = await route.upstream.send({ method, path: target, headers, body: hasBody ? request : null, timeoutMs: route.config.timeoutMs });
   } catch (error) {
+    endUpstreamSpan(span, undefined, error);
     throw failedBeforeSending(error) ? new UpstreamUnreachableError(error) : error;
   }
   entry.upstreamStatus = answer.statusCode;
   entry.upstreamMs = performance.now() - started;
   response.writeHead(answer.statusCode, clientHeaders(answer.headers));
-  for await (const chunk of answer.body) {
-    const full = writeChunk(response, chunk as Buffer);
-    if (full !== undefined) await full;
+  try {
+    for await (const chunk of answer.body) {
+      const full = writeChunk(response, chunk as Buffer);
+      if (full !== undefined) await full;
+    }
+  } catch (error) {
+    endUpstreamSpan(span, answer.statusCode, error);
+    throw error;
   }
+  endUpstreamSpan(span, answer.statusCode);
   response.end();
 }

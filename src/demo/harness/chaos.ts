@@ -63,7 +63,8 @@ export function reachCrashPoint(res: Response): void {
 /**
  * Creates the chaos middleware. It reads the `x-retrysafe-demo-fault` header of a request with a valid
  * Idempotency-Key, at most once per key in this process (so a retry racing the parent's news of the
- * fault is not faulted again): `lost-reply` replaces `res.end` with a socket destroy;
+ * fault is not faulted again) unless that attempt is answered without a success (below 300), which leaves
+ * the fault to a later attempt: `lost-reply` replaces `res.end` with a socket destroy;
  * `crash-after-commit` replaces it with a crash point that never answers (with `drainBeforeCrash`, reached
  * once the other requests in flight have ended); `slow` is left to the handler, and so is
  * `crash-mid-handler`, whose handler calls {@link reachCrashPoint}. From a crash point on, the process is
@@ -108,10 +109,11 @@ export function chaos(options: ChaosOptions): RequestHandler {
       draining?.();
     };
     const end = res.end.bind(res);
-    res.end = function answered(...args: Parameters<Response['end']>): Response {
+    const answered = function answered(...args: Parameters<Response['end']>): Response {
       settled();
       return end(...args);
     } as Response['end'];
+    res.end = answered;
     const header = req.get(FAULT_HEADER);
     const key = header !== undefined && SERVER_FAULTS.has(header) ? keyOf(req) : undefined;
     if (key === undefined || seen.has(key)) {
@@ -121,20 +123,32 @@ export function chaos(options: ChaosOptions): RequestHandler {
     seen.add(key);
     const injected: InjectedFault = { key, fault: header as ServerFault };
     (res.locals as { demoFault?: InjectedFault }).demoFault = injected;
+    // An attempt answered without a success (a 409, a 503, a lease lost before the handler ran) did not
+    // meet its fault: a later attempt carries it, or a crash planned for the run would never happen.
+    const unmet = (...args: Parameters<Response['end']>): Response => {
+      seen.delete(key);
+      return answered(...args);
+    };
     if (injected.fault === 'lost-reply') {
-      res.end = function lostReply(): Response {
+      res.end = function lostReply(...args: Parameters<Response['end']>): Response {
+        if (res.statusCode >= 300) return unmet(...args);
         options.onFault(injected);
         req.socket.destroy();
         settled();
         return res;
       } as Response['end'];
     } else if (injected.fault === 'crash-after-commit') {
-      res.end = function crashAfterCommit(): Response {
+      res.end = function crashAfterCommit(...args: Parameters<Response['end']>): Response {
+        if (res.statusCode >= 300) return unmet(...args);
         crash(res, injected);
         return res;
       } as Response['end'];
-    } else if (injected.fault === 'crash-mid-handler') {
-      (res.locals as { demoCrash?: () => void }).demoCrash = () => crash(res, injected);
+    } else {
+      // `slow` and `crash-mid-handler` take effect in the handler; an answer without its success did not run it.
+      res.end = function faultInHandler(...args: Parameters<Response['end']>): Response {
+        return res.statusCode >= 300 ? unmet(...args) : answered(...args);
+      } as Response['end'];
+      if (injected.fault === 'crash-mid-handler') (res.locals as { demoCrash?: () => void }).demoCrash = () => crash(res, injected);
     }
     next();
   };

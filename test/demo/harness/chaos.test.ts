@@ -14,7 +14,11 @@ afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
 
-/** An app whose requests keyed `held-*` wait for `release()`, and whose handler reaches the mid-handler crash point. */
+/**
+ * An app whose requests keyed `held-*` wait for `release()`, whose first request keyed `refused-*` is
+ * answered 409 before the handler's work (as a lost lease or a duplicate in flight is), and whose handler
+ * reaches the mid-handler crash point.
+ */
 async function start(): Promise<{ send: (key: string, fault?: string) => Promise<number | 'never answered'>; faults: InjectedFault[]; seen: string[]; release: () => void }> {
   const faults: InjectedFault[] = [];
   const seen: string[] = [];
@@ -26,6 +30,10 @@ async function start(): Promise<{ send: (key: string, fault?: string) => Promise
   app.post('/x', chaos({ onFault: (fault) => faults.push(fault) }), async (req, res) => {
     const key = req.get('idempotency-key') ?? '';
     seen.push(key);
+    if (key.startsWith('refused-') && seen.filter((k) => k === key).length === 1) {
+      res.status(409).end();
+      return;
+    }
     if (key.startsWith('held-')) await held;
     if (faultOf(res)?.fault === 'crash-mid-handler') {
       reachCrashPoint(res);
@@ -74,5 +82,14 @@ describe('chaos crash points', () => {
     // The requests in flight still finish, as they may in the instant before the SIGKILL lands.
     release();
     expect(await Promise.all(held)).toEqual([201, 201]);
+  });
+
+  it.each(['crash-mid-handler', 'crash-after-commit', 'lost-reply'])('%s: an attempt answered without a success leaves the fault to the next one', async (fault) => {
+    const { send, faults } = await start();
+    expect(await send('refused-1', fault)).toBe(409);
+    expect(faults).toEqual([]);
+    void send('refused-1', fault);
+    await until(() => faults.length === 1);
+    expect(faults[0]).toMatchObject({ key: 'refused-1', fault });
   });
 });
