@@ -9,7 +9,8 @@
  * `retrysafe-sessions`).
  *
  * It listens on 127.0.0.1 unless `--host` says otherwise; any other host requires `--token`, which every
- * API request must then carry as `Authorization: Bearer TOKEN` (open the UI at `http://HOST:PORT/#token=TOKEN`).
+ * API request must then carry as `Authorization: Bearer TOKEN` (open the UI at `http://HOST:PORT/#token=TOKEN`,
+ * as the startup line says; on `--host 0.0.0.0` or `::` that line names one of the machine's addresses).
  * It answers only requests whose `Host` header names it — `localhost`, `127.0.0.1`, `[::1]`, the `--host`
  * it listens on, the address a connection arrived on, or a name given with `--allowed-host` (repeatable;
  * e.g. the name a reverse proxy forwards) — and answers others 421, so a DNS-rebinding page cannot use it.
@@ -23,6 +24,7 @@
  * @module
  */
 import type { Server } from 'node:http';
+import { networkInterfaces } from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
 import { allowedHostName } from '../console/host-check.js';
 import type { ConsoleOptions } from '../console/server.js';
@@ -92,8 +94,11 @@ export function register(program: Command): void {
       });
       const address = server.address();
       const port = typeof address === 'object' && address !== null ? address.port : flags.port;
-      const host = flags.host.includes(':') ? `[${flags.host}]` : flags.host;
-      process.stdout.write(`retrysafe: console on http://${host}:${port}/ (${flags.allowActions === true ? 'actions allowed' : 'read-only'})\n`);
+      const host = openableHost(flags.host);
+      const mode = flags.allowActions === true ? 'actions allowed' : 'read-only';
+      // The UI reads the token from the page's fragment; the token itself is not printed (logs keep lines).
+      const hint = flags.token === undefined ? '' : `; open http://${host}:${port}/#token=<the --token value>`;
+      process.stdout.write(`retrysafe: console on http://${host}:${port}/ (${mode})${hint}\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
@@ -134,6 +139,17 @@ function patternFlag(flag: string, pattern: RegExp, takes: string): (text: strin
     if (!pattern.test(text)) throw new InvalidArgumentError(`${flag} takes ${takes}.`);
     return text;
   };
+}
+
+/**
+ * The host to print in the console's address: the one it listens on, or for the unspecified address
+ * (`0.0.0.0`, `::`), which no browser can open, this machine's first external IPv4 address (the console
+ * answers at each of its addresses), else 127.0.0.1.
+ */
+function openableHost(listening: string): string {
+  if (listening !== '0.0.0.0' && listening !== '::') return listening.includes(':') ? `[${listening}]` : listening;
+  const external = Object.values(networkInterfaces()).flatMap((addresses) => addresses ?? []).find((address) => address.family === 'IPv4' && !address.internal);
+  return external?.address ?? '127.0.0.1';
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

@@ -7,13 +7,17 @@
  * API (all JSON; errors are RFC 9457 `application/problem+json`):
  * - `GET /api/info` — the store's name and which views and actions are available.
  * - `GET /api/keys?state=&scope=&key=&afterScope=&afterKey=&limit=` — one page (at most 200) of records in
- *   (scope, key) order; `key` is a prefix; `next` is the cursor of the following page.
+ *   (scope, key) order; `state` is `in_progress`, `completed`, `stuck` or `indeterminate` (`./records.ts`);
+ *   `key` is a prefix; `next` is the cursor of the following page.
  * - `GET /api/key?scope=&key=` — one record in full; 404 when absent.
  * - `POST /api/key/release` `{ scope, key, leaseToken }` — releases an in-progress record, fenced by the
  *   lease token the operator saw: 200 `{ released: true }`, or 409 when the record was completed, released
  *   or claimed again meanwhile (then nothing changed).
- * - `GET /api/inbox/dead-letters?consumer=&limit=`, `POST /api/inbox/redrive` `{ consumer, messageId }`.
- * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/redrive` `{ id }`.
+ * - `POST /api/indeterminate/resolve` — completes or releases a record the gateway holds (`./resolve.ts`).
+ * - `GET /api/inbox/dead-letters?consumer=&limit=` (dead letters and pending redrives),
+ *   `POST /api/inbox/redrive` `{ consumer, messageId }`.
+ * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/redrive` `{ id }`: 200, or 404 when the
+ *   row is no dead letter (any more).
  * - `GET /api/sessions?client=&after=&limit=` — one page (at most 200) of client sessions in client-id
  *   order; `client` is a prefix; `next` is the `after` of the following page.
  *
@@ -29,12 +33,13 @@ import { timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import type { IdempotencyRecord } from '../core/record.js';
 import type { IdempotencyStore } from '../core/store.js';
 import type { Inbox } from '../messaging/inbox/inbox.js';
 import type { Outbox, Queryable } from '../messaging/outbox/outbox.js';
 import type { SessionStore, SessionSummary } from '../sessions/store.js';
 import { allowedHostName, hostAllowed, LOOPBACK_HOSTS, originAllowed } from './host-check.js';
+import { detail, isKeysState, pageOf, summary } from './records.js';
+import { resolveHeld } from './resolve.js';
 
 /** What the console serves. */
 export interface ConsoleOptions {
@@ -77,8 +82,8 @@ const VENDOR: Readonly<Record<string, string>> = {
 
 const STATIC: Readonly<Record<string, string>> = {
   '/': 'index.html',
-  '/app.mjs': 'app.mjs',
   '/style.css': 'style.css',
+  ...Object.fromEntries(['app', 'lib', 'keys', 'indeterminate', 'messaging', 'sessions'].map((name) => [`/${name}.mjs`, `${name}.mjs`])),
 };
 
 const TYPES: Readonly<Record<string, string>> = {
@@ -176,24 +181,26 @@ async function read(options: ConsoleOptions, url: URL): Promise<Answer> {
         sessions: options.sessions === undefined ? null : { location: options.sessions.location },
       });
     case '/api/keys': {
-      if (options.store.listRecords === undefined) return problem(501, 'This store cannot list its keys');
-      const state = q.get('state');
-      if (state !== null && state !== '' && state !== 'in_progress' && state !== 'completed') return problem(400, 'state must be in_progress or completed');
-      const limit = Math.min(MAX_PAGE, positive(q.get('limit')) ?? 50);
+      const { store } = options;
+      if (store.listRecords === undefined) return problem(501, 'This store cannot list its keys');
+      const state = q.get('state') ?? '';
+      if (!isKeysState(state)) return problem(400, 'state must be in_progress, completed, stuck or indeterminate');
       const afterScope = q.get('afterScope');
-      const records = await options.store.listRecords({
-        limit: limit + 1,
-        ...(state !== null && state !== '' && { state }),
-        ...(nonEmpty(q.get('scope')) !== undefined && { scope: q.get('scope') ?? '' }),
-        ...(nonEmpty(q.get('key')) !== undefined && { keyPrefix: q.get('key') ?? '' }),
-        ...(afterScope !== null && { after: { scope: afterScope, key: q.get('afterKey') ?? '' } }),
-      });
-      const page = records.slice(0, limit);
-      const last = page[page.length - 1];
-      return new Answer(200, {
-        records: page.map((record) => summary(record, Date.now())),
-        ...(records.length > limit && last !== undefined && { next: { scope: last.scope, key: last.key } }),
-      });
+      const scope = nonEmpty(q.get('scope'));
+      const keyPrefix = nonEmpty(q.get('key'));
+      const now = Date.now();
+      const page = await pageOf(
+        (query) => store.listRecords?.(query) ?? Promise.resolve([]),
+        state,
+        {
+          ...(scope !== undefined && { scope }),
+          ...(keyPrefix !== undefined && { keyPrefix }),
+          ...(afterScope !== null && { after: { scope: afterScope, key: q.get('afterKey') ?? '' } }),
+        },
+        Math.min(MAX_PAGE, positive(q.get('limit')) ?? 50),
+        now,
+      );
+      return new Answer(200, { records: page.records.map((record) => summary(record, now)), ...(page.next !== undefined && { next: page.next }) });
     }
     case '/api/key': {
       const key = q.get('key');
@@ -212,6 +219,7 @@ async function read(options: ConsoleOptions, url: URL): Promise<Answer> {
           attempts: letter.attempts,
           error: letter.error ?? null,
           deadLetteredAt: letter.deadLetteredAt === undefined ? null : new Date(letter.deadLetteredAt).toISOString(),
+          redriveRequestedAt: letter.redriveRequestedAt === undefined ? null : new Date(letter.redriveRequestedAt).toISOString(),
           size: letter.body.byteLength,
         })),
       });
@@ -265,34 +273,27 @@ async function act(options: ConsoleOptions, path: string, body: Record<string, u
       const released = await options.store.release({ scope, key, leaseToken, fingerprint: '', leaseExpiresAt: 0, takeover: false });
       return released ? new Answer(200, { released: true }) : problem(409, 'Not released', 'the record is no longer in progress under that lease token');
     }
+    case '/api/indeterminate/resolve': {
+      const answer = await resolveHeld(options.store, body);
+      return answer.resolved === undefined ? problem(answer.status, answer.title, answer.detail) : new Answer(200, { resolved: answer.resolved });
+    }
     case '/api/inbox/redrive': {
       if (options.inbox === undefined) return problem(501, 'No inbox tables in this store');
       const { consumer, messageId } = body;
       if (typeof consumer !== 'string' || typeof messageId !== 'string') return problem(400, 'consumer and messageId are required strings');
-      return (await options.inbox.redrive(consumer, messageId)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter');
+      return (await options.inbox.redrive(consumer, messageId))
+        ? new Answer(200, { redriven: true })
+        : problem(404, 'No such dead letter', 'the message is not dead-lettered (any more): its redrive is pending already, or it was processed');
     }
     case '/api/outbox/redrive': {
       if (options.outbox === undefined) return problem(501, 'No outbox table in this store');
       const { id } = body;
       if (typeof id !== 'string') return problem(400, 'id is a required string');
-      return (await options.outbox.outbox.redrive(options.outbox.db, id)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter');
+      return (await options.outbox.outbox.redrive(options.outbox.db, id)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter', 'the row is not dead-lettered (any more): redriven or reaped meanwhile');
     }
     default:
       return problem(404, 'Not found');
   }
-}
-
-function summary(record: IdempotencyRecord, now: number): Record<string, unknown> {
-  return {
-    scope: record.scope,
-    key: record.key,
-    state: record.state,
-    // An in-progress record past its lease is stuck: its holder died or hangs.
-    stuck: record.state === 'in_progress' && record.leaseExpiresAt <= now,
-    leaseExpiresAt: new Date(record.leaseExpiresAt).toISOString(),
-    createdAt: new Date(record.createdAt).toISOString(),
-    status: record.response?.status ?? null,
-  };
 }
 
 function sessionView(session: SessionSummary, now: number): Record<string, unknown> {
@@ -306,19 +307,6 @@ function sessionView(session: SessionSummary, now: number): Record<string, unkno
     storedResponses: session.storedResponses,
     inProgress: session.inProgress,
     leaseExpiresAt: new Date(session.leaseExpiresAt).toISOString(),
-  };
-}
-
-function detail(record: IdempotencyRecord, now: number): Record<string, unknown> {
-  return {
-    ...summary(record, now),
-    fingerprint: record.fingerprint,
-    leaseToken: record.leaseToken,
-    expiresAt: new Date(record.expiresAt).toISOString(),
-    completedAt: record.completedAt === undefined ? null : new Date(record.completedAt).toISOString(),
-    recoveryPoint: record.recoveryPoint ?? null,
-    headers: record.response?.headers ?? null,
-    size: record.response?.body.byteLength ?? null,
   };
 }
 
