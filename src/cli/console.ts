@@ -1,12 +1,13 @@
 /**
  * `retrysafe console --store URL [--port N] [--host H] [--allowed-host NAME]… [--token T] [--allow-actions]
- * [--sessions-table T | --sessions-prefix P]`: serves the operator console, a web UI over the store: keys
+ * [--sessions-table T | --sessions-prefix P] [--sample-every 5s]`: serves the operator console, a web UI over the store: keys
  * by state with search by scope and key, one record in full with a fenced release of a stuck key, and —
  * where the database holds their tables (PostgreSQL; the inbox on SQLite too) — inbox dead letters with
  * redrive and the outbox backlog with redrive of its dead letters. Client sessions are listed from the
  * store's database too: the `sessions` table of the PostgreSQL schema, the SQLite file's `--sessions-table`
  * (default `retrysafe_sessions`) when it is there, and the Redis keys under `--sessions-prefix` (default
- * `retrysafe-sessions`).
+ * `retrysafe-sessions`). Every `--sample-every` it samples the store's figures for the trends view
+ * (the last hour, kept in the console's memory).
  *
  * It listens on 127.0.0.1 unless `--host` says otherwise; any other host requires `--token`, which every
  * API request must then carry as `Authorization: Bearer TOKEN` (open the UI at `http://HOST:PORT/#token=TOKEN`,
@@ -30,7 +31,7 @@ import { allowedHostName } from '../console/host-check.js';
 import type { ConsoleOptions } from '../console/server.js';
 import { CliFailure } from './failure.js';
 import { loadPeer } from './peer.js';
-import { integerFlag, storeFlag } from './store-flag.js';
+import { durationOption, integerFlag, storeFlag } from './store-flag.js';
 import { redactUrl, type OpenedStore, type StoreTarget } from '../store-url.js';
 
 interface ConsoleFlags {
@@ -42,6 +43,7 @@ interface ConsoleFlags {
   readonly allowActions?: boolean;
   readonly sessionsTable?: string;
   readonly sessionsPrefix?: string;
+  readonly sampleEvery: number;
 }
 
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -59,6 +61,7 @@ export function register(program: Command): void {
     .option('--allow-actions', 'enable release and redrive (read-only otherwise)')
     .option('--sessions-table <name>', 'SQLite: the client sessions table (default retrysafe_sessions)', patternFlag('--sessions-table', /^[A-Za-z_][A-Za-z0-9_]{0,39}$/, 'letters, digits and underscores (at most 40)'))
     .option('--sessions-prefix <prefix>', 'Redis: the client sessions key prefix (default retrysafe-sessions)', patternFlag('--sessions-prefix', /^[^{}]+$/, 'a non-empty prefix without "{" or "}"'))
+    .addOption(durationOption('--sample-every <duration>', 'how often the trends are sampled from the store, e.g. 5s', '5s'))
     .addHelpText('after', '\nExit codes: 0 stopped, 2 usage error, store unreachable or missing, port in use.')
     .action(async (flags: ConsoleFlags) => {
       if (!LOCAL_HOSTS.has(flags.host) && (flags.token === undefined || flags.token === '')) {
@@ -86,6 +89,7 @@ export function register(program: Command): void {
         token: flags.token,
         allowedHosts: [flags.host, ...flags.allowedHost],
         sessions: sessions.sessions,
+        trendIntervalMs: flags.sampleEvery,
         ...extras.options,
       });
       await listen(server, flags.port, flags.host).catch(async (error: unknown) => {

@@ -18,6 +18,7 @@
  *   `POST /api/inbox/redrive` `{ consumer, messageId }`.
  * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/redrive` `{ id }`: 200, or 404 when the
  *   row is no dead letter (any more).
+ * - `GET /api/trends` — `{ intervalMs, samples }`: the console's own samples of the last hour (`./trends.ts`).
  * - `GET /api/sessions?client=&after=&limit=` — one page (at most 200) of client sessions in client-id
  *   order; `client` is a prefix; `next` is the `after` of the following page.
  *
@@ -40,6 +41,7 @@ import type { SessionStore, SessionSummary } from '../sessions/store.js';
 import { allowedHostName, hostAllowed, LOOPBACK_HOSTS, originAllowed } from './host-check.js';
 import { detail, isKeysState, pageOf, summary } from './records.js';
 import { resolveHeld } from './resolve.js';
+import { startTrends, type Trends } from './trends.js';
 
 /** What the console serves. */
 export interface ConsoleOptions {
@@ -66,7 +68,12 @@ export interface ConsoleOptions {
    * No ports. @defaultValue none
    */
   readonly allowedHosts?: readonly string[] | undefined;
+  /** How often the trends are sampled, in milliseconds. @defaultValue 5_000 */
+  readonly trendIntervalMs?: number | undefined;
 }
+
+/** How long the trends are kept: 60 minutes, in milliseconds. */
+const TREND_WINDOW_MS = 3_600_000;
 
 /** The largest page `GET /api/keys` returns. */
 export const MAX_PAGE = 200;
@@ -78,17 +85,20 @@ const VENDOR: Readonly<Record<string, string>> = {
   'preact.mjs': 'preact',
   'hooks.mjs': 'preact/hooks',
   'htm.mjs': 'htm',
+  'uplot.mjs': 'uplot/dist/uPlot.esm.js',
+  'uplot.css': 'uplot/dist/uPlot.min.css',
 };
 
 const STATIC: Readonly<Record<string, string>> = {
   '/': 'index.html',
   '/style.css': 'style.css',
-  ...Object.fromEntries(['app', 'lib', 'keys', 'indeterminate', 'messaging', 'sessions'].map((name) => [`/${name}.mjs`, `${name}.mjs`])),
+  ...Object.fromEntries(['app', 'lib', 'keys', 'indeterminate', 'messaging', 'sessions', 'trends'].map((name) => [`/${name}.mjs`, `${name}.mjs`])),
 };
 
 const TYPES: Readonly<Record<string, string>> = {
   html: 'text/html; charset=utf-8',
   mjs: 'text/javascript; charset=utf-8',
+  js: 'text/javascript; charset=utf-8',
   css: 'text/css; charset=utf-8',
 };
 
@@ -107,7 +117,10 @@ function problem(status: number, title: string, detail?: string): Answer {
 /**
  * Creates the console's HTTP server (not yet listening).
  *
+ * Samples the trends from creation until the server closes.
+ *
  * @throws TypeError when `allowedHosts` holds something that is no host name or IP address
+ * @throws RangeError when `trendIntervalMs` is not a positive integer
  * @example
  * ```ts
  * const server = createConsoleServer({ store, storeName: 'postgres://…', allowActions: false });
@@ -122,15 +135,19 @@ export function createConsoleServer(options: ConsoleOptions): Server {
     if (host === undefined) throw new TypeError(`retrysafe: allowedHosts holds ${JSON.stringify(name)}, which is no host name or IP address (give no port)`);
     hosts.add(host);
   }
-  return createServer((request, response) => {
-    void dispatch(options, hosts, expected, request, response).catch((error: unknown) => {
+  const trends = startTrends(options, options.trendIntervalMs ?? 5_000, TREND_WINDOW_MS);
+  const server = createServer((request, response) => {
+    void dispatch(options, trends, hosts, expected, request, response).catch((error: unknown) => {
       send(response, problem(500, 'The console failed', error instanceof Error ? error.message : String(error)));
     });
   });
+  server.once('close', () => trends.stop());
+  return server;
 }
 
 async function dispatch(
   options: ConsoleOptions,
+  trends: Trends,
   hosts: ReadonlySet<string>,
   expected: Buffer | undefined,
   request: IncomingMessage,
@@ -165,6 +182,7 @@ async function dispatch(
     return send(response, await act(options, url.pathname, body));
   }
   if (request.method !== 'GET') return send(response, problem(405, 'Method not allowed'));
+  if (url.pathname === '/api/trends') return send(response, new Answer(200, { intervalMs: trends.intervalMs, samples: trends.samples() }));
   return send(response, await read(options, url));
 }
 

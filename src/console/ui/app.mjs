@@ -9,6 +9,7 @@ import { Keys } from './keys.mjs';
 import { api, html, usePoll } from './lib.mjs';
 import { Inbox, Outbox } from './messaging.mjs';
 import { Sessions } from './sessions.mjs';
+import { Trends } from './trends.mjs';
 
 function App() {
   const [info, error] = usePoll(() => api('/api/info'), []);
@@ -17,6 +18,7 @@ function App() {
   if (!info) return html`<p>Loading…</p>`;
   const tabs = [
     ['keys', 'Keys', info.keys],
+    ['trends', 'Trends', true],
     ['indeterminate', 'Indeterminate', info.keys],
     ['inbox', 'Inbox dead letters', info.inbox],
     ['outbox', 'Outbox', info.outbox],
@@ -28,6 +30,7 @@ function App() {
       <span class="mode">${info.store} · ${info.allowActions ? 'actions allowed' : 'read-only'}</span>
     </header>
     ${view === 'keys' && html`<${Keys} info=${info} />`}
+    ${view === 'trends' && html`<${Trends} info=${info} />`}
     ${view === 'indeterminate' && html`<${Indeterminate} info=${info} />`}
     ${view === 'inbox' && html`<${Inbox} info=${info} />`}
     ${view === 'outbox' && html`<${Outbox} info=${info} />`}

@@ -64,15 +64,18 @@ function KeyDetail({ info, which, onChange }) {
   const release = async () => {
     const leaseToken = record.leaseToken;
     setBusy(true);
+    let result;
     try {
       await api('/api/key/release', { scope: record.scope, key: record.key, leaseToken });
-      setOutcome({ ok: true, released: leaseToken });
+      result = { ok: true, released: leaseToken };
     } catch (e) {
-      setOutcome({ ok: false, text: `Not released: ${e.message}.` });
+      result = { ok: false, text: `Not released: ${e.message}.` };
     }
-    // Show what the key is now, not what it was: the record as the store has it after the action.
+    // Show what the key is now, not what it was: the outcome appears with the record as the store has it
+    // after the action.
     await reload();
     onChange();
+    setOutcome(result);
     setBusy(false);
   };
   const shown = outcome?.released === undefined ? outcome : { ok: true, text: afterRelease(outcome.released, record) };

@@ -27,17 +27,23 @@ export function orGone(path) {
 /**
  * Polls `load` every REFRESH_MS; returns [data, error, reload]. Only the answer to the latest request is
  * shown: fetches can answer out of order, and an older one (say, the list before a filter was typed) must
- * not overwrite a newer one. `reload` resolves once its answer is shown.
+ * not overwrite a newer one. `reload` resolves once an answer at least as new as its own is shown (when a
+ * poll started after it, once that one's is), so what an action shows next is the store after the action.
  */
 export function usePoll(load, deps) {
   const [state, setState] = useState({ data: undefined, error: undefined });
   const latest = useRef(0);
+  const newest = useRef(Promise.resolve());
   const reload = useCallback(() => {
     const request = ++latest.current;
-    return load().then(
-      (data) => request === latest.current && setState({ data, error: undefined }),
-      (error) => request === latest.current && setState((s) => ({ ...s, error: `Could not refresh: ${error.message}` })),
-    );
+    const shown = load()
+      .then(
+        (data) => request === latest.current && setState({ data, error: undefined }),
+        (error) => request === latest.current && setState((s) => ({ ...s, error: `Could not refresh: ${error.message}` })),
+      )
+      .then(() => (request === latest.current ? undefined : newest.current));
+    newest.current = shown;
+    return shown;
   }, deps);
   useEffect(() => {
     void reload();
