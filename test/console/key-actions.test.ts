@@ -102,7 +102,8 @@ describe.each(setups)('console key actions on %s (browser)', (name, up, open) =>
   it.runIf(up && chromiumAvailable)('lists a stuck key under "stuck"; after its release the page shows it gone, without an error or a Release button', async () => {
     const stuck = await claimed(store, 'one-stuck', 1);
     await claimed(store, 'one-busy');
-    const page = await browser.newPage({ viewport: { width: 1280, height: 560 } });
+    // The relative times' wording is the locale's.
+    const page = await browser.newPage({ viewport: { width: 1280, height: 560 }, locale: 'en-US' });
     await page.goto(running.url);
     await page.fill('input[name=key]', 'one-');
     await page.selectOption('select[name=state]', 'stuck');

@@ -53,7 +53,7 @@ describe.runIf(available)('console trends on PostgreSQL (browser)', () => {
     await page.locator('#now-inboxDeadLetters', { hasText: /^3$/ }).waitFor();
     expect(await page.locator('#now-storeMs').innerText()).toMatch(/^\d+(\.\d+)?$/);
     // One drawn chart per figure.
-    expect(await page.locator('.chart canvas').count()).toBe(4);
+    await expect.poll(() => page.locator('.chart canvas').count(), { timeout: 10_000 }).toBe(4);
 
     const received = new Set<string>();
     const hook: Server = createServer((request, response) => {
