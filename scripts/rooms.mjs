@@ -40,7 +40,8 @@ export const ALLOWED_IMPORTS = Object.freeze({
   'src/postgres.ts': ['src/stores/postgres', 'src/migrate.ts'],
   'src/store-url.ts': ['src/core', 'src/stores', ...BACKENDS, 'src/postgres.ts', 'src/store-url-open.ts'],
   'src/store-url-open.ts': ['src/core'],
-  'src/console': ['src/core', 'src/sessions', 'src/messaging/inbox', 'src/messaging/outbox'],
+  // The console reads the gateway's indeterminate marker to show and resolve the records it holds.
+  'src/console': ['src/core', 'src/sessions', 'src/messaging/inbox', 'src/messaging/outbox', 'src/gateway'],
   // The gateway runs the engine with the OpenTelemetry observer (receiver.ts) over a store opened from its URL;
   // it shares the HTTP adapters' body limit error and replay allow-list.
   'src/gateway': ['src/core', 'src/observability', 'src/http', 'src/receiver.ts', 'src/store-url.ts'],

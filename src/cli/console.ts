@@ -1,15 +1,17 @@
 /**
  * `retrysafe console --store URL [--port N] [--host H] [--allowed-host NAME]… [--token T] [--allow-actions]
- * [--sessions-table T | --sessions-prefix P]`: serves the operator console, a web UI over the store: keys
+ * [--sessions-table T | --sessions-prefix P] [--sample-every 5s]`: serves the operator console, a web UI over the store: keys
  * by state with search by scope and key, one record in full with a fenced release of a stuck key, and —
  * where the database holds their tables (PostgreSQL; the inbox on SQLite too) — inbox dead letters with
  * redrive and the outbox backlog with redrive of its dead letters. Client sessions are listed from the
  * store's database too: the `sessions` table of the PostgreSQL schema, the SQLite file's `--sessions-table`
  * (default `retrysafe_sessions`) when it is there, and the Redis keys under `--sessions-prefix` (default
- * `retrysafe-sessions`).
+ * `retrysafe-sessions`). Every `--sample-every` it samples the store's figures for the trends view
+ * (the last hour, kept in the console's memory).
  *
  * It listens on 127.0.0.1 unless `--host` says otherwise; any other host requires `--token`, which every
- * API request must then carry as `Authorization: Bearer TOKEN` (open the UI at `http://HOST:PORT/#token=TOKEN`).
+ * API request must then carry as `Authorization: Bearer TOKEN` (open the UI at `http://HOST:PORT/#token=TOKEN`,
+ * as the startup line says; on `--host 0.0.0.0` or `::` that line names one of the machine's addresses).
  * It answers only requests whose `Host` header names it — `localhost`, `127.0.0.1`, `[::1]`, the `--host`
  * it listens on, the address a connection arrived on, or a name given with `--allowed-host` (repeatable;
  * e.g. the name a reverse proxy forwards) — and answers others 421, so a DNS-rebinding page cannot use it.
@@ -23,12 +25,13 @@
  * @module
  */
 import type { Server } from 'node:http';
+import { networkInterfaces } from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
 import { allowedHostName } from '../console/host-check.js';
 import type { ConsoleOptions } from '../console/server.js';
 import { CliFailure } from './failure.js';
 import { loadPeer } from './peer.js';
-import { integerFlag, storeFlag } from './store-flag.js';
+import { durationOption, integerFlag, storeFlag } from './store-flag.js';
 import { redactUrl, type OpenedStore, type StoreTarget } from '../store-url.js';
 
 interface ConsoleFlags {
@@ -40,6 +43,7 @@ interface ConsoleFlags {
   readonly allowActions?: boolean;
   readonly sessionsTable?: string;
   readonly sessionsPrefix?: string;
+  readonly sampleEvery: number;
 }
 
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -57,6 +61,7 @@ export function register(program: Command): void {
     .option('--allow-actions', 'enable release and redrive (read-only otherwise)')
     .option('--sessions-table <name>', 'SQLite: the client sessions table (default retrysafe_sessions)', patternFlag('--sessions-table', /^[A-Za-z_][A-Za-z0-9_]{0,39}$/, 'letters, digits and underscores (at most 40)'))
     .option('--sessions-prefix <prefix>', 'Redis: the client sessions key prefix (default retrysafe-sessions)', patternFlag('--sessions-prefix', /^[^{}]+$/, 'a non-empty prefix without "{" or "}"'))
+    .addOption(durationOption('--sample-every <duration>', 'how often the trends are sampled from the store, e.g. 5s', '5s'))
     .addHelpText('after', '\nExit codes: 0 stopped, 2 usage error, store unreachable or missing, port in use.')
     .action(async (flags: ConsoleFlags) => {
       if (!LOCAL_HOSTS.has(flags.host) && (flags.token === undefined || flags.token === '')) {
@@ -84,6 +89,7 @@ export function register(program: Command): void {
         token: flags.token,
         allowedHosts: [flags.host, ...flags.allowedHost],
         sessions: sessions.sessions,
+        trendIntervalMs: flags.sampleEvery,
         ...extras.options,
       });
       await listen(server, flags.port, flags.host).catch(async (error: unknown) => {
@@ -92,8 +98,11 @@ export function register(program: Command): void {
       });
       const address = server.address();
       const port = typeof address === 'object' && address !== null ? address.port : flags.port;
-      const host = flags.host.includes(':') ? `[${flags.host}]` : flags.host;
-      process.stdout.write(`retrysafe: console on http://${host}:${port}/ (${flags.allowActions === true ? 'actions allowed' : 'read-only'})\n`);
+      const host = openableHost(flags.host);
+      const mode = flags.allowActions === true ? 'actions allowed' : 'read-only';
+      // The UI reads the token from the page's fragment; the token itself is not printed (logs keep lines).
+      const hint = flags.token === undefined ? '' : `; open http://${host}:${port}/#token=<the --token value>`;
+      process.stdout.write(`retrysafe: console on http://${host}:${port}/ (${mode})${hint}\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
@@ -134,6 +143,17 @@ function patternFlag(flag: string, pattern: RegExp, takes: string): (text: strin
     if (!pattern.test(text)) throw new InvalidArgumentError(`${flag} takes ${takes}.`);
     return text;
   };
+}
+
+/**
+ * The host to print in the console's address: the one it listens on, or for the unspecified address
+ * (`0.0.0.0`, `::`), which no browser can open, this machine's first external IPv4 address (the console
+ * answers at each of its addresses), else 127.0.0.1.
+ */
+function openableHost(listening: string): string {
+  if (listening !== '0.0.0.0' && listening !== '::') return listening.includes(':') ? `[${listening}]` : listening;
+  const external = Object.values(networkInterfaces()).flatMap((addresses) => addresses ?? []).find((address) => address.family === 'IPv4' && !address.internal);
+  return external?.address ?? '127.0.0.1';
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

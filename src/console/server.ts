@@ -7,13 +7,18 @@
  * API (all JSON; errors are RFC 9457 `application/problem+json`):
  * - `GET /api/info` — the store's name and which views and actions are available.
  * - `GET /api/keys?state=&scope=&key=&afterScope=&afterKey=&limit=` — one page (at most 200) of records in
- *   (scope, key) order; `key` is a prefix; `next` is the cursor of the following page.
+ *   (scope, key) order; `state` is `in_progress`, `completed`, `stuck` or `indeterminate` (`./records.ts`);
+ *   `key` is a prefix; `next` is the cursor of the following page.
  * - `GET /api/key?scope=&key=` — one record in full; 404 when absent.
  * - `POST /api/key/release` `{ scope, key, leaseToken }` — releases an in-progress record, fenced by the
  *   lease token the operator saw: 200 `{ released: true }`, or 409 when the record was completed, released
  *   or claimed again meanwhile (then nothing changed).
- * - `GET /api/inbox/dead-letters?consumer=&limit=`, `POST /api/inbox/redrive` `{ consumer, messageId }`.
- * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/redrive` `{ id }`.
+ * - `POST /api/indeterminate/resolve` — completes or releases a record the gateway holds (`./resolve.ts`).
+ * - `GET /api/inbox/dead-letters?consumer=&limit=` (dead letters and pending redrives),
+ *   `POST /api/inbox/redrive` `{ consumer, messageId }`.
+ * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/redrive` `{ id }`: 200, or 404 when the
+ *   row is no dead letter (any more).
+ * - `GET /api/trends` — `{ intervalMs, samples }`: the console's own samples of the last hour (`./trends.ts`).
  * - `GET /api/sessions?client=&after=&limit=` — one page (at most 200) of client sessions in client-id
  *   order; `client` is a prefix; `next` is the `after` of the following page.
  *
@@ -29,12 +34,14 @@ import { timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import type { IdempotencyRecord } from '../core/record.js';
 import type { IdempotencyStore } from '../core/store.js';
 import type { Inbox } from '../messaging/inbox/inbox.js';
 import type { Outbox, Queryable } from '../messaging/outbox/outbox.js';
 import type { SessionStore, SessionSummary } from '../sessions/store.js';
 import { allowedHostName, hostAllowed, LOOPBACK_HOSTS, originAllowed } from './host-check.js';
+import { detail, isKeysState, pageOf, summary } from './records.js';
+import { resolveHeld } from './resolve.js';
+import { startTrends, type Trends } from './trends.js';
 
 /** What the console serves. */
 export interface ConsoleOptions {
@@ -61,7 +68,12 @@ export interface ConsoleOptions {
    * No ports. @defaultValue none
    */
   readonly allowedHosts?: readonly string[] | undefined;
+  /** How often the trends are sampled, in milliseconds. @defaultValue 5_000 */
+  readonly trendIntervalMs?: number | undefined;
 }
+
+/** How long the trends are kept: 60 minutes, in milliseconds. */
+const TREND_WINDOW_MS = 3_600_000;
 
 /** The largest page `GET /api/keys` returns. */
 export const MAX_PAGE = 200;
@@ -73,17 +85,20 @@ const VENDOR: Readonly<Record<string, string>> = {
   'preact.mjs': 'preact',
   'hooks.mjs': 'preact/hooks',
   'htm.mjs': 'htm',
+  'uplot.mjs': 'uplot/dist/uPlot.esm.js',
+  'uplot.css': 'uplot/dist/uPlot.min.css',
 };
 
 const STATIC: Readonly<Record<string, string>> = {
   '/': 'index.html',
-  '/app.mjs': 'app.mjs',
   '/style.css': 'style.css',
+  ...Object.fromEntries(['app', 'lib', 'keys', 'indeterminate', 'messaging', 'sessions', 'trends'].map((name) => [`/${name}.mjs`, `${name}.mjs`])),
 };
 
 const TYPES: Readonly<Record<string, string>> = {
   html: 'text/html; charset=utf-8',
   mjs: 'text/javascript; charset=utf-8',
+  js: 'text/javascript; charset=utf-8',
   css: 'text/css; charset=utf-8',
 };
 
@@ -102,7 +117,10 @@ function problem(status: number, title: string, detail?: string): Answer {
 /**
  * Creates the console's HTTP server (not yet listening).
  *
+ * Samples the trends from creation until the server closes.
+ *
  * @throws TypeError when `allowedHosts` holds something that is no host name or IP address
+ * @throws RangeError when `trendIntervalMs` is not a positive integer
  * @example
  * ```ts
  * const server = createConsoleServer({ store, storeName: 'postgres://…', allowActions: false });
@@ -117,15 +135,19 @@ export function createConsoleServer(options: ConsoleOptions): Server {
     if (host === undefined) throw new TypeError(`retrysafe: allowedHosts holds ${JSON.stringify(name)}, which is no host name or IP address (give no port)`);
     hosts.add(host);
   }
-  return createServer((request, response) => {
-    void dispatch(options, hosts, expected, request, response).catch((error: unknown) => {
+  const trends = startTrends(options, options.trendIntervalMs ?? 5_000, TREND_WINDOW_MS);
+  const server = createServer((request, response) => {
+    void dispatch(options, trends, hosts, expected, request, response).catch((error: unknown) => {
       send(response, problem(500, 'The console failed', error instanceof Error ? error.message : String(error)));
     });
   });
+  server.once('close', () => trends.stop());
+  return server;
 }
 
 async function dispatch(
   options: ConsoleOptions,
+  trends: Trends,
   hosts: ReadonlySet<string>,
   expected: Buffer | undefined,
   request: IncomingMessage,
@@ -160,6 +182,7 @@ async function dispatch(
     return send(response, await act(options, url.pathname, body));
   }
   if (request.method !== 'GET') return send(response, problem(405, 'Method not allowed'));
+  if (url.pathname === '/api/trends') return send(response, new Answer(200, { intervalMs: trends.intervalMs, samples: trends.samples() }));
   return send(response, await read(options, url));
 }
 
@@ -176,24 +199,26 @@ async function read(options: ConsoleOptions, url: URL): Promise<Answer> {
         sessions: options.sessions === undefined ? null : { location: options.sessions.location },
       });
     case '/api/keys': {
-      if (options.store.listRecords === undefined) return problem(501, 'This store cannot list its keys');
-      const state = q.get('state');
-      if (state !== null && state !== '' && state !== 'in_progress' && state !== 'completed') return problem(400, 'state must be in_progress or completed');
-      const limit = Math.min(MAX_PAGE, positive(q.get('limit')) ?? 50);
+      const { store } = options;
+      if (store.listRecords === undefined) return problem(501, 'This store cannot list its keys');
+      const state = q.get('state') ?? '';
+      if (!isKeysState(state)) return problem(400, 'state must be in_progress, completed, stuck or indeterminate');
       const afterScope = q.get('afterScope');
-      const records = await options.store.listRecords({
-        limit: limit + 1,
-        ...(state !== null && state !== '' && { state }),
-        ...(nonEmpty(q.get('scope')) !== undefined && { scope: q.get('scope') ?? '' }),
-        ...(nonEmpty(q.get('key')) !== undefined && { keyPrefix: q.get('key') ?? '' }),
-        ...(afterScope !== null && { after: { scope: afterScope, key: q.get('afterKey') ?? '' } }),
-      });
-      const page = records.slice(0, limit);
-      const last = page[page.length - 1];
-      return new Answer(200, {
-        records: page.map((record) => summary(record, Date.now())),
-        ...(records.length > limit && last !== undefined && { next: { scope: last.scope, key: last.key } }),
-      });
+      const scope = nonEmpty(q.get('scope'));
+      const keyPrefix = nonEmpty(q.get('key'));
+      const now = Date.now();
+      const page = await pageOf(
+        (query) => store.listRecords?.(query) ?? Promise.resolve([]),
+        state,
+        {
+          ...(scope !== undefined && { scope }),
+          ...(keyPrefix !== undefined && { keyPrefix }),
+          ...(afterScope !== null && { after: { scope: afterScope, key: q.get('afterKey') ?? '' } }),
+        },
+        Math.min(MAX_PAGE, positive(q.get('limit')) ?? 50),
+        now,
+      );
+      return new Answer(200, { records: page.records.map((record) => summary(record, now)), ...(page.next !== undefined && { next: page.next }) });
     }
     case '/api/key': {
       const key = q.get('key');
@@ -212,6 +237,7 @@ async function read(options: ConsoleOptions, url: URL): Promise<Answer> {
           attempts: letter.attempts,
           error: letter.error ?? null,
           deadLetteredAt: letter.deadLetteredAt === undefined ? null : new Date(letter.deadLetteredAt).toISOString(),
+          redriveRequestedAt: letter.redriveRequestedAt === undefined ? null : new Date(letter.redriveRequestedAt).toISOString(),
           size: letter.body.byteLength,
         })),
       });
@@ -265,34 +291,27 @@ async function act(options: ConsoleOptions, path: string, body: Record<string, u
       const released = await options.store.release({ scope, key, leaseToken, fingerprint: '', leaseExpiresAt: 0, takeover: false });
       return released ? new Answer(200, { released: true }) : problem(409, 'Not released', 'the record is no longer in progress under that lease token');
     }
+    case '/api/indeterminate/resolve': {
+      const answer = await resolveHeld(options.store, body);
+      return answer.resolved === undefined ? problem(answer.status, answer.title, answer.detail) : new Answer(200, { resolved: answer.resolved });
+    }
     case '/api/inbox/redrive': {
       if (options.inbox === undefined) return problem(501, 'No inbox tables in this store');
       const { consumer, messageId } = body;
       if (typeof consumer !== 'string' || typeof messageId !== 'string') return problem(400, 'consumer and messageId are required strings');
-      return (await options.inbox.redrive(consumer, messageId)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter');
+      return (await options.inbox.redrive(consumer, messageId))
+        ? new Answer(200, { redriven: true })
+        : problem(404, 'No such dead letter', 'the message is not dead-lettered (any more): its redrive is pending already, or it was processed');
     }
     case '/api/outbox/redrive': {
       if (options.outbox === undefined) return problem(501, 'No outbox table in this store');
       const { id } = body;
       if (typeof id !== 'string') return problem(400, 'id is a required string');
-      return (await options.outbox.outbox.redrive(options.outbox.db, id)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter');
+      return (await options.outbox.outbox.redrive(options.outbox.db, id)) ? new Answer(200, { redriven: true }) : problem(404, 'No such dead letter', 'the row is not dead-lettered (any more): redriven or reaped meanwhile');
     }
     default:
       return problem(404, 'Not found');
   }
-}
-
-function summary(record: IdempotencyRecord, now: number): Record<string, unknown> {
-  return {
-    scope: record.scope,
-    key: record.key,
-    state: record.state,
-    // An in-progress record past its lease is stuck: its holder died or hangs.
-    stuck: record.state === 'in_progress' && record.leaseExpiresAt <= now,
-    leaseExpiresAt: new Date(record.leaseExpiresAt).toISOString(),
-    createdAt: new Date(record.createdAt).toISOString(),
-    status: record.response?.status ?? null,
-  };
 }
 
 function sessionView(session: SessionSummary, now: number): Record<string, unknown> {
@@ -306,19 +325,6 @@ function sessionView(session: SessionSummary, now: number): Record<string, unkno
     storedResponses: session.storedResponses,
     inProgress: session.inProgress,
     leaseExpiresAt: new Date(session.leaseExpiresAt).toISOString(),
-  };
-}
-
-function detail(record: IdempotencyRecord, now: number): Record<string, unknown> {
-  return {
-    ...summary(record, now),
-    fingerprint: record.fingerprint,
-    leaseToken: record.leaseToken,
-    expiresAt: new Date(record.expiresAt).toISOString(),
-    completedAt: record.completedAt === undefined ? null : new Date(record.completedAt).toISOString(),
-    recoveryPoint: record.recoveryPoint ?? null,
-    headers: record.response?.headers ?? null,
-    size: record.response?.body.byteLength ?? null,
   };
 }
 

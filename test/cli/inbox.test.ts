@@ -67,6 +67,9 @@ describe.runIf(available)('retrysafe inbox (PostgreSQL)', () => {
     const again = await run(['redrive', 'm-1', '--consumer', 'mailer', ...store]);
     expect(again.exitCode).toBe(1);
     expect(again.err).toContain('no dead letter "m-1"');
+    // Listed as redrive pending until the consumer takes it.
+    expect((await run(['dead-letters', ...store])).out).toBe('mailer\tm-1\t0 attempts\tredrive pending\tError: smtp down\n');
+    expect(await inbox.handle({ consumer: 'mailer', messageId: 'm-1' }, () => Promise.resolve())).toMatchObject({ status: 'processed' });
     expect((await run(['dead-letters', ...store])).out).toBe('retrysafe: no dead letters\n');
   });
 

@@ -60,6 +60,11 @@ describe('console access rules (SQLite store, over HTTP)', () => {
     expect(second.records.map((r) => r.key)).toEqual(['page-2', 'page-3']);
   });
 
+  it('says on start where to open the UI with the token, without printing the token', () => {
+    expect(readOnly.line).toMatch(/^retrysafe: console on http:\/\/127\.0\.0\.1:\d+\/ \(read-only\)\n$/);
+    expect(guarded.line).toBe(`retrysafe: console on ${guarded.url} (actions allowed); open ${guarded.url}#token=<the --token value>\n`);
+  });
+
   it('requires the bearer token on every API call when started with --token', async () => {
     expect((await fetch(new URL('/api/info', guarded.url))).status).toBe(401);
     expect((await release(guarded.url, { authorization: 'Bearer wrong' })).status).toBe(401);

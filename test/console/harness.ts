@@ -8,7 +8,7 @@ import { access } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { serviceAvailable } from '../support/services.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -16,6 +16,8 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** A running console: its base URL and a way to stop it (SIGTERM, then its exit code). */
 export interface RunningConsole {
   readonly url: string;
+  /** The line it printed on start. */
+  readonly line: string;
   stop(): Promise<number | null>;
 }
 
@@ -29,10 +31,11 @@ export function startConsole(args: readonly string[]): Promise<RunningConsole> {
     child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString()));
     child.stdout?.on('data', (chunk: Buffer) => {
       out += chunk.toString();
-      const match = /console on (http:\/\/\S+)/.exec(out);
+      const match = /retrysafe: console on (http:\/\/\S+).*\n/.exec(out);
       if (match?.[1] !== undefined) {
         resolve({
           url: match[1],
+          line: match[0],
           stop: () => {
             child.kill('SIGTERM');
             return exited;
@@ -67,3 +70,35 @@ export const IMAGES =
   process.env.RETRYSAFE_SCREENSHOTS === '1'
     ? fileURLToPath(new URL('../../docs/images/', import.meta.url))
     : mkdtempSync(join(tmpdir(), 'retrysafe-console-shots-'));
+
+/**
+ * Keeps the page's view of `readPath` as it is now while the test changes the store behind it, so a click
+ * then acts on what the operator saw, as if the change came between the last refresh and the click: every
+ * `GET readPath` is answered with the first answer after this call until a request to `actionPath` is
+ * sent, after which everything passes again (the page's refresh after the action sees the store as it
+ * is). Resolves once the frozen answer is taken, i.e. once the page has polled.
+ */
+export async function freezeUntilAction(page: Page, readPath: string, actionPath: string): Promise<void> {
+  let thawed = false;
+  let frozen: Promise<{ status: number; body: string }> | undefined;
+  let taken: () => void = () => undefined;
+  const captured = new Promise<void>((resolve) => (taken = resolve));
+  await page.route(
+    (url) => url.pathname === readPath,
+    async (route) => {
+      if (thawed) return route.continue();
+      frozen ??= route.fetch().then(async (answer) => ({ status: answer.status(), body: await answer.text() }));
+      const { status, body } = await frozen;
+      taken();
+      return route.fulfill({ status, body, contentType: 'application/json' });
+    },
+  );
+  await page.route(
+    (url) => url.pathname === actionPath,
+    (route) => {
+      thawed = true;
+      return route.continue();
+    },
+  );
+  await captured;
+}

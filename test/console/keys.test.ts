@@ -67,7 +67,7 @@ describe.runIf(available)('console keys view on PostgreSQL (browser)', () => {
     await page.screenshot({ path: join(IMAGES, 'console-keys.png') });
 
     await detail.locator('#release').click();
-    await detail.getByText('Released').waitFor();
+    await detail.getByText(/^Released lease .*: the key is gone/).waitFor();
     expect(await store.get('tenant-7', 'charge-42')).toBeUndefined();
     // The retry runs: a fresh claim, not a takeover of the old lease.
     const retry = await store.claim(input('charge-42'));

@@ -1,71 +1,183 @@
+/**
+ * The console's inbox view (SQLite and PostgreSQL) and outbox view (PostgreSQL) in Chromium: a redriven
+ * dead letter reads "redrive pending" until the consumer takes it, every redrive reports its outcome (also
+ * one refused because the row changed after the page showed it), the outbox shows why its oldest rows are
+ * stuck, and an error cut to its column is readable in full on a click.
+ */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createInbox } from '../../src/messaging/inbox/inbox.js';
+import { createInbox, type Inbox } from '../../src/messaging/inbox/inbox.js';
 import { createPostgresInboxStore } from '../../src/messaging/inbox/postgres.js';
+import { createSqliteInboxStore } from '../../src/messaging/inbox/sqlite.js';
 import { createOutbox } from '../../src/messaging/outbox/outbox.js';
 import { createRelay } from '../../src/messaging/outbox/relay.js';
 import { createWebhookPublisher } from '../../src/messaging/transports/webhook.js';
 import { migrate } from '../../src/postgres.js';
+import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import { POSTGRES_URL, postgresAvailable, uniqueName } from '../support/services.js';
-import { chromiumAvailable, IMAGES, launchChromium, startConsole, type RunningConsole } from './harness.js';
+import { chromiumAvailable, freezeUntilAction, IMAGES, launchChromium, startConsole, type RunningConsole } from './harness.js';
 
-const available = (await postgresAvailable()) && chromiumAvailable;
+const pgUp = await postgresAvailable();
+const LONG_ERROR = `ledger locked by batch 77: ${'the nightly reconciliation holds the ledger table; '.repeat(6)}retry after it ends`;
 
-describe.runIf(available)('console inbox and outbox views on PostgreSQL (browser)', () => {
-  const schema = uniqueName('console_msg');
-  let pool: pg.Pool;
+/** An inbox over a real database, the console's `--store` for it, and its teardown. */
+interface Setup {
+  readonly inbox: Inbox<unknown>;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+const setups: [name: string, up: boolean, open: () => Promise<Setup>][] = [
+  [
+    'SQLite',
+    true,
+    () => {
+      const dir = mkdtempSync(join(tmpdir(), 'retrysafe-console-inbox-'));
+      const path = join(dir, 'app.db');
+      // The idempotency store's file, with the inbox tables beside it.
+      const records = createSqliteStore({ path });
+      const store = createSqliteInboxStore({ path });
+      return Promise.resolve({
+        inbox: createInbox({ store, maxAttempts: 1 }),
+        url: `sqlite:${path}`,
+        close: async () => {
+          await Promise.all([store.close(), records.close()]);
+          rmSync(dir, { recursive: true, force: true });
+        },
+      });
+    },
+  ],
+  [
+    'PostgreSQL',
+    pgUp,
+    async () => {
+      const schema = uniqueName('console_inbox');
+      await migrate({ connectionString: POSTGRES_URL, schema });
+      const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 2 });
+      return {
+        inbox: createInbox({ store: createPostgresInboxStore({ pool, schema }), maxAttempts: 1 }),
+        url: `${POSTGRES_URL}?schema=${schema}`,
+        close: async () => {
+          await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+          await pool.end();
+        },
+      };
+    },
+  ],
+];
+
+let browser: Browser;
+
+beforeAll(async () => {
+  if (chromiumAvailable) browser = await launchChromium();
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+/** Dead-letters `messageId` of consumer `billing` with {@link LONG_ERROR}. */
+async function deadLetter(inbox: Inbox<unknown>, messageId: string): Promise<void> {
+  const outcome = await inbox.handle({ consumer: 'billing', messageId, body: new TextEncoder().encode('{"amount":40}') }, () => Promise.reject(new Error(LONG_ERROR)));
+  expect(outcome.status).toBe('dead_lettered');
+}
+
+/** Whether the element shows its whole text (nothing cut off at its right edge). */
+function shownInFull(page: Page, selector: string): Promise<boolean> {
+  return page.locator(selector).evaluate((element: { scrollWidth: number; clientWidth: number }) => element.scrollWidth <= element.clientWidth);
+}
+
+describe.each(setups)('console inbox view on %s (browser)', (name, up, open) => {
+  let setup: Setup;
   let running: RunningConsole;
-  let browser: Browser;
 
   beforeAll(async () => {
-    await migrate({ connectionString: POSTGRES_URL, schema });
-    pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4 });
-    await pool.query(`CREATE TABLE ${schema}.ledger (message_id text PRIMARY KEY)`);
-    running = await startConsole(['--store', `${POSTGRES_URL}?schema=${schema}`, '--allow-actions']);
-    browser = await launchChromium();
+    if (!up || !chromiumAvailable) return;
+    setup = await open();
+    running = await startConsole(['--store', setup.url, '--allow-actions']);
   }, 60_000);
 
   afterAll(async () => {
-    await browser?.close();
-    expect(await running?.stop()).toBe(0);
-    await pool?.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await pool?.end();
+    if (running !== undefined) expect(await running.stop()).toBe(0);
+    await setup?.close();
   });
 
-  it('redrives an inbox dead letter, and the consumer then applies it once', async () => {
-    const inbox = createInbox({ store: createPostgresInboxStore({ pool, schema }), maxAttempts: 1 });
-    const apply = (tx: pg.PoolClient, id: string): Promise<unknown> => tx.query(`INSERT INTO ${schema}.ledger VALUES ($1)`, [id]);
-    const failed = await inbox.handle({ consumer: 'billing', messageId: 'invoice-17', body: new TextEncoder().encode('{"amount":40}') }, () => {
-      throw new Error('ledger locked');
-    });
-    expect(failed.status).toBe('dead_lettered');
-
+  async function inboxPage(messageId: string): Promise<Page> {
     const page = await browser.newPage({ viewport: { width: 1280, height: 400 } });
     await page.goto(running.url);
     await page.getByRole('button', { name: 'Inbox dead letters' }).click();
+    await page.locator('#inbox tbody tr', { hasText: messageId }).getByText('dead-lettered').waitFor();
+    return page;
+  }
+
+  it.runIf(up && chromiumAvailable)('redrives a dead letter: it reads "redrive pending" until the consumer applies it once', async () => {
+    const { inbox } = setup;
+    await deadLetter(inbox, 'invoice-17');
+    const page = await inboxPage('invoice-17');
     const row = page.locator('#inbox tbody tr', { hasText: 'invoice-17' });
-    await row.getByText('ledger locked').waitFor();
-    await page.screenshot({ path: join(IMAGES, 'console-inbox.png') });
+    // The error is cut to its column, and shown in full on a click.
+    const cell = '#inbox tbody tr:has-text("invoice-17") td.error-text';
+    expect(await shownInFull(page, cell)).toBe(false);
+    await page.locator(cell).click();
+    expect(await shownInFull(page, cell)).toBe(true);
+    if (name === 'PostgreSQL') await page.screenshot({ path: join(IMAGES, 'console-inbox.png') });
+
     await row.getByRole('button', { name: 'Redrive' }).click();
     await page.getByText('Redrive of invoice-17 requested').waitFor();
+    await row.getByText('redrive pending').waitFor();
+    expect(await row.getByRole('button', { name: 'Redrive' }).count()).toBe(0);
 
     // The running consumer's part: broker adapters poll pending redrives and run them through the inbox.
     const pending = await inbox.pendingRedrives('billing');
     expect(pending.map((letter) => letter.messageId)).toEqual(['invoice-17']);
+    let applied = 0;
     for (const letter of pending) {
-      const outcome = await inbox.handle({ consumer: 'billing', messageId: letter.messageId, body: letter.body }, (tx) => apply(tx, letter.messageId).then(() => undefined));
+      const outcome = await inbox.handle({ consumer: 'billing', messageId: letter.messageId, body: letter.body }, () => Promise.resolve(void (applied += 1)));
       expect(outcome.status).toBe('processed');
     }
+    expect(applied).toBe(1);
     await page.getByText('No dead letters.').waitFor();
-    expect((await pool.query(`SELECT message_id FROM ${schema}.ledger`)).rows).toEqual([{ message_id: 'invoice-17' }]);
     await page.close();
   }, 60_000);
 
-  it('shows the outbox backlog and its oldest unsent age, and watches a relay drain it', async () => {
+  it.runIf(up && chromiumAvailable)('a redrive refused because it was redriven meanwhile says why and shows the row as it is now', async () => {
+    const { inbox } = setup;
+    await deadLetter(inbox, 'invoice-18');
+    const page = await inboxPage('invoice-18');
+    await freezeUntilAction(page, '/api/inbox/dead-letters', '/api/inbox/redrive');
+    expect(await inbox.redrive('billing', 'invoice-18')).toBe(true);
+    const row = page.locator('#inbox tbody tr', { hasText: 'invoice-18' });
+    await row.getByRole('button', { name: 'Redrive' }).click();
+    await page.getByText('Redrive of invoice-18 refused: the message is not dead-lettered (any more)').waitFor();
+    await row.getByText('redrive pending').waitFor();
+    await page.close();
+  }, 60_000);
+});
+
+describe.runIf(pgUp && chromiumAvailable)('console outbox view on PostgreSQL (browser)', () => {
+  const schema = uniqueName('console_outbox');
+  let pool: pg.Pool;
+  let running: RunningConsole;
+
+  beforeAll(async () => {
+    await migrate({ connectionString: POSTGRES_URL, schema });
+    pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4 });
+    running = await startConsole(['--store', `${POSTGRES_URL}?schema=${schema}`, '--allow-actions']);
+  }, 60_000);
+
+  afterAll(async () => {
+    if (running !== undefined) expect(await running.stop()).toBe(0);
+    await pool?.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await pool?.end();
+  });
+
+  it('shows the backlog and its oldest unsent age, and watches a relay drain it', async () => {
     const outbox = createOutbox({ schema });
     const received = new Set<string>();
     const hook: Server = createServer((request, response) => {
@@ -95,6 +207,38 @@ describe.runIf(available)('console inbox and outbox views on PostgreSQL (browser
       await new Promise<void>((resolve) => hook.close(() => resolve()));
     }
     expect(received.size).toBe(40);
+    await page.close();
+  }, 60_000);
+
+  it('shows why the oldest rows are stuck, reads a failed row\'s error in full, and reports each redrive', async () => {
+    const outbox = createOutbox({ schema });
+    // A broker that refuses every message: each row fails with the same long error.
+    const refusing = { publish: () => Promise.reject(new Error(LONG_ERROR)), close: () => Promise.resolve() };
+    const dead = await outbox.enqueue(pool, { topic: 'payments', key: 'p-1', payload: '{}' });
+    const alsoDead = await outbox.enqueue(pool, { topic: 'payments', key: 'p-2', payload: '{}' });
+    expect(await createRelay({ pool, outbox, publisher: refusing, listen: false, maxAttempts: 1 }).runOnce()).toBe(2);
+    await outbox.enqueue(pool, { topic: 'payments', key: 'p-3', payload: '{}' });
+    // Retried later (an hour's backoff): pending, with its last error.
+    expect(await createRelay({ pool, outbox, publisher: refusing, listen: false, maxAttempts: 5, backoffBaseMs: 3_600_000 }).runOnce()).toBe(1);
+
+    const page = await browser.newPage({ viewport: { width: 1280, height: 480 } });
+    await page.goto(running.url);
+    await page.getByRole('button', { name: 'Outbox' }).click();
+    expect(await page.locator('#stuck-why').innerText()).toContain(LONG_ERROR);
+    const cell = `#outbox tbody tr:has-text("${dead}") td.error-text`;
+    expect(await shownInFull(page, cell)).toBe(false);
+    await page.locator(cell).click();
+    expect(await shownInFull(page, cell)).toBe(true);
+
+    await page.locator('#outbox tbody tr', { hasText: dead }).getByRole('button', { name: 'Redrive' }).click();
+    await page.getByText(`Redrive of ${dead} done: the row is pending again`).waitFor();
+    expect(await page.locator('#outbox tbody tr', { hasText: dead }).count()).toBe(0);
+
+    await freezeUntilAction(page, '/api/outbox', '/api/outbox/redrive');
+    expect(await outbox.redrive(pool, alsoDead)).toBe(true);
+    await page.locator('#outbox tbody tr', { hasText: alsoDead }).getByRole('button', { name: 'Redrive' }).click();
+    await page.getByText(`Redrive of ${alsoDead} refused: the row is not dead-lettered (any more)`).waitFor();
+    await page.getByText('No failed rows.').waitFor();
     await page.close();
   }, 60_000);
 });

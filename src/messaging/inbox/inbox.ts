@@ -118,7 +118,11 @@ export interface Inbox<Tx> {
    * ```
    */
   handleBatch<D extends Delivery>(deliveries: readonly D[], fn: InboxBatchHandler<Tx, D>): Promise<InboxBatchOutcome[]>;
-  /** Dead letters, oldest first. @defaultValue limit 100, all consumers */
+  /**
+   * Dead letters, oldest first, with the ones whose redrive is pending (`deadLetteredAt` undefined,
+   * `redriveRequestedAt` set) until the consumer processes them or dead-letters them again.
+   * @defaultValue limit 100, all consumers
+   */
   deadLetters(query?: { readonly consumer?: string; readonly limit?: number }): Promise<DeadLetter[]>;
   /**
    * Marks a dead letter for redrive (attempts reset to 0). The consumer runs it through {@link Inbox.handle}

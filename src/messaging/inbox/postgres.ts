@@ -137,9 +137,10 @@ function statements(s: string) {
       WHERE consumer = $1 AND message_id = $2 AND dead_lettered_at IS NULL
       RETURNING attempts, dead_lettered_at IS NOT NULL AS dead`,
     // $1 consumer or NULL for all, $2 limit
+    // Redrive-pending rows too (dead_lettered_at NULL), until the consumer processes or dead-letters them again.
     deadLetters: `SELECT ${deadColumns} FROM ${attempts}
-      WHERE dead_lettered_at IS NOT NULL AND ($1::text IS NULL OR consumer = $1)
-      ORDER BY dead_lettered_at, consumer, message_id LIMIT $2`,
+      WHERE (dead_lettered_at IS NOT NULL OR redrive_requested_at IS NOT NULL) AND ($1::text IS NULL OR consumer = $1)
+      ORDER BY coalesce(dead_lettered_at, redrive_requested_at), consumer, message_id LIMIT $2`,
     // $1 consumer, $2 message id, $3 now
     requestRedrive: `UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, redrive_requested_at = $3
       WHERE consumer = $1 AND message_id = $2 AND dead_lettered_at IS NOT NULL`,

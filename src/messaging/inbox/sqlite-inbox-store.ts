@@ -60,9 +60,10 @@ export class SqliteInboxStore implements SqliteInboxStoreApi {
           body = CASE WHEN attempts >= @max THEN @body ELSE body END
         WHERE consumer = @consumer AND message_id = @id AND dead_lettered_at IS NULL
         RETURNING attempts, dead_lettered_at IS NOT NULL AS dead`),
+      // Redrive-pending rows too (dead_lettered_at NULL), until the consumer processes or dead-letters them again.
       deadLetters: prepare(`SELECT ${columns} FROM ${attempts}
-        WHERE dead_lettered_at IS NOT NULL AND (@consumer IS NULL OR consumer = @consumer)
-        ORDER BY dead_lettered_at, consumer, message_id LIMIT @limit`),
+        WHERE (dead_lettered_at IS NOT NULL OR redrive_requested_at IS NOT NULL) AND (@consumer IS NULL OR consumer = @consumer)
+        ORDER BY coalesce(dead_lettered_at, redrive_requested_at), consumer, message_id LIMIT @limit`),
       requestRedrive: prepare(`UPDATE ${attempts} SET attempts = 0, dead_lettered_at = NULL, redrive_requested_at = ?
         WHERE consumer = ? AND message_id = ? AND dead_lettered_at IS NOT NULL`),
       pendingRedrives: prepare(`SELECT ${columns} FROM ${attempts}

@@ -117,7 +117,11 @@ export interface InboxStore<Tx> {
    *   attempts `beginBatch` counted stay, as after a crash)
    */
   processBatch?(consumer: string, items: readonly BatchItem<Tx>[], now: number, timeoutMs: number, maxAttempts: number): Promise<BatchItemResult[]>;
-  /** Dead letters, oldest first; all consumers when `consumer` is undefined. */
+  /**
+   * Dead letters and the redrive-pending ones (`deadLetteredAt` undefined) until the consumer processes
+   * them or dead-letters them again, oldest first (by when they died or their redrive was asked for); all
+   * consumers when `consumer` is undefined.
+   */
   deadLetters(consumer: string | undefined, limit: number): Promise<DeadLetter[]>;
   /**
    * Turns a dead letter back into a pending redrive (attempts reset to 0); returns whether one was found.

@@ -238,9 +238,10 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
       clock.advance(1_000);
       expect(await inbox.redrive(consumer, id)).toBe(true);
       expect(await inbox.redrive(consumer, id)).toBe(false);
-      expect(await inbox.deadLetters()).toEqual([]);
       const [pending] = await inbox.pendingRedrives(consumer);
       expect(pending).toMatchObject({ messageId: id, attempts: 0, deadLetteredAt: undefined, redriveRequestedAt: clock.now() });
+      // Listed as redrive pending, not gone, until the consumer takes it.
+      expect(await inbox.deadLetters()).toEqual([pending]);
       const bodies: string[] = [];
       const processor = inboxProcessor(inbox, consumer, async (message, tx) => {
         bodies.push(new TextDecoder().decode(message.body));
@@ -255,6 +256,7 @@ export function inboxContract<Tx>(name: string, setup: () => Promise<InboxHarnes
       expect(await processor.redrivePending?.()).toBe(0);
       expect(bodies).toEqual(['{"n":1}']);
       expect(await harness.count(consumer, id)).toBe(1);
+      expect(await inbox.deadLetters()).toEqual([]);
       expect(await inbox.redrive(consumer, id)).toBe(false);
     });
 
