@@ -43,7 +43,7 @@ if (bouncer) {
   afterAll(async () => {
     await pool.end();
     await db.drop();
-    await bouncer.stop();
+    await bouncer.close();
   });
 
   const modes = bouncer.preparedStatements ? [false, true] : [false];
