@@ -11,6 +11,7 @@
  * @module
  */
 import { claimAll, mapBounded } from './batch-claim.js';
+import type { KeepAlive } from './keep-alive.js';
 import { IdempotencyError, IdempotencyKeyReusedError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
 import type { ExecutionContext, OperationId, Receiver } from './receiver.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
@@ -51,7 +52,7 @@ interface OutcomeOf {
 
 /**
  * One item's outcome. `executed`: the work ran now and its result was saved (`saved: false` when the store
- * failed to save it: the key then stays claimed until its lease expires). `replayed`: the result saved by an
+ * failed to save it for `completionRetryMs`: the key then stays claimed until its lease expires). `replayed`: the result saved by an
  * earlier run (or by the same key earlier in this batch). `in_flight`: another caller holds the key.
  * `mismatch`: the key was used with another fingerprint (HTTP 422). `failed`: the work threw (the key was
  * released, so a retry runs it again), the lease was lost, or the store was unavailable. Values are JSON
@@ -77,10 +78,14 @@ export class BatchRolledBackError extends IdempotencyError {
   }
 }
 
-/** What the batch needs of the engine: the receiver, and whether it runs in transactional mode. */
+/** What the batch needs of the engine: the receiver, whether it runs in transactional mode, and plain mode's lease keeping. */
 interface BatchEngine<Tx> {
   readonly receiver: Receiver<Tx>;
   readonly transactional: boolean;
+  /** Plain mode: renews the won items' leases from their claim until their completion or release. */
+  readonly keepAlive: KeepAlive;
+  /** Plain mode: tries a failed completion again, as `execute` does; whether it took effect, or `undefined` when it gave up. */
+  retryCompletion(claim: Claim, response: StoredResponse): Promise<boolean | undefined>;
 }
 
 /** One won item: its index in the batch, the claim, and (once run) the response to save. */
@@ -130,7 +135,11 @@ export async function runBatch<Tx, I, T>(
   const work = (one: Won): Promise<StoredResponse> => fn((items[one.index] as BatchItem<I>).input, { claim: one.claim, tx: undefined as Tx, index: one.index }).then(responseOf);
   if (atomic) await runAtomic(engine, items, fn, won, outcomes);
   else if (engine.transactional) await mapBounded(won, concurrency, async (one) => (outcomes[one.index] = await runInTransaction(engine, items, fn, one)));
-  else await mapBounded(won, concurrency, async (one) => (outcomes[one.index] = await runPlain(engine, work, one)));
+  else {
+    // Every won item's lease is kept alive from its claim on, also while it waits for a place to run.
+    for (const one of won) engine.keepAlive.hold(one.claim);
+    await mapBounded(won, concurrency, async (one) => (outcomes[one.index] = await runPlain<Tx, T>(engine, work, one).finally(() => engine.keepAlive.drop(one.claim))));
+  }
   return items.map((item, index) => outcomes[index] ?? duplicateOf(item, index, outcomes[firsts[index] as number] as BatchOutcome<T>, items[firsts[index] as number] as BatchItem<I>));
 }
 
@@ -173,7 +182,10 @@ function duplicateOf<T>(item: OperationId, index: number, first: BatchOutcome<T>
   return { ...first, ...at };
 }
 
-/** Plain mode: the item's work, then its completion (or its release when the work threw or its response is not to be kept). */
+/**
+ * Plain mode: the item's work, then its completion, tried again for `completionRetryMs` when it fails (or
+ * its release when the work threw or its response is not to be kept).
+ */
 async function runPlain<Tx, T>(engine: BatchEngine<Tx>, work: (one: Won) => Promise<StoredResponse>, one: Won): Promise<BatchOutcome<T>> {
   const { store, options } = engine.receiver;
   const at = { index: one.index, scope: one.claim.scope, key: one.claim.key };
@@ -184,12 +196,13 @@ async function runPlain<Tx, T>(engine: BatchEngine<Tx>, work: (one: Won) => Prom
     await store.release(one.claim).catch(() => false);
     return { ...at, status: 'failed', error };
   }
-  let saved: boolean;
+  let saved: boolean | undefined;
   try {
     saved = await store.complete(one.claim, response, options.retentionMs);
   } catch {
+    saved = await engine.retryCompletion(one.claim, response);
     // The effect happened; answer it. The key stays claimed until its lease expires.
-    return { ...at, status: 'executed', value: valueOf<T>(response), saved: false };
+    if (saved === undefined) return { ...at, status: 'executed', value: valueOf<T>(response), saved: false };
   }
   if (!saved) return { ...at, status: 'failed', error: new LeaseLostError(one.claim.scope, one.claim.key) };
   return { ...at, status: 'executed', value: valueOf<T>(response), saved: true };

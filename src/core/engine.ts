@@ -197,7 +197,8 @@ class Engine<Tx> implements Receiver<Tx> {
   }
 
   runBatch<I, T>(items: readonly BatchItem<I>[], fn: (input: I, context: BatchContext<Tx>) => Promise<T>, options?: BatchOptions): Promise<BatchOutcome<T>[]> {
-    return runBatch({ receiver: this, transactional: this.transactional }, items, fn, options);
+    const engine = { receiver: this, transactional: this.transactional, keepAlive: this.keepAlive, retryCompletion: (claim: Claim, response: StoredResponse) => this.retryCompletion(claim, response) };
+    return runBatch(engine, items, fn, options);
   }
 
   // Hot path: docs/hot-path.md#engine-store-calls
@@ -257,12 +258,9 @@ class Engine<Tx> implements Receiver<Tx> {
       completing.end(saved);
     } catch (error) {
       completing.fail(error);
-      // The effect happened. `complete` is idempotent for its token, so it is tried again while the
-      // keep-alive still holds the lease; only when that fails too is the fresh response answered unsaved.
       const retried = await this.retryCompletion(claim, response);
       if (retried === undefined) {
         this.keepAlive.drop(claim);
-        this.observer.completionAbandoned(id.scope, id.key);
         return { response, replayed: false, saved: false };
       }
       saved = retried;
@@ -273,9 +271,15 @@ class Engine<Tx> implements Receiver<Tx> {
     return { response, replayed: false, saved: true };
   }
 
-  /** Tries a failed completion again for `completionRetryMs`: whether it took effect, or `undefined`. */
-  private retryCompletion(claim: Claim, response: StoredResponse): Promise<boolean | undefined> {
-    return retryFor(this.options.completionRetryMs, () => this.call('complete', () => this.store.complete(claim, response, this.options.retentionMs), TOOK_EFFECT));
+  /**
+   * Tries a failed completion again for `completionRetryMs`: whether it took effect, or `undefined` when
+   * every try failed (reported as abandoned). The effect happened; `complete` is idempotent for its token, so
+   * it is tried again while the keep-alive still holds the lease.
+   */
+  private async retryCompletion(claim: Claim, response: StoredResponse): Promise<boolean | undefined> {
+    const retried = await retryFor(this.options.completionRetryMs, () => this.call('complete', () => this.store.complete(claim, response, this.options.retentionMs), TOOK_EFFECT));
+    if (retried === undefined) this.observer.completionAbandoned(claim.scope, claim.key);
+    return retried;
   }
 
   /**

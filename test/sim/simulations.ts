@@ -7,14 +7,19 @@ import { openHarness, SIM_STORES, type HarnessOptions, type SimHarness, type Sim
 import { MESSAGING_SIMS, openMessagingHarness, type MessagingHarness, type MessagingHarnessOptions, type MessagingSimName } from './messaging-harness.js';
 import { messagingCommands, runMessagingHistory } from './messaging-model.js';
 import { runHistory, storeCommands } from './store-model.js';
+import { engineCommands, runEngineHistory, type EngineDefect } from './engine-model.js';
 import { runSagaHistory, sagaCommands, type SagaDefect } from './saga-model.js';
 
 /** The saga simulation on each store with atomic phases (plain mode). */
 export const SAGA_SIMS = ['saga-memory', 'saga-sqlite', 'saga-postgres', 'saga-redis'] as const;
 export type SagaSimName = (typeof SAGA_SIMS)[number];
 
-export const SIMULATIONS = [...SIM_STORES, ...MESSAGING_SIMS, ...SAGA_SIMS] as const;
-export type SimulationName = SimStoreName | MessagingSimName | SagaSimName;
+/** The engine simulation (plain mode: keep-alive, completion retry, batches) on each store with an injected clock. */
+export const ENGINE_SIMS = ['engine-memory', 'engine-sqlite', 'engine-postgres', 'engine-redis'] as const;
+export type EngineSimName = (typeof ENGINE_SIMS)[number];
+
+export const SIMULATIONS = [...SIM_STORES, ...MESSAGING_SIMS, ...SAGA_SIMS, ...ENGINE_SIMS] as const;
+export type SimulationName = SimStoreName | MessagingSimName | SagaSimName | EngineSimName;
 
 /** One simulation over its opened harness: the histories it draws, how one runs, and its teardown. */
 export interface Simulation {
@@ -56,8 +61,19 @@ export function sagaSimulation(harness: SimHarness, defect?: SagaDefect): Simula
   };
 }
 
+/** The engine simulation over a store harness; `defect` plants a bug in the store it must catch. */
+export function engineSimulation(harness: SimHarness, defect?: EngineDefect): Simulation {
+  return {
+    name: `engine-${harness.name}`,
+    commands: (maxCommands, replayPath) => engineCommands(maxCommands, replayPath),
+    run: (commands) => runEngineHistory(harness, commands as Parameters<typeof runEngineHistory>[1], defect),
+    close: () => harness.close(),
+  };
+}
+
 /** Opens a simulation by name (its servers must be up). */
 export async function openSimulation(name: SimulationName, options: HarnessOptions & MessagingHarnessOptions = {}): Promise<Simulation> {
+  if ((ENGINE_SIMS as readonly string[]).includes(name)) return engineSimulation(await openHarness(name.slice('engine-'.length) as SimStoreName));
   if ((SAGA_SIMS as readonly string[]).includes(name)) return sagaSimulation(await openHarness(name.slice('saga-'.length) as SimStoreName));
   if ((MESSAGING_SIMS as readonly string[]).includes(name)) return messagingSimulation(await openMessagingHarness(name as MessagingSimName, options));
   return storeSimulation(await openHarness(name as SimStoreName, options));
