@@ -11,7 +11,7 @@ CREATE SCHEMA retrysafe;
 -- Name: claim(text, text, bytea, bytea, bigint, bigint, bigint); Type: FUNCTION; Schema: retrysafe; Owner: -
 --
 
-CREATE FUNCTION retrysafe.claim(p_scope text, p_key text, p_fingerprint bytea, p_lease_token bytea, p_now bigint, p_lease_ms bigint, p_retention_ms bigint) RETURNS TABLE(acquired boolean, takeover boolean, fingerprint bytea, lease_token bytea, lease_expires_at bigint, created_at bigint, expires_at bigint, completed_at bigint, status smallint, headers json, body bytea, recovery_point text)
+CREATE FUNCTION retrysafe.claim(p_scope text, p_key text, p_fingerprint bytea, p_lease_token bytea, p_now bigint, p_lease_ms bigint, p_retention_ms bigint) RETURNS TABLE(acquired boolean, takeover boolean, fingerprint bytea, lease_token bytea, lease_expires_at bigint, created_at bigint, expires_at bigint, completed_at bigint, status smallint, headers json, body bytea, recovery_point text, fence bigint)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -19,6 +19,7 @@ DECLARE
   r retrysafe.records%ROWTYPE;
   v_created bigint;
   v_point text;
+  v_fence bigint;
 BEGIN
   -- Each turn ends in a RETURN unless a concurrent release, reap or takeover changed the row between two
   -- statements; the next turn sees that change. A handful of turns settles any real race.
@@ -26,10 +27,11 @@ BEGIN
     INSERT INTO retrysafe.records AS t
       (scope, key, fingerprint, lease_token, lease_expires_at, created_at, expires_at)
     VALUES (p_scope, p_key, p_fingerprint, p_lease_token, p_now + p_lease_ms, p_now, p_now + p_retention_ms)
-    ON CONFLICT (scope, key) DO NOTHING;
+    ON CONFLICT (scope, key) DO NOTHING
+    RETURNING t.fence INTO v_fence;
     IF FOUND THEN
       RETURN QUERY SELECT true, false, p_fingerprint, p_lease_token, p_now + p_lease_ms, p_now,
-        p_now + p_retention_ms, NULL::bigint, NULL::smallint, NULL::json, NULL::bytea, NULL::text;
+        p_now + p_retention_ms, NULL::bigint, NULL::smallint, NULL::json, NULL::bytea, NULL::text, v_fence;
       RETURN;
     END IF;
 
@@ -37,41 +39,43 @@ BEGIN
     CONTINUE WHEN NOT FOUND;
 
     IF r.expires_at <= p_now THEN
-      -- Retention over: the key is new again, for any fingerprint, and starts with no recovery point.
+      -- Retention over: the key is new again, for any fingerprint, starts with no recovery point, and
+      -- takes a new fencing token.
       UPDATE retrysafe.records AS t
       SET fingerprint = p_fingerprint, lease_token = p_lease_token, lease_expires_at = p_now + p_lease_ms,
           created_at = p_now, expires_at = p_now + p_retention_ms, completed_at = NULL, status = NULL,
-          headers = NULL, body = NULL, recovery_point = NULL
-      WHERE t.scope = p_scope AND t.key = p_key AND t.expires_at <= p_now;
+          headers = NULL, body = NULL, recovery_point = NULL, fence = nextval('retrysafe.records_fence_seq')
+      WHERE t.scope = p_scope AND t.key = p_key AND t.expires_at <= p_now
+      RETURNING t.fence INTO v_fence;
       IF FOUND THEN
         RETURN QUERY SELECT true, false, p_fingerprint, p_lease_token, p_now + p_lease_ms, p_now,
-          p_now + p_retention_ms, NULL::bigint, NULL::smallint, NULL::json, NULL::bytea, NULL::text;
+          p_now + p_retention_ms, NULL::bigint, NULL::smallint, NULL::json, NULL::bytea, NULL::text, v_fence;
         RETURN;
       END IF;
     ELSIF r.completed_at IS NULL AND r.lease_token = p_lease_token AND r.fingerprint = p_fingerprint THEN
       -- The caller's own claim again (its owner token is the lease token): the first one committed but its
-      -- reply was lost. It still holds the lease, unchanged; answering it "in progress" would make the
-      -- request wait out its own lease.
+      -- reply was lost. It still holds the lease and its fencing token, unchanged.
       RETURN QUERY SELECT true, false, r.fingerprint, r.lease_token, r.lease_expires_at, r.created_at,
-        r.expires_at, NULL::bigint, NULL::smallint, NULL::json, NULL::bytea, r.recovery_point;
+        r.expires_at, NULL::bigint, NULL::smallint, NULL::json, NULL::bytea, r.recovery_point, r.fence;
       RETURN;
     ELSIF r.completed_at IS NULL AND r.lease_expires_at <= p_now AND r.fingerprint = p_fingerprint THEN
       -- A crashed holder, or one that handed its lease back at a recovery point: take the lease over,
-      -- keeping created_at and the recovery point. The branch itself says "takeover", so a takeover in the
-      -- same millisecond as a zero-lease hand-back is still reported as one.
+      -- keeping created_at and the recovery point, with a new fencing token. The branch itself says
+      -- "takeover", so a takeover in the same millisecond as a zero-lease hand-back is still reported as one.
       UPDATE retrysafe.records AS t
-      SET lease_token = p_lease_token, lease_expires_at = p_now + p_lease_ms, expires_at = p_now + p_retention_ms
+      SET lease_token = p_lease_token, lease_expires_at = p_now + p_lease_ms, expires_at = p_now + p_retention_ms,
+          fence = nextval('retrysafe.records_fence_seq')
       WHERE t.scope = p_scope AND t.key = p_key AND t.completed_at IS NULL AND t.lease_expires_at <= p_now
         AND t.expires_at > p_now AND t.fingerprint = p_fingerprint
-      RETURNING t.created_at, t.recovery_point INTO v_created, v_point;
+      RETURNING t.created_at, t.recovery_point, t.fence INTO v_created, v_point, v_fence;
       IF FOUND THEN
         RETURN QUERY SELECT true, true, p_fingerprint, p_lease_token, p_now + p_lease_ms, v_created,
-          p_now + p_retention_ms, NULL::bigint, NULL::smallint, NULL::json, NULL::bytea, v_point;
+          p_now + p_retention_ms, NULL::bigint, NULL::smallint, NULL::json, NULL::bytea, v_point, v_fence;
         RETURN;
       END IF;
     ELSE
       RETURN QUERY SELECT false, false, r.fingerprint, r.lease_token, r.lease_expires_at, r.created_at,
-        r.expires_at, r.completed_at, r.status, r.headers, r.body, r.recovery_point;
+        r.expires_at, r.completed_at, r.status, r.headers, r.body, r.recovery_point, r.fence;
       RETURN;
     END IF;
   END LOOP;
@@ -357,6 +361,7 @@ CREATE TABLE retrysafe.records (
     body bytea,
     recovery_point text,
     waiters boolean,
+    fence bigint,
     CONSTRAINT records_completed_has_response CHECK (((completed_at IS NULL) = (status IS NULL)))
 );
 
@@ -377,6 +382,29 @@ COMMENT ON COLUMN retrysafe.records.recovery_point IS 'retrysafe atomic phases: 
 --
 
 COMMENT ON COLUMN retrysafe.records.waiters IS 'retrysafe: true once a waitFor (wait-mode duplicate) waits for this record, NULL before; complete and release NOTIFY only when true.';
+
+--
+-- Name: COLUMN records.fence; Type: COMMENT; Schema: retrysafe; Owner: -
+--
+
+COMMENT ON COLUMN retrysafe.records.fence IS 'The fencing token of the record''s claim in progress (NULL once completed): larger for every later claim of the key, from records_fence_seq.';
+
+--
+-- Name: records_fence_seq; Type: SEQUENCE; Schema: retrysafe; Owner: -
+--
+
+CREATE SEQUENCE retrysafe.records_fence_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: records_fence_seq; Type: SEQUENCE OWNED BY; Schema: retrysafe; Owner: -
+--
+
+ALTER SEQUENCE retrysafe.records_fence_seq OWNED BY retrysafe.records.fence;
 
 --
 -- Name: schema_migrations; Type: TABLE; Schema: retrysafe; Owner: -
@@ -419,6 +447,12 @@ CREATE TABLE retrysafe.sessions (
 --
 
 ALTER TABLE ONLY retrysafe.events ALTER COLUMN "position" SET DEFAULT nextval('retrysafe.events_position_seq'::regclass);
+
+--
+-- Name: records fence; Type: DEFAULT; Schema: retrysafe; Owner: -
+--
+
+ALTER TABLE ONLY retrysafe.records ALTER COLUMN fence SET DEFAULT nextval('retrysafe.records_fence_seq'::regclass);
 
 --
 -- Name: events events_pkey; Type: CONSTRAINT; Schema: retrysafe; Owner: -

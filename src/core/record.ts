@@ -88,12 +88,15 @@ export interface Claim {
   readonly recoveryPoint?: string;
   /**
    * A fencing token for the resources the work writes to, set by stores that have a monotonic one: a
-   * decimal integer (possibly beyond 2^53) that is larger for every later claim of the same key (the etcd
-   * store: the etcd revision of the claim's write). A resource that remembers the largest token it accepted
+   * decimal integer (possibly beyond 2^53) that is larger for every later claim of the same key, a takeover
+   * or a claim after the record was released or reaped included (etcd: the etcd revision of the claim's
+   * write; PostgreSQL: a number from the schema's sequence `records_fence_seq`; SQLite: a number from the
+   * record table's counter). A resource that remembers the largest token it accepted
    * and refuses smaller ones (`fencedUpdate`, the `Fencing-Token` header of {@link fencingHeaders}) keeps a
    * holder that was paused past its lease from writing after the record was taken over. Source: Martin
-   * Kleppmann, "How to do distributed locking" (2016). Absent for stores without one (the lease token is
-   * random, so it cannot be compared).
+   * Kleppmann, "How to do distributed locking" (2016). Absent for stores without one (memory, Redis,
+   * DynamoDB: the lease token is random, so it cannot be compared), and on PostgreSQL for a record claimed
+   * before migration 0013 until it is claimed again.
    */
   readonly fencingToken?: string;
 }
@@ -127,7 +130,8 @@ export type RecordDraft = { -readonly [K in keyof IdempotencyRecord]: Idempotenc
 /**
  * The claim a store hands the winner of a claim on `input`'s record, or the owner claiming again with its
  * own lease token. `recoveryPoint` (the one the record holds on a takeover; `undefined` or a column's
- * `null` when it holds none) is set only when present. Built as a plain literal, spread only for a
+ * `null` when it holds none) and `fencingToken` (a store's monotonic token, a decimal string; `undefined`
+ * or `null` when it hands out none) are set only when present. Built as a plain literal, spread only for a
  * recovery point: a conditional spread sends V8 down its slow object-cloning path on every claim.
  *
  * @param leaseExpiresAt - when the lease ends (ms since epoch)
@@ -139,8 +143,12 @@ export function claimOf(
   leaseExpiresAt: number,
   takeover: boolean,
   recoveryPoint?: string | null,
+  fencingToken?: string | null,
 ): Claim {
-  const claim: Claim = { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt, takeover };
+  const claim: Claim =
+    fencingToken === undefined || fencingToken === null
+      ? { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt, takeover }
+      : { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt, takeover, fencingToken };
   return recoveryPoint === undefined || recoveryPoint === null ? claim : { ...claim, recoveryPoint };
 }
 

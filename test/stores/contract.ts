@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../../src/core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../src/core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../../src/core/store.js';
+import { fencingTokenContract } from './fencing-token-contract.js';
 
 /** What a store's test file hands the contract for each test: a fresh, empty store on a manual clock. */
 export interface ContractFixture {
@@ -328,6 +329,8 @@ export function storeContract(name: string, setup: () => Promise<ContractFixture
         expect(await store.get('tenant-1', 'k1')).toBeUndefined();
       });
     });
+
+    fencingTokenContract(() => ({ store, clock }));
 
     describe('lease takeover', () => {
       it('keeps the lease live until leaseExpiresAt, then lets the same fingerprint take over', async () => {

@@ -7,17 +7,15 @@
  *
  * @module
  */
-import { claimOf } from '../../core/record.js';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
-import { decodeToken, encodeToken } from './codec.js';
-import { RECORD_COLUMNS, toRecord, type RecordRow } from './rows.js';
+import { toClaim, type ClaimRow } from './claim.js';
+import { encodeToken } from './codec.js';
+import { RECORD_COLUMNS, toRecord } from './rows.js';
 import { nowOf, run, statement, type Queryable, type Statement } from './statement.js';
 
-/** A row of the batch claim: the input's position, the outcome flags, then the record. */
-interface ClaimManyRow extends RecordRow {
+/** A row of the batch claim: the input's position, then `claim()`'s row (the outcome flags, the record, its fencing token). */
+interface ClaimManyRow extends ClaimRow {
   readonly ord: string;
-  readonly acquired: boolean;
-  readonly takeover: boolean;
 }
 
 /**
@@ -27,7 +25,7 @@ interface ClaimManyRow extends RecordRow {
  */
 export function claimManyStatement(s: string, prepared: boolean): Statement {
   return statement(
-    `SELECT i.ord, c.acquired, c.takeover, ${RECORD_COLUMNS}
+    `SELECT i.ord, c.acquired, c.takeover, ${RECORD_COLUMNS}, c.fence::text AS "fencingToken"
     FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bytea[], $5::bigint[], $6::bigint[])
       WITH ORDINALITY AS i(p_scope, p_key, p_fingerprint, p_token, p_lease, p_retention, ord),
     LATERAL ${s}.claim(i.p_scope, i.p_key, i.p_fingerprint, i.p_token, ${nowOf('$7')}, i.p_lease, i.p_retention) AS c
@@ -51,8 +49,6 @@ export async function claimManyOn(db: Queryable, sql: Statement, inputs: readonl
   if (rows.length !== inputs.length) throw new Error(`retrysafe: the batch claim returned ${rows.length} rows for ${inputs.length} inputs`);
   return rows.map((row, at): ClaimResult => {
     const input = inputs[at] as ClaimInput;
-    if (!row.acquired) return { acquired: false, record: toRecord(input.scope, input.key, row) };
-    const claim = claimOf(input, decodeToken(row.leaseToken), Number(row.leaseExpiresAt), row.takeover, row.recoveryPoint);
-    return { acquired: true, claim };
+    return row.acquired ? { acquired: true, claim: toClaim(input.scope, input.key, row) } : { acquired: false, record: toRecord(input.scope, input.key, row) };
   });
 }

@@ -11,15 +11,19 @@
  * that ended, a lease that ended under the same fingerprint, the owner's own claim again.
  *
  * Those cases, and a race (another transaction inserted the key after the statement's snapshot), go to the
- * schema's `claim()` function in a second round trip. `claim()` (migration 0009 defines it as it stands;
+ * schema's `claim()` function in a second round trip. `claim()` (migration 0013 defines it as it stands;
  * docs/schema.sql shows the whole schema) inserts the record, or takes it over when its retention expired
  * (any fingerprint, the recovery point cleared) or its lease expired (same fingerprint, still in progress,
  * the recovery point kept), answers the owner's own claim with its lease unchanged, or else returns the
  * standing record unchanged, retrying its steps when a concurrent change slips between them. It returns
- * exactly one row: `acquired`, `takeover`, then the record's columns.
+ * exactly one row: `acquired`, `takeover`, the record's columns, then its `fence`.
+ *
+ * Every won claim carries the record's `fence` as its fencing token: the column's default (a number from
+ * the schema's sequence `records_fence_seq`) for a new record, a fresh number from the sequence for a
+ * takeover, the standing one for the owner's claim again (migration 0013).
  *
  * Both decide by the claim decision table of docs/semantics.md. The read-or-insert statement answers C1
- * (it inserted) and C5 to C7 (`stands`); `claim()`'s branches, in the order migration 0009 writes them
+ * (it inserted) and C5 to C7 (`stands`); `claim()`'s branches, in the order migration 0013 writes them
  * (a released migration's SQL never changes, so the rows are cited here): the `INSERT … DO NOTHING` that
  * found its row is C1; `r.expires_at <= p_now` is C2; the owner's token and fingerprint is C3 (tried
  * before C4); the lease over under the same fingerprint is C4, `takeover` true from that branch; the
@@ -40,20 +44,22 @@ import { decodeHexToken, decodeToken, encodeToken } from './codec.js';
 import { RECORD_COLUMNS, recordOf, toRecord, type RecordRow } from './rows.js';
 import { nowOf, run, statement, type Queryable, type Statement } from './statement.js';
 
-/** The row `claim()` returns: the outcome flags, then the record (`RECORD_COLUMNS`). */
-interface ClaimRow extends RecordRow {
+/** The row `claim()` returns: the outcome flags, the record (`RECORD_COLUMNS`), its fencing token (decimal text; null on a record claimed before migration 0013). */
+export interface ClaimRow extends RecordRow {
   readonly acquired: boolean;
   readonly takeover: boolean;
+  readonly fencingToken: string | null;
 }
 
 /**
  * The row of the read-or-insert statement: its decision and the record's small fields in one JSON array
- * (`head`), and the saved body. `head` is `[true, leaseExpiresAt]` when it inserted (the new lease's end);
+ * (`head`), and the saved body. `head` is `[true, leaseExpiresAt, fencingToken]` when it inserted (the new
+ * lease's end, the new record's fence as decimal text);
  * otherwise the record as read, `[false, stands, …]` ({@link StandingHead}), `stands` telling whether
  * `claim()` would return it unchanged.
  */
 interface ReadOrInsertRow {
-  readonly head: readonly [acquired: true, leaseExpiresAt: number] | StandingHead;
+  readonly head: readonly [acquired: true, leaseExpiresAt: number, fencingToken: string] | StandingHead;
   readonly body: Buffer | null;
 }
 
@@ -99,8 +105,8 @@ export function claimStatements(s: string, prepared: boolean): ClaimStatements {
         SELECT $1::text, $2::text, $3::bytea, $4::bytea, clock.ms + $6::bigint, clock.ms, clock.ms + $7::bigint FROM clock
         WHERE NOT EXISTS (SELECT FROM standing)
         ON CONFLICT (scope, key) DO NOTHING
-        RETURNING lease_expires_at)
-      SELECT json_build_array(true, lease_expires_at) AS head, NULL::bytea AS body
+        RETURNING lease_expires_at, fence)
+      SELECT json_build_array(true, lease_expires_at, fence::text) AS head, NULL::bytea AS body
       FROM inserted
       UNION ALL
       SELECT json_build_array(false,
@@ -114,7 +120,10 @@ export function claimStatements(s: string, prepared: boolean): ClaimStatements {
       FROM standing, clock`,
       prepared,
     ),
-    claimFunction: statement(`SELECT acquired, takeover, ${RECORD_COLUMNS} FROM ${s}.claim($1, $2, $3, $4, ${nowOf('$5')}, $6, $7)`, prepared),
+    claimFunction: statement(
+      `SELECT acquired, takeover, ${RECORD_COLUMNS}, fence::text AS "fencingToken" FROM ${s}.claim($1, $2, $3, $4, ${nowOf('$5')}, $6, $7)`,
+      prepared,
+    ),
   });
 }
 
@@ -130,7 +139,15 @@ export async function claimOn(db: Queryable, sql: ClaimStatements, input: ClaimI
     if (head[0]) {
       return {
         acquired: true,
-        claim: { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt: head[1], takeover: false },
+        claim: {
+          scope: input.scope,
+          key: input.key,
+          fingerprint: input.fingerprint,
+          leaseToken,
+          leaseExpiresAt: head[1],
+          takeover: false,
+          fencingToken: head[2],
+        },
       };
     }
     // C5 to C7: the record stands (`stands` is the negation of C2, C3 and C4).
@@ -159,7 +176,8 @@ function standingRecord(scope: string, key: string, head: StandingHead, body: Bu
   });
 }
 
-/** The winner's claim; a takeover carries the recovery point the previous holder reached. */
-function toClaim(scope: string, key: string, row: ClaimRow): Claim {
-  return claimOf({ scope, key, fingerprint: decodeToken(row.fingerprint) }, decodeToken(row.leaseToken), Number(row.leaseExpiresAt), row.takeover, row.recoveryPoint);
+/** The winner's claim, with its fencing token; a takeover carries the recovery point the previous holder reached. */
+export function toClaim(scope: string, key: string, row: ClaimRow): Claim {
+  const input = { scope, key, fingerprint: decodeToken(row.fingerprint) };
+  return claimOf(input, decodeToken(row.leaseToken), Number(row.leaseExpiresAt), row.takeover, row.recoveryPoint, row.fencingToken);
 }

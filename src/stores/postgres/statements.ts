@@ -29,7 +29,9 @@ export interface Statements {
    * `$7` headers (JSON text), `$8` body, `$9` notification topic. One row when completed (fenced: only the
    * current holder of an in-progress record), or when the record is already completed under `$3` (this
    * completion run again; nothing changes); none otherwise. Notifies (at COMMIT when in a transaction)
-   * only when a waiter has set the record's `waiters` flag (migration 0006).
+   * only when a waiter has set the record's `waiters` flag (migration 0006). Clears the fencing token
+   * (`fence`, migration 0013): it serves only the claim in progress, and a NULL costs a completed row no
+   * bytes, where a bigint after the body costs it up to 15.
    */
   readonly complete: Statement;
   /**
@@ -115,7 +117,7 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
     ...claimStatements(s, prepared),
     complete: named(`WITH done AS (
       UPDATE ${s}.records
-      SET completed_at = clock.ms, expires_at = clock.ms + $5::bigint, status = $6, headers = $7::json, body = $8
+      SET completed_at = clock.ms, expires_at = clock.ms + $5::bigint, status = $6, headers = $7::json, body = $8, fence = NULL
       FROM (SELECT ${nowOf('$4')} AS ms) AS clock
       WHERE scope = $1 AND key = $2 AND lease_token = $3 AND completed_at IS NULL
       RETURNING waiters)

@@ -22,6 +22,10 @@
  * guarded by its row's condition, so the claim reports `takeover` from the branch it ran, as Redis does,
  * and a takeover in the same millisecond as a zero-lease hand-back is still reported as one.
  *
+ * Every won claim carries a fencing token, the record's `fence` (schema step 3): C1, C2 and C4 set it to
+ * the table's counter (`<table>_fence`) plus one in the same statement that claims, and the step's
+ * triggers move the counter up to it; C3 reads the standing one back.
+ *
  * @module
  */
 import type { Database } from 'better-sqlite3';
@@ -66,50 +70,77 @@ export interface SqliteClaim {
 export function prepareClaim(database: Database, table: string, sql: Pick<Statements, 'get'>): SqliteClaim {
   const t = quoteIdentifier(table);
   // Hot path: docs/hot-path.md#sqlite-statements
+  // The next fencing token: one more than the last one handed out (schema step 3).
+  const nextFence = `(SELECT last + 1 FROM ${quoteIdentifier(`${table}_fence`)})`;
   // Parameters by position, cheaper to bind than by name: scope, key, fingerprint, token, lease expiry,
-  // now, retention end.
-  const insert = database.prepare<[string, string, string, string, number, number, number]>(
-    `INSERT INTO ${t} (scope, idempotency_key, fingerprint, state, lease_token, lease_expires_at, created_at, expires_at)
-      VALUES (?, ?, ?, 'in_progress', ?, ?, ?, ?)
-      ON CONFLICT (scope, idempotency_key) DO NOTHING`,
-  );
-  // C2. Parameters: fingerprint, token, lease expiry, now, retention end, scope, key, now.
-  const replace = database.prepare<[string, string, number, number, number, string, string, number]>(
-    `UPDATE ${t} SET fingerprint = ?, state = 'in_progress', lease_token = ?, lease_expires_at = ?, recovery_point = NULL,
-        response_status = NULL, response_headers = NULL, response_body = NULL, created_at = ?, completed_at = NULL,
-        expires_at = ?
-      WHERE scope = ? AND idempotency_key = ? AND expires_at <= ?`,
-  );
+  // now, retention end. Returns the new record's fencing token; no row when the key has a record.
+  const insert = database
+    .prepare<[string, string, string, string, number, number, number], bigint>(
+      `INSERT INTO ${t} (scope, idempotency_key, fingerprint, state, lease_token, lease_expires_at, created_at, expires_at, fence)
+        VALUES (?, ?, ?, 'in_progress', ?, ?, ?, ?, ${nextFence})
+        ON CONFLICT (scope, idempotency_key) DO NOTHING
+        RETURNING fence`,
+    )
+    .pluck(true)
+    .safeIntegers(true);
+  // C2. Parameters: fingerprint, token, lease expiry, now, retention end, scope, key, now. Returns the new
+  // fencing token; no row when the record changed since it was read.
+  const replace = database
+    .prepare<[string, string, number, number, number, string, string, number], bigint>(
+      `UPDATE ${t} SET fingerprint = ?, state = 'in_progress', lease_token = ?, lease_expires_at = ?, recovery_point = NULL,
+          response_status = NULL, response_headers = NULL, response_body = NULL, created_at = ?, completed_at = NULL,
+          expires_at = ?, fence = ${nextFence}
+        WHERE scope = ? AND idempotency_key = ? AND expires_at <= ?
+        RETURNING fence`,
+    )
+    .pluck(true)
+    .safeIntegers(true);
   // C4. Parameters: token, lease expiry, retention end, scope, key, now, fingerprint, now. Returns the
-  // recovery point the previous holder reached (NULL when none); no row when the record changed since it
-  // was read.
+  // recovery point the previous holder reached (NULL when none) and the new fencing token; no row when the
+  // record changed since it was read.
   const takeOver = database
-    .prepare<[string, number, number, string, string, number, string, number], string | null>(
-      `UPDATE ${t} SET lease_token = ?, lease_expires_at = ?, expires_at = ?
+    .prepare<[string, number, number, string, string, number, string, number], [string | null, bigint]>(
+      `UPDATE ${t} SET lease_token = ?, lease_expires_at = ?, expires_at = ?, fence = ${nextFence}
         WHERE scope = ? AND idempotency_key = ? AND state = 'in_progress' AND lease_expires_at <= ? AND fingerprint = ?
           AND expires_at > ?
-        RETURNING recovery_point`,
+        RETURNING recovery_point, fence`,
     )
-    .pluck(true);
-  const inserted = (input: ClaimInput, now: number, leaseToken: string): boolean =>
-    insert.run(input.scope, input.key, input.fingerprint, leaseToken, now + input.leaseMs, now, now + input.retentionMs).changes === 1;
+    .raw(true)
+    .safeIntegers(true);
+  // C3. Parameters: scope, key, token. The fencing token the owner's record holds (NULL for a record
+  // claimed before schema step 3); no row when the record is no longer the owner's.
+  const standingFence = database
+    .prepare<[string, string, string], bigint | null>(`SELECT fence FROM ${t} WHERE scope = ? AND idempotency_key = ? AND lease_token = ?`)
+    .pluck(true)
+    .safeIntegers(true);
+  const inserted = (input: ClaimInput, now: number, leaseToken: string): ClaimResult | undefined => {
+    const fence = insert.get(input.scope, input.key, input.fingerprint, leaseToken, now + input.leaseMs, now, now + input.retentionMs);
+    return fence === undefined ? undefined : created(input, now, leaseToken, fence);
+  };
   // The write of C2 or C4, guarded by its row's condition; `undefined` when the record no longer meets it.
   const take = (input: ClaimInput, now: number, leaseToken: string, found: 'expired' | 'lease-over'): ClaimResult | undefined => {
     const leaseExpiresAt = now + input.leaseMs;
     if (found === 'expired') {
-      const { changes } = replace.run(input.fingerprint, leaseToken, leaseExpiresAt, now, now + input.retentionMs, input.scope, input.key, now);
-      return changes === 1 ? created(input, now, leaseToken) : undefined;
+      const fence = replace.get(input.fingerprint, leaseToken, leaseExpiresAt, now, now + input.retentionMs, input.scope, input.key, now);
+      return fence === undefined ? undefined : created(input, now, leaseToken, fence);
     }
-    const point = takeOver.get(leaseToken, leaseExpiresAt, now + input.retentionMs, input.scope, input.key, now, input.fingerprint, now);
-    return point === undefined ? undefined : { acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, true, point) };
+    const row = takeOver.get(leaseToken, leaseExpiresAt, now + input.retentionMs, input.scope, input.key, now, input.fingerprint, now);
+    return row === undefined ? undefined : { acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, true, row[0], String(row[1])) };
   };
+  // The answer to a claim that `row`, standing, refuses (C5 to C7), unless the claim is its owner's (C3).
+  const answer = (input: ClaimInput, leaseToken: string, row: RecordRow): ClaimResult =>
+    ownedBy(row, input.fingerprint, leaseToken)
+      ? ownClaim(input, leaseToken, row, standingFence.get(input.scope, input.key, leaseToken))
+      : { acquired: false, record: toRecord(row) };
   const locked = (input: ClaimInput, now: number, leaseToken: string, found: ClaimFound | undefined): ClaimResult => {
     // C1, when a read made ahead found the key absent.
-    if (found === 'absent' && inserted(input, now, leaseToken)) return created(input, now, leaseToken);
+    const first = found === 'absent' ? inserted(input, now, leaseToken) : undefined;
+    if (first !== undefined) return first;
     const row = sql.get(input.scope, input.key);
     if (row === undefined) {
       // C1.
-      if (inserted(input, now, leaseToken)) return created(input, now, leaseToken);
+      const won = inserted(input, now, leaseToken);
+      if (won !== undefined) return won;
       throw new Error('retrysafe: the claim found no record and could not insert one');
     }
     const open = openTo(row, input.fingerprint, now);
@@ -128,7 +159,7 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
       return open === undefined ? { answer: answer(input, leaseToken, row) } : FOUND[open];
     },
     write: (input, now, leaseToken, found) => {
-      const won = found === 'absent' ? (inserted(input, now, leaseToken) ? created(input, now, leaseToken) : undefined) : take(input, now, leaseToken, found);
+      const won = found === 'absent' ? inserted(input, now, leaseToken) : take(input, now, leaseToken, found);
       // Another process wrote the record after the read: decide again under the write lock.
       return won ?? retry.immediate(input, now, leaseToken, undefined);
     },
@@ -136,19 +167,17 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
   };
 }
 
-/** The answer to a claim that `row`, standing, refuses (C5 to C7), unless the claim is its owner's (C3). */
-function answer(input: ClaimInput, leaseToken: string, row: RecordRow): ClaimResult {
-  return ownedBy(row, input.fingerprint, leaseToken) ? ownClaim(input, leaseToken, row) : { acquired: false, record: toRecord(row) };
+/** The claim that inserted a new record (C1) or replaced an expired one (C2): created now, no recovery point, the new fencing token. */
+function created(input: ClaimInput, now: number, leaseToken: string, fence: bigint): ClaimResult {
+  return { acquired: true, claim: claimOf(input, leaseToken, now + input.leaseMs, false, null, String(fence)) };
 }
 
-/** The claim that inserted a new record (C1) or replaced an expired one (C2): created now, no recovery point. */
-function created(input: ClaimInput, now: number, leaseToken: string): ClaimResult {
-  return { acquired: true, claim: claimOf(input, leaseToken, now + input.leaseMs, false, null) };
-}
-
-/** The owner's own claim again (C3: its lease token, `row` being its in-progress record): it holds the lease, unchanged. */
-function ownClaim(input: ClaimInput, leaseToken: string, row: RecordRow): ClaimResult {
-  return { acquired: true, claim: claimOf(input, leaseToken, row.leaseExpiresAt, false, row.recoveryPoint) };
+/**
+ * The owner's own claim again (C3: its lease token, `row` being its in-progress record): it holds the lease
+ * and its fencing token (`fence`, as the record holds it), unchanged.
+ */
+function ownClaim(input: ClaimInput, leaseToken: string, row: RecordRow, fence: bigint | null | undefined): ClaimResult {
+  return { acquired: true, claim: claimOf(input, leaseToken, row.leaseExpiresAt, false, row.recoveryPoint, fence === undefined || fence === null ? null : String(fence)) };
 }
 
 /** Which row a claim at `now` may take `row` by: C2 (retention over), C4 (lease over, same fingerprint), or none (it stands). */

@@ -53,6 +53,29 @@ const MIGRATIONS: readonly Migration[] = [
         WHERE state = 'in_progress' AND recovery_point IS NOT NULL;
     `,
   },
+  {
+    version: 3,
+    name: 'fencing_token',
+    // The claims' fencing tokens. `<table>_fence` holds one row, the last token handed out; every claim
+    // that inserts a record or takes one over sets the record's `fence` to that number plus one (in its
+    // own statement, under the file's write lock), and the triggers move the counter up to it in the same
+    // statement, so no two claims get the same token and a later claim always gets a larger one, after a
+    // release or a reap too (the counter outlives the row). Records claimed before this step keep a NULL
+    // `fence` (their claims carry no token) until they are claimed again.
+    sql: (table, prefix) => `
+      ALTER TABLE ${table} ADD COLUMN fence INTEGER;
+      CREATE TABLE ${prefix('fence')} (only_row INTEGER PRIMARY KEY CHECK (only_row = 1), last INTEGER NOT NULL);
+      INSERT INTO ${prefix('fence')} (only_row, last) VALUES (1, 0);
+      CREATE TRIGGER ${prefix('fence_insert')} AFTER INSERT ON ${table} WHEN NEW.fence IS NOT NULL
+      BEGIN
+        UPDATE ${prefix('fence')} SET last = NEW.fence WHERE last < NEW.fence;
+      END;
+      CREATE TRIGGER ${prefix('fence_update')} AFTER UPDATE OF fence ON ${table} WHEN NEW.fence IS NOT NULL
+      BEGIN
+        UPDATE ${prefix('fence')} SET last = NEW.fence WHERE last < NEW.fence;
+      END;
+    `,
+  },
 ];
 
 /**

@@ -15,7 +15,7 @@ describe.runIf(available)('docs/schema.sql', () => {
     const committed = await readFile(new URL('../../../docs/schema.sql', import.meta.url), 'utf8');
     const generated = await schemaSnapshot(POSTGRES_URL);
     expect(generated).toBe(committed);
-    // The one claim function, as migration 0009 left it, and no guard function since 0008.
+    // The one claim function, as migration 0013 left it, and no guard function since 0008.
     expect(generated).toContain('CREATE FUNCTION retrysafe.claim(');
     expect(generated).not.toContain('require_empty_transaction');
   });

@@ -15,6 +15,7 @@ import { ManualClock } from '../../../src/core/clock.js';
 import { createInbox, createSqliteInboxStore } from '../../../src/messaging/inbox/index.js';
 import { createSessionReceiver, createSqliteSessionStore } from '../../../src/sessions/index.js';
 import { createSqliteStore } from '../../../src/stores/sqlite/index.js';
+import { recordsSchema } from '../../../src/stores/sqlite/migrations.js';
 import { migrateSqlite, openSqlite, type SqliteSchema } from '../../../src/stores/sqlite/open.js';
 
 const BEFORE = fileURLToPath(new URL('./fixtures/stores-e55ae13.sqlite', import.meta.url));
@@ -50,6 +51,23 @@ function columnsOf(database: Database, table: string): string[] {
  */
 function withRedriveColumn(rows: { type: string; name: string; sql: string | null }[]): { type: string; name: string; sql: string | null }[] {
   return rows.map((row) => (row.name === 'retrysafe_inbox_attempts' ? { ...row, sql: row.sql?.replace('replay_requested_at', 'redrive_requested_at') ?? null } : row));
+}
+
+/**
+ * The objects of the file at `path` (the fixture) once the record table's step 3 (the fencing token: a
+ * column, the counter table and its triggers), released after the fixture was written, ran on it: that
+ * step's SQL applied to a copy, nothing else.
+ */
+function withFencingStep(path: string): { type: string; name: string; sql: string | null }[] {
+  const copy = `${path}.fencing`;
+  copyFileSync(path, copy);
+  const database = new BetterSqlite3(copy);
+  try {
+    database.exec(recordsSchema('retrysafe_records').steps.find((step) => step.name === 'fencing_token')?.sql ?? '');
+    return objects(database);
+  } finally {
+    database.close();
+  }
 }
 
 /** The inbox's ledger once its step 2 (`redrive_requested_at`) ran. */
@@ -180,6 +198,7 @@ describe('a file the three SQLite stores wrote before they shared one routine', 
   it('opens unchanged under the idempotency, inbox and session stores, which read what they wrote', async () => {
     const reader = new BetterSqlite3(path, { readonly: true });
     const schemaBefore = objects(reader);
+    const schemaAfter = withRedriveColumn(withFencingStep(path));
     const ledgersBefore = ledgers(reader);
     reader.close();
     expect(ledgersBefore).toEqual({
@@ -209,10 +228,16 @@ describe('a file the three SQLite stores wrote before they shared one routine', 
       await sessions.close();
     }
 
-    // Nothing else changed: only the inbox's step 2, released after this file was written, ran.
+    // Nothing else changed: only the inbox's step 2 and the records' step 3, released after this file was
+    // written, ran.
     const after = new BetterSqlite3(path, { readonly: true });
-    expect(objects(after)).toEqual(withRedriveColumn(schemaBefore));
-    expect(ledgers(after)).toEqual({ ...ledgersBefore, retrysafe_inbox_migrations: INBOX_LEDGER });
+    expect(schemaAfter).not.toEqual(withRedriveColumn(schemaBefore));
+    expect(objects(after)).toEqual(schemaAfter);
+    expect(ledgers(after)).toEqual({
+      ...ledgersBefore,
+      retrysafe_records_migrations: [...ledgersBefore['retrysafe_records_migrations'] ?? [], { version: 3, name: 'fencing_token', applied_at: 1_700_000_001_000 }],
+      retrysafe_inbox_migrations: INBOX_LEDGER,
+    });
     after.close();
   });
 
@@ -222,18 +247,18 @@ describe('a file the three SQLite stores wrote before they shared one routine', 
     await createSqliteStore({ path: fresh, clock }).close();
     await createSqliteInboxStore({ path: fresh }).close();
     await createSqliteSessionStore({ path: fresh, clock }).close();
-    const [before, now] = [new BetterSqlite3(path, { readonly: true }), new BetterSqlite3(fresh, { readonly: true })];
-    expect(objects(now)).toEqual(withRedriveColumn(objects(before)));
+    const now = new BetterSqlite3(fresh, { readonly: true });
+    expect(objects(now)).toEqual(withRedriveColumn(withFencingStep(path)));
     expect(ledgers(now)).toEqual({
       retrysafe_records_migrations: [
         { version: 1, name: 'init', applied_at: 0 },
         { version: 2, name: 'abandoned_index', applied_at: 0 },
+        { version: 3, name: 'fencing_token', applied_at: 0 },
       ],
       retrysafe_inbox_migrations: INBOX_LEDGER,
       // The session store's ledger reads the injected clock too (it read Date.now() before).
       retrysafe_sessions_migrations: [{ version: 1, applied_at: 0 }],
     });
-    before.close();
     now.close();
   });
 });

@@ -82,6 +82,7 @@ describe('sqlite store: setup', () => {
     expect(first.database.prepare('SELECT version, name FROM retrysafe_records_migrations').all()).toEqual([
       { version: 1, name: 'init' },
       { version: 2, name: 'abandoned_index' },
+      { version: 3, name: 'fencing_token' },
     ]);
     const indexes = first.database.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'retrysafe_records'").pluck().all();
     expect(indexes).toContain('retrysafe_records_expires_at');
