@@ -41,7 +41,7 @@ export interface Forwarding {
 }
 
 /** A response read whole, not yet sent: the upstream's status, the headers for the client, the body. */
-export interface UnsentAnswer {
+interface UnsentAnswer {
   readonly status: number;
   readonly headers: Readonly<Record<string, string | string[]>>;
   readonly body: Buffer;
