@@ -7,7 +7,6 @@
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
@@ -21,6 +20,7 @@ import { createPostgresStore, fencedUpdate as pgFencedUpdate } from '../../src/s
 import { createSqliteStore, fencedUpdate as sqliteFencedUpdate } from '../../src/stores/sqlite/index.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../support/postgres-schema.js';
 import { POSTGRES_URL } from '../support/services.js';
+import { fencedDownstream } from '../support/fenced-downstream.js';
 
 const HOLDER = fileURLToPath(new URL('./fixtures/fenced-holder.ts', import.meta.url));
 const INPUT = { scope: 's', key: 'k', fingerprint: 'f'.repeat(64), leaseMs: 60_000, retentionMs: 60_000 };
@@ -49,23 +49,6 @@ function linesOf(child: ChildProcessByStdio<Writable, Readable, null>): (n: numb
       child.once('exit', (code) => (lines.length > n ? undefined : reject(new Error(`the holder exited (${String(code)}) after ${lines.length} lines`))));
       check();
     });
-}
-
-/** An HTTP downstream that keeps the largest Fencing-Token it accepted (204) and refuses smaller ones (409). */
-async function fencedDownstream(): Promise<{ url: string; seen: string[]; close(): Promise<void> }> {
-  let accepted = 0n;
-  const seen: string[] = [];
-  const server = createServer((req, res) => {
-    const token = BigInt(req.headers['fencing-token'] as string);
-    seen.push(String(token));
-    res.statusCode = token > accepted ? 204 : 409;
-    if (token > accepted) accepted = token;
-    res.end();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/`;
-  return { url, seen, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
 /** What a case runs on: the holder's store arguments, and the parent's store on a clock past the holder's lease. */

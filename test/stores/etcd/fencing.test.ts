@@ -6,7 +6,6 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +19,7 @@ import { fencedUpdate as sqliteFencedUpdate } from '../../../src/stores/sqlite/i
 import { etcdAvailable, startEtcd } from '../../support/etcd.js';
 import { createTestSchema, postgresAvailable } from '../../support/postgres-schema.js';
 import { POSTGRES_URL } from '../../support/services.js';
+import { fencedDownstream } from '../../support/fenced-downstream.js';
 
 const HOLDER = fileURLToPath(new URL('./fixtures/holder.ts', import.meta.url));
 
@@ -41,19 +41,8 @@ if ((await etcdAvailable()) && (await postgresAvailable())) {
     const sqlitePath = join(dir, 'accounts.db');
     const sqlite = new BetterSqlite3(sqlitePath);
     sqlite.exec(`CREATE TABLE accounts (id INTEGER PRIMARY KEY, holder TEXT NOT NULL, fence INTEGER NOT NULL DEFAULT 0); INSERT INTO accounts (id, holder) VALUES (1, 'nobody')`);
-    // The HTTP downstream keeps the largest token it accepted and refuses smaller ones (409).
-    let accepted = 0n;
-    const seen: string[] = [];
-    const server = createServer((req, res) => {
-      const token = BigInt(req.headers['fencing-token'] as string);
-      seen.push(String(token));
-      res.statusCode = token > accepted ? 204 : 409;
-      if (token > accepted) accepted = token;
-      res.end();
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const address = server.address();
-    const downstream = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/`;
+    const fenced = await fencedDownstream();
+    const { url: downstream, seen } = fenced;
 
     const child = spawn(process.execPath, ['--import', 'tsx', HOLDER, cluster.hosts[0] ?? '', POSTGRES_URL, db.schema, sqlitePath, downstream], {
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -96,6 +85,6 @@ if ((await etcdAvailable()) && (await postgresAvailable())) {
     expect(seen).toEqual([newToken, oldToken]);
     expect(await store.complete(takeover.claim, { status: 201, headers: {}, body: new Uint8Array() }, 60_000)).toBe(true);
     sqlite.close();
-    await new Promise((resolve) => server.close(resolve));
+    await fenced.close();
   });
 }
