@@ -32,6 +32,7 @@ const CHECKPOINT = new LuaScript(CHECKPOINT_LUA);
 /** The same writes, allowed to run over `maxmemory` (Redis 7 and later; see `allowingOom`). */
 const COMPLETE_OVER_LIMIT = new LuaScript(allowingOom(COMPLETE_LUA));
 const CHECKPOINT_OVER_LIMIT = new LuaScript(allowingOom(CHECKPOINT_LUA));
+const RENEW_OVER_LIMIT = new LuaScript(allowingOom(RENEW_LUA));
 const READ = new LuaScript(READ_LUA);
 const RENEW = new LuaScript(RENEW_LUA);
 
@@ -66,7 +67,7 @@ export class RedisStore implements IdempotencyStore {
   /** The policy check in progress, shared by the operations that arrive meanwhile. */
   private policyCheck: Promise<void> | undefined;
   private warned = false;
-  /** The servers run Redis 7 or later: completions and recovery points run as `allow-oom` scripts. */
+  /** The servers run Redis 7 or later: completions, renewals and recovery points run as `allow-oom` scripts. */
   private scriptFlags = false;
   /** A reconnect may land on a server configured otherwise (a restart, a failover): read the policy again. */
   private readonly onReconnect = (): void => {
@@ -183,12 +184,13 @@ export class RedisStore implements IdempotencyStore {
   /**
    * One script run, fenced by the lease token; see `scripts/renew.lua.ts`. Not followed by `WAIT` (under
    * `waitReplicas`): a renewal lost in a failover shortens the lease back to its previous end, which the
-   * next renewal, a third of a lease later, puts right.
+   * next renewal, a third of a lease later, puts right. Over `maxmemory` (Redis 7 and later) the renewal of
+   * an admitted claim still runs: a keep-alive refused there would let a live holder's lease end.
    */
   async renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {
     requireDurationMs('leaseMs', leaseMs, 'renew');
     await this.ready();
-    const reply = await RENEW.run(this.config.client, [this.key(claim.scope, claim.key)], [claim.leaseToken, this.now(), leaseMs, REDIS_TTL_GRACE_MS]);
+    const reply = await (this.scriptFlags ? RENEW_OVER_LIMIT : RENEW).run(this.config.client, [this.key(claim.scope, claim.key)], [claim.leaseToken, this.now(), leaseMs, REDIS_TTL_GRACE_MS]);
     return Buffer.isBuffer(reply) ? { ...claim, leaseExpiresAt: Number(reply.toString('latin1')) } : undefined;
   }
 
