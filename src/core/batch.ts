@@ -11,6 +11,7 @@
  * @module
  */
 import { claimAll, mapBounded } from './batch-claim.js';
+import { DeadlineReached, withDeadline } from './attempt-end.js';
 import type { KeepAlive } from './keep-alive.js';
 import { IdempotencyError, IdempotencyKeyReusedError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
 import type { ExecutionContext, OperationId, Receiver } from './receiver.js';
@@ -55,7 +56,9 @@ interface OutcomeOf {
  * failed to save it for `completionRetryMs`: the key then stays claimed until its lease expires). `replayed`: the result saved by an
  * earlier run (or by the same key earlier in this batch). `in_flight`: another caller holds the key.
  * `mismatch`: the key was used with another fingerprint (HTTP 422). `failed`: the work threw (the key was
- * released, so a retry runs it again), the lease was lost, or the store was unavailable. Values are JSON
+ * released, so a retry runs it again), the lease was lost, plain mode's work ran past `maxExecutionMs` (a
+ * {@link LeaseLostError} with reason `deadline`; the key is left to its lease's end, as the work may still be
+ * under way), or the store was unavailable. Values are JSON
  * round-tripped, as `Receiver.run` answers them.
  */
 export type BatchOutcome<T> = OutcomeOf &
@@ -82,7 +85,7 @@ export class BatchRolledBackError extends IdempotencyError {
 interface BatchEngine<Tx> {
   readonly receiver: Receiver<Tx>;
   readonly transactional: boolean;
-  /** Plain mode: renews the won items' leases from their claim until their completion or release. */
+  /** Renews the won items' leases from their claim until their completion or release (both modes). */
   readonly keepAlive: KeepAlive;
   /** Plain mode: tries a failed completion again, as `execute` does; whether it took effect, or `undefined` when it gave up. */
   retryCompletion(claim: Claim, response: StoredResponse): Promise<boolean | undefined>;
@@ -132,14 +135,16 @@ export async function runBatch<Tx, I, T>(
     if (result.acquired) won.push({ index, claim: result.claim });
     else outcomes[index] = standing<T>(index, items[index] as BatchItem<I>, result.record);
   });
-  const work = (one: Won): Promise<StoredResponse> => fn((items[one.index] as BatchItem<I>).input, { claim: one.claim, tx: undefined as Tx, index: one.index }).then(responseOf);
-  if (atomic) await runAtomic(engine, items, fn, won, outcomes);
-  else if (engine.transactional) await mapBounded(won, concurrency, async (one) => (outcomes[one.index] = await runInTransaction(engine, items, fn, one)));
-  else {
-    // Every won item's lease is kept alive from its claim on, also while it waits for a place to run.
-    for (const one of won) engine.keepAlive.hold(one.claim);
-    await mapBounded(won, concurrency, async (one) => (outcomes[one.index] = await runPlain<Tx, T>(engine, work, one).finally(() => engine.keepAlive.drop(one.claim))));
-  }
+  const { maxExecutionMs } = engine.receiver.options;
+  const start = (one: Won): Promise<StoredResponse> => fn((items[one.index] as BatchItem<I>).input, { claim: one.claim, tx: undefined as Tx, index: one.index }).then(responseOf);
+  const work = maxExecutionMs === undefined ? start : (one: Won) => withDeadline(() => start(one), maxExecutionMs);
+  // Every won item's lease is kept alive from its claim on, also while it waits for a place to run, in both
+  // modes: the renewal is a fenced statement apart from any transaction the item's work runs in.
+  for (const one of won) engine.keepAlive.hold(one.claim);
+  const drop = (one: Won) => () => engine.keepAlive.drop(one.claim);
+  if (atomic) await runAtomic(engine, items, fn, won, outcomes).finally(() => won.forEach((one) => engine.keepAlive.drop(one.claim)));
+  else if (engine.transactional) await mapBounded(won, concurrency, async (one) => (outcomes[one.index] = await runInTransaction(engine, items, fn, one).finally(drop(one))));
+  else await mapBounded(won, concurrency, async (one) => (outcomes[one.index] = await runPlain<Tx, T>(engine, work, one).finally(drop(one))));
   return items.map((item, index) => outcomes[index] ?? duplicateOf(item, index, outcomes[firsts[index] as number] as BatchOutcome<T>, items[firsts[index] as number] as BatchItem<I>));
 }
 
@@ -193,6 +198,8 @@ async function runPlain<Tx, T>(engine: BatchEngine<Tx>, work: (one: Won) => Prom
   try {
     response = await work(one);
   } catch (error) {
+    // Past its deadline the work may still be under way: the key is left to its lease's end, not released.
+    if (error instanceof DeadlineReached) return { ...at, status: 'failed', error: new LeaseLostError(one.claim.scope, one.claim.key, 'deadline') };
     await store.release(one.claim).catch(() => false);
     return { ...at, status: 'failed', error };
   }

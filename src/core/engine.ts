@@ -77,7 +77,7 @@ class Engine<Tx> implements Receiver<Tx> {
   private readonly replays: ReplayCache | undefined;
   /** Made on the first health check, so a receiver that is never checked never probes. */
   private writeProbe: WriteProbe | undefined;
-  /** Renews the leases of plain mode's running work (transactional stores renew their own). */
+  /** Renews the leases of plain mode's running work and of batch items (transactional stores renew a request's own). */
   private readonly keepAlive: KeepAlive;
   /** The `maxExecutionMs` option as resolved: `undefined` for none. */
   private readonly maxExecutionMs: number | undefined;

@@ -185,3 +185,65 @@ describe.each(subjects)('lease keep-alive: $name', (subject) => {
     }
   });
 });
+
+describe.each(subjects)('lease keep-alive of batch items: $name', (subject) => {
+  function receiverOn(store: IdempotencyStore, maxExecutionMs?: number): Receiver<unknown> {
+    const options = { store, leaseMs: LEASE_MS, ...(maxExecutionMs === undefined ? {} : { maxExecutionMs }) };
+    if (subject.transactional) return createReceiver({ ...options, store: store as never, transactional: true });
+    return createReceiver(options);
+  }
+
+  it('keeps the key of a batch item slower than the lease while it runs: the same batch sent again finds it in flight', async () => {
+    const { store, close } = await subject.open();
+    try {
+      const receiver = receiverOn(store);
+      const items = [{ scope: 'keepalive-batch', key: randomUUID(), fingerprint: FP, input: 'slow' }];
+      let runs = 0;
+      const first = receiver.runBatch(items, async (input) => {
+        runs++;
+        await sleep(SLOW_MS);
+        return input;
+      });
+      // Well past the lease: without renewals the second batch would take the key over and run it again.
+      await sleep(LEASE_MS * 2);
+      const [again] = await receiver.runBatch(items, (input) => {
+        runs++;
+        return Promise.resolve(`${input} again`);
+      });
+      const [outcome] = await first;
+      expect(outcome).toMatchObject({ status: 'executed', value: 'slow', saved: true });
+      expect(['in_flight', 'replayed']).toContain(again?.status);
+      if (again?.status === 'replayed') expect(again.value).toBe('slow');
+      expect(runs).toBe(1);
+      expect((await store.get(items[0]!.scope, items[0]!.key))?.state).toBe('completed');
+    } finally {
+      await close();
+    }
+  });
+
+  // Plain mode only: a transactional item's work runs inside its transaction, which the store bounds.
+  if (!subject.transactional) it('ends a plain batch item stuck past maxExecutionMs with LeaseLostError, reason deadline, its key left to its lease', async () => {
+    const { store, close } = await subject.open();
+    try {
+      const receiver = receiverOn(store, LEASE_MS * 2);
+      const items = [{ scope: 'keepalive-batch', key: randomUUID(), fingerprint: FP, input: 'stuck' }];
+      const started = performance.now();
+      const [outcome] = await receiver.runBatch(items, async (input) => {
+        await sleep(LEASE_MS * 6);
+        return input;
+      });
+      expect(outcome?.status).toBe('failed');
+      const error = outcome?.status === 'failed' ? outcome.error : undefined;
+      expect(error).toBeInstanceOf(LeaseLostError);
+      expect((error as LeaseLostError).reason).toBe('deadline');
+      expect(performance.now() - started).toBeLessThan(LEASE_MS * 5);
+      // Not released: a retry at once finds the key in flight.
+      const [retry] = await receiver.runBatch(items, () => Promise.reject(new Error('must not run yet')));
+      expect(retry?.status).toBe('in_flight');
+      await sleep(LEASE_MS * 5);
+      expect((await store.get(items[0]!.scope, items[0]!.key))?.state).not.toBe('completed');
+    } finally {
+      await close();
+    }
+  });
+});
