@@ -11,7 +11,8 @@
 //     "examples": [{ "readme": "<README heading>", "file": "<name>.ts", "services": ["postgres"|"redis"],
 //                    "env": { "<NAME>": "<value>" } }],   (env: extra variables for the running example)
 //     "cli": [{ "name": "…", "run": ["retrysafe", "…"], "services": […], "exit": 0,
-//               "stdout": "<regex>", "stderr": "<regex>", "stderrLines": 1 }] }
+//               "stdout": "<regex>", "stderr": "<regex>", "stderrLines": 1 }],
+//     "gateway": true }   (gateway: run docs/gateway.md's 5-minute start with the installed binary; lib/gateway.mjs)
 // In `run`, {postgres} is the stack's own database URL, {redis} the Redis URL, {prefix} the stack's Redis
 // key prefix, {version} the package's version, {scope} the account the examples were called for, and
 // {key:<file>} the Idempotency-Key the HTTP check sent to the example <file> (without .ts).
@@ -29,6 +30,7 @@ import { tmpdir } from 'node:os';
 import { clearTimeout, setTimeout } from 'node:timers';
 import { basename, dirname, join, resolve } from 'node:path';
 import { arch, argv, env, exit, platform, stdout, versions } from 'node:process';
+import { checkGatewayStart } from './lib/gateway.mjs';
 import { readmeExample } from './lib/readme.mjs';
 import { tarballProblems } from './lib/tarball.mjs';
 import { createDatabase, deleteRedisPrefix, dropDatabase, reachable, REDIS_URL } from './lib/services.mjs';
@@ -268,6 +270,15 @@ async function runStack(name) {
       const stderrLines = result.stderr.trimEnd().split('\n').filter(Boolean).length;
       if (step.stderrLines !== undefined && stderrLines !== step.stderrLines) problems.push(`stderr has ${stderrLines} lines, expected ${step.stderrLines}`);
       record(label, problems.length === 0 ? 'ok' : 'FAIL', `${problems.join('; ')}\n--- stdout ---\n${result.stdout}--- stderr ---\n${result.stderr}`);
+    }
+    if (spec.gateway) {
+      const label = 'docs/gateway.md 5-minute start: retrysafe gateway --config examples/gateway/gateway.yaml (201, replay, 422, 409, 504 outcome unknown, reconciled replay)';
+      try {
+        await checkGatewayStart(repo, dir);
+        record(label, 'ok');
+      } catch (error) {
+        record(label, 'FAIL', error.message);
+      }
     }
   } catch (error) {
     record('stack setup', 'FAIL', error.stack ?? String(error));
