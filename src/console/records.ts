@@ -83,7 +83,7 @@ function cut(records: readonly IdempotencyRecord[], limit: number, more: boolean
   return more && last !== undefined ? { records: page, next: { scope: last.scope, key: last.key } } : { records: page };
 }
 
-/** A record as the keys list shows it. Times are ISO 8601 UTC; `leaseExpiresAt` is null for a completed record. */
+/** A record as the keys list shows it. Times are ISO 8601 UTC; `leaseExpiresAt` and `leaseToken` are null for a completed record. */
 export function summary(record: IdempotencyRecord, now: number): Record<string, unknown> {
   const mark = indeterminateMarkOf(record);
   return {
@@ -95,6 +95,8 @@ export function summary(record: IdempotencyRecord, now: number): Record<string, 
     indeterminate: mark ?? null,
     // A completed record has no lease any more; the time its last lease had is meaningless.
     leaseExpiresAt: record.state === 'in_progress' ? new Date(record.leaseExpiresAt).toISOString() : null,
+    // The fencing token a release of an in-progress record must name (the bulk release of the keys list).
+    leaseToken: record.state === 'in_progress' ? record.leaseToken : null,
     createdAt: new Date(record.createdAt).toISOString(),
     status: record.response?.status ?? null,
   };

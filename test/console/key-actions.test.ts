@@ -236,4 +236,62 @@ describe.each(setups)('console key actions on %s (browser)', (name, up, open) =>
     expect(await store.get('shop', 'charge-6')).toBeUndefined();
     await page.close();
   }, 60_000);
+  it.runIf(up && chromiumAvailable)('releases every stuck key shown after a confirmation naming their count, and reports how many were released', async () => {
+    const stuck = await Promise.all(['bulk-a', 'bulk-b', 'bulk-c'].map((key) => claimed(store, key, 1)));
+    const live = await claimed(store, 'bulk-live');
+    const page = await browser.newPage({ viewport: { width: 1280, height: 560 } });
+    await page.goto(running.url);
+    await page.fill('input[name=key]', 'bulk-');
+    await page.selectOption('select[name=state]', 'stuck');
+    await expect.poll(() => page.locator('#keys tbody tr').count(), { timeout: 10_000 }).toBe(3);
+    // One of them is claimed again after the page showed it: its release, fenced by the token shown, is refused.
+    await freezeUntilAction(page, '/api/keys', '/api/key/release');
+    expect(await store.release(stuck[2] as Claim)).toBe(true);
+    const again = await claimed(store, 'bulk-c');
+    let asked = '';
+    page.once('dialog', (dialog) => {
+      asked = dialog.message();
+      void dialog.accept();
+    });
+    await page.locator('#release-all').click();
+    await page.getByText(/^Released 2 of 3 stuck keys; 1 not \(first problem: the record is no longer in progress under that lease token\)\.$/).waitFor();
+    expect(asked).toMatch(/^Release 3 stuck keys\?/);
+    expect(await store.get('shop', 'bulk-a')).toBeUndefined();
+    expect(await store.get('shop', 'bulk-b')).toBeUndefined();
+    expect((await store.get('shop', 'bulk-c'))?.leaseToken).toBe(again.leaseToken);
+    expect((await store.get('shop', 'bulk-live'))?.leaseToken).toBe(live.leaseToken);
+    await page.close();
+  }, 60_000);
+
+  it.runIf(up && chromiumAvailable)('releases nothing when the confirmation is dismissed', async () => {
+    await claimed(store, 'keep-1', 1);
+    const page = await browser.newPage({ viewport: { width: 1280, height: 560 } });
+    await page.goto(running.url);
+    await page.fill('input[name=key]', 'keep-');
+    await page.selectOption('select[name=state]', 'stuck');
+    await page.locator('#release-all', { hasText: 'Release the 1 stuck key shown' }).waitFor();
+    page.once('dialog', (dialog) => void dialog.dismiss());
+    await page.locator('#release-all').click();
+    await page.waitForTimeout(500);
+    expect((await store.get('shop', 'keep-1'))?.state).toBe('in_progress');
+    expect(await page.getByText(/^Released/).count()).toBe(0);
+    await page.close();
+  }, 60_000);
+
+  it.runIf(up && chromiumAvailable)('copies a link to a key, without the token, that opens the console on that key', async () => {
+    const held = await claimed(store, 'linked/7 x');
+    const page = await detailOf('linked/7 x', held.leaseToken);
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
+    await page.locator('#copy-link').click();
+    await page.getByText('Link copied (without the token):').waitFor();
+    const link = await page.locator('#key-link').inputValue();
+    expect(link).toBe(`${running.url}#scope=shop&key=linked%2F7+x`);
+    expect(await page.evaluate<string>('navigator.clipboard.readText()')).toBe(link);
+    const opened = await browser.newPage({ viewport: { width: 1280, height: 560 } });
+    await opened.goto(link);
+    await opened.locator('#detail h2', { hasText: 'linked/7 x' }).waitFor();
+    await opened.locator('#detail').getByText(held.leaseToken).waitFor();
+    expect(await opened.locator('#keys tbody tr').count()).toBe(1);
+    await Promise.all([page.close(), opened.close()]);
+  }, 60_000);
 });

@@ -158,6 +158,25 @@ describe.each(setups)('console inbox view on %s (browser)', (name, up, open) => 
     await row.getByText('redrive pending').waitFor();
     await page.close();
   }, 60_000);
+
+  it.runIf(up && chromiumAvailable)('redrives every dead letter shown after a confirmation naming their count, and reports how many', async () => {
+    const { inbox } = setup;
+    for (const id of ['bulk-1', 'bulk-2', 'bulk-3']) await deadLetter(inbox, id);
+    const page = await inboxPage('bulk-3');
+    let asked = '';
+    page.once('dialog', (dialog) => {
+      asked = dialog.message();
+      void dialog.accept();
+    });
+    await page.locator('#redrive-all', { hasText: 'Redrive the 3 dead letters shown' }).click();
+    await page.getByText('Redrive requested for 3 of 3 dead letters.').waitFor();
+    expect(asked).toMatch(/^Redrive 3 dead letters\?/);
+    for (const id of ['bulk-1', 'bulk-2', 'bulk-3']) await page.locator('#inbox tbody tr', { hasText: id }).getByText('redrive pending').waitFor();
+    expect(await page.locator('#redrive-all').count()).toBe(0);
+    const pending = (await inbox.pendingRedrives('billing')).map((letter) => letter.messageId);
+    expect(pending).toEqual(expect.arrayContaining(['bulk-1', 'bulk-2', 'bulk-3']));
+    await page.close();
+  }, 60_000);
 });
 
 describe.runIf(pgUp && chromiumAvailable)('console outbox view on PostgreSQL (browser)', () => {

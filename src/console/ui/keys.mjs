@@ -1,8 +1,9 @@
-/* global URLSearchParams */
+/* global URLSearchParams, confirm, navigator */
 // The keys view: the records by state (stuck and indeterminate included), searched by scope and key
-// prefix, and one record in full with the fenced release of an in-progress key.
+// prefix, the fenced release of the stuck keys shown (all at once, after a confirmation), and one record in
+// full with the fenced release of an in-progress key and a link to it.
 import { useEffect, useState } from 'preact/hooks';
-import { api, html, orGone, Outcome, short, Time, usePoll } from './lib.mjs';
+import { api, each, html, keyLink, linkedKey, orGone, Outcome, short, Time, usePoll } from './lib.mjs';
 
 /** The state a record is shown in: stuck and indeterminate are in progress to the store. */
 function stateOf(r) {
@@ -11,15 +12,27 @@ function stateOf(r) {
 }
 
 export function Keys({ info }) {
-  const [filter, setFilter] = useState({ state: '', scope: '', key: '' });
+  // A copied link opens its key: the list searched for it, its detail shown.
+  const [filter, setFilter] = useState({ state: '', scope: linkedKey?.scope ?? '', key: linkedKey?.key ?? '' });
   const [cursors, setCursors] = useState([]);
-  const [selected, setSelected] = useState(undefined);
+  const [selected, setSelected] = useState(linkedKey);
+  const [bulk, setBulk] = useState(undefined);
   const after = cursors[cursors.length - 1];
   const query = new URLSearchParams({ ...filter, limit: '25', ...(after && { afterScope: after.scope, afterKey: after.key }) });
   const [page, error, reload] = usePoll(() => api(`/api/keys?${query}`), [query.toString()]);
   const change = (name) => (event) => {
     setFilter({ ...filter, [name]: event.target.value });
     setCursors([]);
+    setBulk(undefined);
+  };
+  // The stuck keys on this page; each release is fenced by the lease token the page showed.
+  const stuck = (page?.records ?? []).filter((r) => r.stuck && !r.indeterminate);
+  const releaseAll = async () => {
+    const shown = stuck;
+    if (!confirm(`Release ${shown.length} stuck key${shown.length === 1 ? '' : 's'}? Each one's next retry runs its request again.`)) return;
+    const outcome = await each(shown, (r) => api('/api/key/release', { scope: r.scope, key: r.key, leaseToken: r.leaseToken }), 'stuck keys', 'Released');
+    await reload();
+    setBulk(outcome);
   };
   return html`<main>
     <section class="list">
@@ -32,6 +45,8 @@ export function Keys({ info }) {
         <input name="key" placeholder="key starts with" value=${filter.key} onInput=${change('key')} />
       </form>
       ${error && html`<p class="error">${error}</p>`}
+      ${filter.state === 'stuck' && stuck.length > 0 && html`<p><button class="action" id="release-all" disabled=${!info.allowActions} title=${info.allowActions ? 'Release each stuck key shown, fenced by its lease token' : 'Read-only console'} onClick=${releaseAll}>Release the ${stuck.length} stuck key${stuck.length === 1 ? '' : 's'} shown…</button></p>`}
+      <${Outcome} outcome=${bulk} />
       <table id="keys">
         <thead><tr><th>scope</th><th>key</th><th>state</th><th>created</th><th>lease expires</th><th>status</th></tr></thead>
         <tbody>${(page?.records ?? []).map((r) => html`<tr key=${r.scope + '\n' + r.key} class=${selected?.key === r.key && selected?.scope === r.scope ? 'selected' : ''} onClick=${() => setSelected({ scope: r.scope, key: r.key })}>
@@ -60,7 +75,17 @@ function KeyDetail({ info, which, onChange }) {
   const [record, error, reload] = usePoll(() => orGone(`/api/key?${new URLSearchParams(which)}`), [which.scope, which.key]);
   const [outcome, setOutcome] = useState(undefined);
   const [busy, setBusy] = useState(false);
-  useEffect(() => setOutcome(undefined), [which.scope, which.key]);
+  const [link, setLink] = useState(undefined);
+  useEffect(() => {
+    setOutcome(undefined);
+    setLink(undefined);
+  }, [which.scope, which.key]);
+  const copyLink = async () => {
+    const text = keyLink(which);
+    // The clipboard needs a secure context (https, or localhost); elsewhere the link is shown to copy by hand.
+    const copied = await navigator.clipboard?.writeText(text).then(() => true, () => false);
+    setLink({ text, copied: copied === true });
+  };
   const release = async () => {
     const leaseToken = record.leaseToken;
     setBusy(true);
@@ -80,7 +105,8 @@ function KeyDetail({ info, which, onChange }) {
   };
   const shown = outcome?.released === undefined ? outcome : { ok: true, text: afterRelease(outcome.released, record) };
   return html`<aside class="detail" id="detail">
-    <h2>${which.key}</h2>
+    <h2>${which.key} <button id="copy-link" title="A link to this key, without the console's token" onClick=${copyLink}>Copy link</button></h2>
+    ${link && html`<p class="message" role="status">${link.copied ? 'Link copied (without the token):' : 'Copy this link (without the token):'} <input id="key-link" readonly value=${link.text} onFocus=${(e) => e.target.select()} /></p>`}
     ${error && html`<p class="error">${error}</p>`}
     ${record === null && html`<p class="gone" id="gone">No record for this key now (released, expired, or never written): the next request with it runs as new.</p>`}
     ${record && html`<dl>

@@ -7,8 +7,40 @@ import htm from 'htm';
 
 export const html = htm.bind(h);
 const REFRESH_MS = 1500;
-const token = new URLSearchParams(location.hash.slice(1)).get('token');
+const fragment = new URLSearchParams(location.hash.slice(1));
+const token = fragment.get('token');
 const auth = token === null ? {} : { authorization: `Bearer ${token}` };
+
+/** The key a copied link names (`#scope=…&key=…`), opened in the keys view at start; or undefined. */
+export const linkedKey = fragment.get('key') === null ? undefined : { scope: fragment.get('scope') ?? '', key: fragment.get('key') };
+
+/**
+ * A link to the console with `which` (scope and key) opened. The token is left out: whoever opens it adds
+ * their own (`&token=…`), so a link passed on never carries the sender's credential.
+ */
+export function keyLink(which) {
+  return `${location.origin}${location.pathname}#${new URLSearchParams({ scope: which.scope, key: which.key })}`;
+}
+
+/**
+ * Runs `act(item)` for each item, one after another, and tells how many succeeded and the first problem:
+ * `{ ok, text }` for {@link Outcome}. `what` names the items ("stuck keys"), `done` the action ("Released").
+ */
+export async function each(items, act, what, done) {
+  let succeeded = 0;
+  let firstProblem;
+  for (const item of items) {
+    try {
+      await act(item);
+      succeeded++;
+    } catch (e) {
+      firstProblem ??= e.message;
+    }
+  }
+  const failed = items.length - succeeded;
+  const text = `${done} ${succeeded} of ${items.length} ${what}${failed === 0 ? '.' : `; ${failed} not (first problem: ${firstProblem}).`}`;
+  return { ok: failed === 0, text };
+}
 
 /** Calls the API; a problem answer throws an Error carrying its `status` and its detail (or title) as message. */
 export async function api(path, body) {

@@ -1,7 +1,8 @@
-// The inbox and outbox views: dead letters (and pending redrives) with redrive, the outbox backlog with
-// why its oldest rows are stuck.
+/* global confirm */
+// The inbox and outbox views: dead letters (and pending redrives) with redrive, one or all shown at once
+// after a confirmation, and the outbox backlog with why its oldest rows are stuck.
 import { useState } from 'preact/hooks';
-import { api, ErrorCell, html, Outcome, Time, usePoll } from './lib.mjs';
+import { api, each, ErrorCell, html, Outcome, Time, usePoll } from './lib.mjs';
 
 /** Runs an action, then reloads the view, and resolves to its outcome for {@link Outcome}. */
 async function attempt(action, success, reload) {
@@ -27,8 +28,17 @@ export function Inbox({ info }) {
         reload,
       ).then((o) => (o.ok ? o : { ...o, text: `Redrive of ${l.messageId} refused: ${o.text}` })),
     );
+  const dead = (data?.deadLetters ?? []).filter((l) => l.deadLetteredAt);
+  const redriveAll = async () => {
+    const shown = dead;
+    if (!confirm(`Redrive ${shown.length} dead letter${shown.length === 1 ? '' : 's'}? The running consumers process each one again.`)) return;
+    const result = await each(shown, (l) => api('/api/inbox/redrive', { consumer: l.consumer, messageId: l.messageId }), 'dead letters', 'Redrive requested for');
+    await reload();
+    setOutcome(result);
+  };
   return html`<main><section class="list">
     ${error && html`<p class="error">${error}</p>`}
+    ${dead.length > 1 && html`<p><button class="action" id="redrive-all" disabled=${!info.allowActions} title=${info.allowActions ? 'Redrive every dead letter shown' : 'Read-only console'} onClick=${redriveAll}>Redrive the ${dead.length} dead letters shown…</button></p>`}
     <${Outcome} outcome=${outcome} />
     <table id="inbox">
       <thead><tr><th>consumer</th><th>message id</th><th>attempts</th><th>state</th><th>since</th><th>last error</th><th></th></tr></thead>
