@@ -1,13 +1,15 @@
 /**
  * `retrysafe console --store URL [--port N] [--host H] [--allowed-host NAME]… [--token T] [--allow-actions]
- * [--sessions-table T | --sessions-prefix P] [--sample-every 5s]`: serves the operator console, a web UI over the store: keys
+ * [--sessions-table T | --sessions-prefix P] [--sample-every 5s] [--metrics URL]`: serves the operator console, a web UI over the store: keys
  * by state with search by scope and key, one record in full with a fenced release of a stuck key, and —
  * where the database holds their tables (PostgreSQL; the inbox on SQLite too) — inbox dead letters with
  * redrive and the outbox backlog with redrive of its dead letters. Client sessions are listed from the
  * store's database too: the `sessions` table of the PostgreSQL schema, the SQLite file's `--sessions-table`
  * (default `retrysafe_sessions`) when it is there, and the Redis keys under `--sessions-prefix` (default
  * `retrysafe-sessions`). Every `--sample-every` it samples the store's figures for the trends view
- * (the last hour, kept in the console's memory).
+ * (the last hour, kept in the console's memory), and with `--metrics` scrapes a Prometheus text endpoint —
+ * the receiver's instruments through OpenTelemetry's Prometheus exporter, or `retrysafe gateway`'s admin
+ * `/metrics` — for request rates, replay and 409 ratios and latency quantiles.
  *
  * It listens on 127.0.0.1 unless `--host` says otherwise; any other host requires `--token`, which every
  * API request must then carry as `Authorization: Bearer TOKEN` (open the UI at `http://HOST:PORT/#token=TOKEN`,
@@ -19,7 +21,8 @@
  * store as it is (creates no file, schema or table) and runs until interrupted.
  *
  * Exit codes: 0 stopped by SIGINT/SIGTERM; 2 usage error (a non-local `--host` without `--token`, an
- * `--allowed-host` that is no host name or address, a sessions flag of another store), store unreachable
+ * `--allowed-host` that is no host name or address, a sessions flag of another store, a `--metrics` that is
+ * no http(s) URL), store unreachable
  * or missing, port in use.
  *
  * @module
@@ -44,6 +47,7 @@ interface ConsoleFlags {
   readonly sessionsTable?: string;
   readonly sessionsPrefix?: string;
   readonly sampleEvery: number;
+  readonly metrics?: string;
 }
 
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -62,6 +66,7 @@ export function register(program: Command): void {
     .option('--sessions-table <name>', 'SQLite: the client sessions table (default retrysafe_sessions)', patternFlag('--sessions-table', /^[A-Za-z_][A-Za-z0-9_]{0,39}$/, 'letters, digits and underscores (at most 40)'))
     .option('--sessions-prefix <prefix>', 'Redis: the client sessions key prefix (default retrysafe-sessions)', patternFlag('--sessions-prefix', /^[^{}]+$/, 'a non-empty prefix without "{" or "}"'))
     .addOption(durationOption('--sample-every <duration>', 'how often the trends are sampled from the store, e.g. 5s', '5s'))
+    .option('--metrics <url>', "a Prometheus text endpoint to scrape with each sample: the receiver's (OpenTelemetry Prometheus exporter) or the gateway's admin /metrics", metricsFlag)
     .addHelpText('after', '\nExit codes: 0 stopped, 2 usage error, store unreachable or missing, port in use.')
     .action(async (flags: ConsoleFlags) => {
       if (!LOCAL_HOSTS.has(flags.host) && (flags.token === undefined || flags.token === '')) {
@@ -90,6 +95,7 @@ export function register(program: Command): void {
         allowedHosts: [flags.host, ...flags.allowedHost],
         sessions: sessions.sessions,
         trendIntervalMs: flags.sampleEvery,
+        metricsUrl: flags.metrics,
         ...extras.options,
       });
       await listen(server, flags.port, flags.host).catch(async (error: unknown) => {
@@ -121,6 +127,17 @@ export function register(program: Command): void {
 function hostFlag(text: string): string {
   if (allowedHostName(text) === undefined) throw new InvalidArgumentError('--host takes a host name or an IP address.');
   return text;
+}
+
+/**
+ * Commander argument parser for `--metrics`: an http or https URL.
+ *
+ * @throws InvalidArgumentError (exit 2) for anything else
+ */
+function metricsFlag(text: string): string {
+  const url = URL.canParse(text) ? new URL(text) : undefined;
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new InvalidArgumentError('--metrics takes an http:// or https:// URL.');
+  return url.href;
 }
 
 /**

@@ -18,7 +18,8 @@
  *   `POST /api/inbox/redrive` `{ consumer, messageId }`.
  * - `GET /api/outbox` (status and dead letters), `POST /api/outbox/redrive` `{ id }`: 200, or 404 when the
  *   row is no dead letter (any more).
- * - `GET /api/trends` — `{ intervalMs, samples }`: the console's own samples of the last hour (`./trends.ts`).
+ * - `GET /api/trends` — `{ intervalMs, samples }`: the console's own samples of the last hour (`./trends.ts`),
+ *   each with `metrics` (request rate, replay and 409 ratios, latency p50/p99) when `metricsUrl` is set.
  * - `GET /api/sessions?client=&after=&limit=` — one page (at most 200) of client sessions in client-id
  *   order; `client` is a prefix; `next` is the `after` of the following page.
  *
@@ -70,6 +71,12 @@ export interface ConsoleOptions {
   readonly allowedHosts?: readonly string[] | undefined;
   /** How often the trends are sampled, in milliseconds. @defaultValue 5_000 */
   readonly trendIntervalMs?: number | undefined;
+  /**
+   * A Prometheus text endpoint scraped with every trend sample for request rates, replay and 409 ratios and
+   * latency quantiles: the receiver's instruments through OpenTelemetry's Prometheus exporter, or `retrysafe
+   * gateway`'s admin `/metrics` (`./scrape.ts`). @defaultValue none: those charts are not drawn
+   */
+  readonly metricsUrl?: string | undefined;
 }
 
 /** How long the trends are kept: 60 minutes, in milliseconds. */
@@ -197,6 +204,7 @@ async function read(options: ConsoleOptions, url: URL): Promise<Answer> {
         inbox: options.inbox !== undefined,
         outbox: options.outbox !== undefined,
         sessions: options.sessions === undefined ? null : { location: options.sessions.location },
+        metrics: options.metricsUrl !== undefined,
       });
     case '/api/keys': {
       const { store } = options;

@@ -1,15 +1,18 @@
 /**
  * The console's trends: every `intervalMs` the console asks the store what it already answers for its
  * views — the round trip of one `get` (store latency), the outbox's backlog, oldest unsent age and dead
- * letters, the inbox's dead letters and pending redrives — and keeps the answers for `windowMs` in its own
- * memory, so `GET /api/trends` can draw how they moved. Nothing is written to the store; a console that
- * restarts starts with an empty window. A sample whose query fails is kept without that figure (`null`).
+ * letters, the inbox's dead letters and pending redrives — and, given a metrics endpoint, scrapes the
+ * receiver's (or the gateway's) request counters and latency histogram (`./scrape.ts`), and keeps the
+ * answers for `windowMs` in its own memory, so `GET /api/trends` can draw how they moved. Nothing is
+ * written to the store; a console that restarts starts with an empty window. A sample whose query fails is
+ * kept without that figure (`null`).
  *
  * @module
  */
 import type { IdempotencyStore } from '../core/store.js';
 import type { Inbox } from '../messaging/inbox/inbox.js';
 import type { Outbox, Queryable } from '../messaging/outbox/outbox.js';
+import { type MetricRates, ratesBetween, type Scrape, scrape } from './scrape.js';
 
 /** One sample. Times in milliseconds; `null` where the store has no such view or its query failed. */
 interface TrendSample {
@@ -23,6 +26,8 @@ interface TrendSample {
   readonly outboxDeadLetters: number | null;
   /** Inbox dead letters and pending redrives, counted up to {@link INBOX_COUNT_LIMIT}. */
   readonly inboxDeadLetters: number | null;
+  /** From the metrics endpoint, since the previous sample: `null` without one, or for the first scrape. */
+  readonly metrics: MetricRates | null;
 }
 
 /** The most inbox dead letters one sample counts. */
@@ -33,6 +38,8 @@ interface TrendSources {
   readonly store: IdempotencyStore;
   readonly inbox?: Inbox<unknown> | undefined;
   readonly outbox?: { readonly outbox: Outbox; readonly db: Queryable } | undefined;
+  /** A Prometheus text endpoint of the receiver or the gateway (`./scrape.ts`). */
+  readonly metricsUrl?: string | undefined;
 }
 
 /** The samples of the window, oldest first, and the interval they were taken at (milliseconds). */
@@ -51,10 +58,10 @@ function orNull<T>(read: () => Promise<T>): Promise<T | null> {
   );
 }
 
-async function sample(sources: TrendSources): Promise<TrendSample> {
+async function sample(sources: TrendSources, intervalMs: number, last: { scrape: Scrape | undefined }): Promise<TrendSample> {
   const at = Date.now();
-  const { outbox, inbox } = sources;
-  const [storeMs, status, letters] = await Promise.all([
+  const { outbox, inbox, metricsUrl } = sources;
+  const [storeMs, status, letters, scraped] = await Promise.all([
     orNull(async () => {
       const started = performance.now();
       await sources.store.get('', 'retrysafe-console-probe');
@@ -62,7 +69,11 @@ async function sample(sources: TrendSources): Promise<TrendSample> {
     }),
     outbox === undefined ? null : orNull(() => outbox.outbox.status(outbox.db)),
     inbox === undefined ? null : orNull(() => inbox.deadLetters({ limit: INBOX_COUNT_LIMIT })),
+    metricsUrl === undefined ? null : orNull(() => scrape(metricsUrl, intervalMs)),
   ]);
+  // Rates need two scrapes in a row: after a failed one the next starts again.
+  const metrics = scraped !== null && last.scrape !== undefined ? ratesBetween(last.scrape, scraped) : null;
+  last.scrape = scraped ?? undefined;
   return {
     at,
     storeMs,
@@ -70,6 +81,7 @@ async function sample(sources: TrendSources): Promise<TrendSample> {
     outboxOldestMs: status?.oldestPendingAgeMs ?? null,
     outboxDeadLetters: status?.deadLetters ?? null,
     inboxDeadLetters: letters?.length ?? null,
+    metrics,
   };
 }
 
@@ -85,11 +97,12 @@ export function startTrends(sources: TrendSources, intervalMs: number, windowMs:
     if (!Number.isInteger(value) || value <= 0) throw new RangeError(`retrysafe: trends ${name} must be a positive integer of milliseconds, got ${String(value)}`);
   }
   const kept: TrendSample[] = [];
+  const last = { scrape: undefined as Scrape | undefined };
   let running = false;
   const take = (): void => {
     if (running) return;
     running = true;
-    void sample(sources)
+    void sample(sources, intervalMs, last)
       .then((taken) => {
         kept.push(taken);
         while (kept.length > 0 && (kept[0]?.at ?? 0) < taken.at - windowMs) kept.shift();

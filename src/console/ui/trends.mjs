@@ -1,5 +1,6 @@
 // The trends view: how the store's figures moved over the last hour, sampled by the console process
-// itself (GET /api/trends), drawn with uPlot, each chart with its latest value beside it.
+// itself (GET /api/trends), drawn with uPlot, each chart with its latest value beside it; with --metrics,
+// the request rate, replay and 409 ratios and the latency quantiles scraped from the receiver or gateway.
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import { api, html, usePoll } from './lib.mjs';
@@ -10,7 +11,27 @@ const CHARTS = [
   { id: 'outbox', title: 'outbox', unit: 'rows', series: [['outboxPending', 'backlog', '#2b6cb0'], ['outboxDeadLetters', 'dead letters', '#b3261e']] },
   { id: 'outbox-age', title: 'oldest unsent', unit: 's', series: [['outboxOldestS', 'age', '#8a5a00']] },
   { id: 'inbox', title: 'inbox dead letters', unit: 'messages', series: [['inboxDeadLetters', 'dead letters and pending redrives', '#b3261e']] },
+  { id: 'requests', title: 'requests', unit: 'req/s', series: [['requestsPerSecond', 'requests per second', '#2b6cb0']] },
+  { id: 'ratios', title: 'replays and 409s', unit: '%', series: [['replayPercent', 'replayed', '#2f855a'], ['conflictPercent', '409 in flight', '#b3261e']] },
+  { id: 'latency', title: 'latency', unit: 'ms', series: [['latencyP50Ms', 'p50', '#2b6cb0'], ['latencyP99Ms', 'p99', '#8a5a00']] },
 ];
+
+const METRIC_CHARTS = new Set(['requests', 'ratios', 'latency']);
+const percent = (ratio) => (ratio === null || ratio === undefined ? null : Math.round(ratio * 1000) / 10);
+
+/** A sample with the figures the charts draw at its top level. */
+function flat(s) {
+  const m = s.metrics ?? {};
+  return {
+    ...s,
+    outboxOldestS: s.outboxOldestMs === null ? null : Math.round(s.outboxOldestMs / 100) / 10,
+    requestsPerSecond: m.requestsPerSecond ?? null,
+    replayPercent: percent(m.replayRatio),
+    conflictPercent: percent(m.conflictRatio),
+    latencyP50Ms: m.latencyP50Ms ?? null,
+    latencyP99Ms: m.latencyP99Ms ?? null,
+  };
+}
 
 function Chart({ chart, samples }) {
   const box = useRef(null);
@@ -42,10 +63,13 @@ function Chart({ chart, samples }) {
 
 export function Trends({ info }) {
   const [data, error] = usePoll(() => api('/api/trends'), []);
-  const samples = (data?.samples ?? []).map((s) => ({ ...s, outboxOldestS: s.outboxOldestMs === null ? null : Math.round(s.outboxOldestMs / 100) / 10 }));
-  const shown = CHARTS.filter((c) => (c.id.startsWith('outbox') ? info.outbox : c.id === 'inbox' ? info.inbox : true));
+  const samples = (data?.samples ?? []).map(flat);
+  const latencyOf = [...samples].reverse().find((s) => s.metrics?.latencyOf)?.metrics.latencyOf;
+  const shown = CHARTS.filter((c) => (c.id.startsWith('outbox') ? info.outbox : c.id === 'inbox' ? info.inbox : METRIC_CHARTS.has(c.id) ? info.metrics : true)).map((c) =>
+    c.id === 'latency' && latencyOf ? { ...c, title: `${latencyOf === 'store' ? 'store operation' : 'upstream'} latency` } : c,
+  );
   return html`<main><section class="list">
-    <p class="where">Sampled by this console every ${data ? data.intervalMs / 1000 : '…'} s from the store's own queries, for the last hour (${samples.length} samples since it started).</p>
+    <p class="where">Sampled by this console every ${data ? data.intervalMs / 1000 : '…'} s from the store's own queries${info.metrics ? ' and the metrics endpoint' : ''}, for the last hour (${samples.length} samples since it started).</p>
     ${error && html`<p class="error">${error}</p>`}
     <div class="charts">${data && shown.map((chart) => html`<${Chart} key=${chart.id} chart=${chart} samples=${samples} />`)}</div>
   </section></main>`;
