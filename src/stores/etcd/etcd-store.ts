@@ -82,7 +82,8 @@ export class EtcdStore implements IdempotencyStore {
             const again = claimOf(input, record.leaseToken, record.leaseExpiresAt, standing.takeover, record.recoveryPoint);
             return { acquired: true, claim: withFence(again, standing.fence) };
           }
-          return { acquired: false, record: await withBody(this.config.responseStore, standing) };
+          // Only a replay (same fingerprint) needs the body: a mismatch is refused without it.
+          return { acquired: false, record: record.fingerprint === input.fingerprint ? await withBody(this.config.responseStore, standing) : record };
         }
         const next: IdempotencyRecord = { ...fresh, createdAt: record.createdAt, ...(record.recoveryPoint !== undefined && { recoveryPoint: record.recoveryPoint }) };
         reply = await this.writer.write(key, kv.mod_revision, { put: next, fence: undefined, takeover: true, untilMs: Math.max(until, record.expiresAt - now) });

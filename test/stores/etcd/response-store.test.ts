@@ -34,11 +34,11 @@ function won(result: ClaimResult): Claim & { fencingToken: string } {
 const response = (body: Uint8Array, status = 201): StoredResponse => ({ status, headers: { 'content-type': 'application/octet-stream', 'x-order': '42' }, body });
 
 /** The side store with its writes and deletes counted. */
-function counted(side: ResponseBodyStore): ResponseBodyStore & { puts: number; deletes: number } {
-  const counts = { puts: 0, deletes: 0 };
+function counted(side: ResponseBodyStore): ResponseBodyStore & { puts: number; gets: number; deletes: number } {
+  const counts = { puts: 0, gets: 0, deletes: 0 };
   return Object.assign(counts, {
     put: (id: ResponseBodyId, body: Uint8Array, expiresAt: number) => (counts.puts++, side.put(id, body, expiresAt)),
-    get: (id: ResponseBodyId) => side.get(id),
+    get: (id: ResponseBodyId) => (counts.gets++, side.get(id)),
     delete: (id: ResponseBodyId) => (counts.deletes++, side.delete(id)),
     deleteExpired: (now: number, limit: number) => side.deleteExpired(now, limit),
     close: () => side.close(),
@@ -96,6 +96,9 @@ if ((await etcdAvailable()) && (await postgresAvailable())) {
       await receiver.execute({ scope: 's', key: 'small', fingerprint: FP }, () => Promise.resolve(response(Uint8Array.of(1, 2, 3))));
       expect(counting.puts).toBe(1);
       expect((await store.get('s', 'small'))?.response?.body).toEqual(Buffer.from([1, 2, 3]));
+      // Another fingerprint is refused (422) without reading the body.
+      await expect(receiver.execute({ scope: 's', key: 'big', fingerprint: 'e'.repeat(64) }, work)).rejects.toMatchObject({ name: 'IdempotencyKeyReusedError' });
+      expect(counting.gets).toBe(1);
     });
 
     it('answers a body missing or altered in the side store with the 410 form, never other bytes', async () => {
