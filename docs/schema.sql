@@ -407,6 +407,24 @@ CREATE SEQUENCE retrysafe.records_fence_seq
 ALTER SEQUENCE retrysafe.records_fence_seq OWNED BY retrysafe.records.fence;
 
 --
+-- Name: response_bodies; Type: TABLE; Schema: retrysafe; Owner: -
+--
+
+CREATE TABLE retrysafe.response_bodies (
+    scope text NOT NULL,
+    key text NOT NULL,
+    fencing_token text NOT NULL,
+    body bytea NOT NULL,
+    expires_at bigint NOT NULL
+);
+
+--
+-- Name: TABLE response_bodies; Type: COMMENT; Schema: retrysafe; Owner: -
+--
+
+COMMENT ON TABLE retrysafe.response_bodies IS 'Response bodies too large for their record store (etcd), by (scope, key, fencing token of the completing claim).';
+
+--
 -- Name: schema_migrations; Type: TABLE; Schema: retrysafe; Owner: -
 --
 
@@ -511,6 +529,13 @@ ALTER TABLE ONLY retrysafe.records
     ADD CONSTRAINT records_pkey PRIMARY KEY (scope, key);
 
 --
+-- Name: response_bodies response_bodies_pkey; Type: CONSTRAINT; Schema: retrysafe; Owner: -
+--
+
+ALTER TABLE ONLY retrysafe.response_bodies
+    ADD CONSTRAINT response_bodies_pkey PRIMARY KEY (scope, key, fencing_token);
+
+--
 -- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: retrysafe; Owner: -
 --
 
@@ -584,6 +609,12 @@ CREATE INDEX records_abandoned_idx ON retrysafe.records USING btree (lease_expir
 --
 
 CREATE INDEX records_expires_at_idx ON retrysafe.records USING btree (expires_at);
+
+--
+-- Name: response_bodies_expires_at; Type: INDEX; Schema: retrysafe; Owner: -
+--
+
+CREATE INDEX response_bodies_expires_at ON retrysafe.response_bodies USING btree (expires_at);
 
 --
 -- Name: sessions_client_id_c_idx; Type: INDEX; Schema: retrysafe; Owner: -

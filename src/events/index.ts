@@ -3,7 +3,8 @@
  * id from the command's idempotency key and the event's index, so the same append sent again writes
  * nothing and answers the first one's positions; the key reused for other events is an
  * {@link EventConflictError}; a stream at another version than expected is a
- * {@link WrongExpectedVersionError}, and nothing is appended.
+ * {@link WrongExpectedVersionError}, and nothing is appended. `projectOnce` and `runProjection` apply each
+ * event to a read model once, through an inbox (`retrysafe/inbox`) whose transaction the projection writes in.
  *
  * @module
  */
@@ -20,3 +21,4 @@ export {
 } from './event.js';
 export { createPostgresEventStore, type PostgresEventStoreOptions } from './postgres.js';
 export { createSqliteEventStore, type SqliteEventStoreOptions } from './sqlite.js';
+export { projectOnce, runProjection, type Projection, type ProjectionContext, type ProjectionInbox, type ProjectionRun } from './projection.js';

@@ -7,10 +7,14 @@
 import { decodeRecord, type StoredRecord } from './layout.js';
 import { rangeOf, type ConditionalWriter, type Write } from './write.js';
 
-/** A decision on a record: the result to resolve, and the write that must commit for it to hold. */
+/**
+ * A decision on a record: the result to resolve, the write that must commit for it to hold, and what must
+ * be done before that write is sent (`before`: the side store's copy of a large body).
+ */
 export interface Change<T> {
   readonly result: T;
   readonly write?: Write;
+  readonly before?: () => Promise<void>;
 }
 
 /** A decision that writes nothing. */
@@ -20,7 +24,7 @@ export function decided<T>(result: T): Change<T> {
 
 /**
  * Reads the record at `key`, lets `decide` (at the store's time `now()`) choose a result and a write, and
- * sends the write conditioned on the revision read. When another write came first, the transaction's
+ * sends the write conditioned on the revision read (after the decision's `before`, when it has one). When another write came first, the transaction's
  * failure branch returns the record as it now stands and `decide` runs again on it: the result is always
  * that of a decision on the record the write replaced.
  */
@@ -35,6 +39,7 @@ export async function change<T>(
   for (;;) {
     const decision = decide(stored, now());
     if (decision.write === undefined) return decision.result;
+    if (decision.before !== undefined) await decision.before();
     const reply = await writer.write(key, stored?.modRevision, decision.write);
     if (reply.succeeded) return decision.result;
     const kv = rangeOf(reply);

@@ -7,8 +7,10 @@
 import type { Etcd3 } from 'etcd3';
 import type { Clock } from '../../core/clock.js';
 import { claimOf, type Claim, type IdempotencyRecord, type StoredResponse } from '../../core/record.js';
+import type { ResponseBodyId, ResponseBodyStore } from '../../core/response-bodies.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { requireLimit } from '../../core/validate.js';
+import { bodyExpiresAt, bodyIdOf, externalOf, withBody } from './aside.js';
 import { change, decided, type Change } from './change.js';
 import { keptResponse } from './kept.js';
 import { decodeRecord, type StoredRecord } from './layout.js';
@@ -22,8 +24,10 @@ interface EtcdStoreConfig {
   readonly prefix: string;
   readonly clock: Clock;
   readonly generateId: () => string;
-  /** Largest response body kept, in bytes; a longer one is saved without its body. */
+  /** Largest response body kept in etcd, in bytes; a longer one goes to `responseStore`, else is saved without its body. */
   readonly maxResponseBytes: number;
+  /** Where bodies over `maxResponseBytes` are kept, if anywhere. */
+  readonly responseStore: ResponseBodyStore | undefined;
 }
 
 /** See `createEtcdStore` in `factory.ts`, which validates the configuration. */
@@ -78,7 +82,8 @@ export class EtcdStore implements IdempotencyStore {
             const again = claimOf(input, record.leaseToken, record.leaseExpiresAt, standing.takeover, record.recoveryPoint);
             return { acquired: true, claim: withFence(again, standing.fence) };
           }
-          return { acquired: false, record };
+          // Only a replay (same fingerprint) needs the body: a mismatch is refused without it.
+          return { acquired: false, record: record.fingerprint === input.fingerprint ? await withBody(this.config.responseStore, standing) : record };
         }
         const next: IdempotencyRecord = { ...fresh, createdAt: record.createdAt, ...(record.recoveryPoint !== undefined && { recoveryPoint: record.recoveryPoint }) };
         reply = await this.writer.write(key, kv.mod_revision, { put: next, fence: undefined, takeover: true, untilMs: Math.max(until, record.expiresAt - now) });
@@ -101,6 +106,8 @@ export class EtcdStore implements IdempotencyStore {
    * and is left as it is, so a completion whose reply was lost can be sent again.
    */
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
+    const side = this.config.responseStore;
+    if (side !== undefined && response.body.byteLength > this.config.maxResponseBytes) return this.completeAside(side, claim, response, retentionMs);
     const kept = keptResponse(response, this.config.maxResponseBytes);
     return this.change(claim, (stored, now) => {
       if (stored === undefined || stored.record.leaseToken !== claim.leaseToken) return decided(false);
@@ -111,10 +118,42 @@ export class EtcdStore implements IdempotencyStore {
     });
   }
 
+  /**
+   * A body over `maxResponseBytes` with a `responseStore`: the body is put under (scope, key, fencing
+   * token) before the completion's etcd transaction is sent, so a record completed in etcd always points
+   * at a body already durable. A completion fenced off (taken over, released, reaped) deletes the body it
+   * put; one that fails on etcd leaves it (the completion may have committed) to the side store's TTL.
+   */
+  private async completeAside(side: ResponseBodyStore, claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
+    const external = externalOf(response.body);
+    const head: StoredResponse = { status: response.status, headers: response.headers, body: new Uint8Array(0) };
+    let written: ResponseBodyId | undefined;
+    const done = await this.change(claim, (stored, now) => {
+      if (stored === undefined || stored.record.leaseToken !== claim.leaseToken) return decided(false);
+      const { record } = stored;
+      if (record.state === 'completed') return decided(true);
+      const completed: IdempotencyRecord = { ...record, state: 'completed', response: head, completedAt: now, expiresAt: now + retentionMs };
+      const id = bodyIdOf(stored);
+      const put = async (): Promise<void> => {
+        await side.put(id, response.body, bodyExpiresAt(now, retentionMs));
+        written = id;
+      };
+      return { result: true, ...(written === undefined && { before: put }), write: { put: completed, fence: stored.fence, takeover: stored.takeover, untilMs: retentionMs, external } };
+    });
+    if (!done && written !== undefined) await side.delete(written);
+    return done;
+  }
+
+  /**
+   * Deletes the record while held. With a `responseStore`, the body a completion of this holder may have
+   * put without committing is deleted first (one more round trip to the side store).
+   */
   release(claim: Claim): Promise<boolean> {
-    return this.change(claim, (stored) =>
-      held(stored, claim) ? { result: true, write: { delete: true } } : decided(false),
-    );
+    const side = this.config.responseStore;
+    return this.change(claim, (stored) => {
+      if (!held(stored, claim)) return decided(false);
+      return { result: true, ...(side !== undefined && { before: async () => void (await side.delete(bodyIdOf(stored))) }), write: { delete: true } };
+    });
   }
 
   /** One transaction conditioned on the revision read: the recovery point and the new lease, the token kept. */
@@ -158,7 +197,8 @@ export class EtcdStore implements IdempotencyStore {
   }
 
   async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-    return (await this.read(this.key(scope, key)))?.record;
+    const stored = await this.read(this.key(scope, key));
+    return stored === undefined ? undefined : await withBody(this.config.responseStore, stored);
   }
 
   /**
@@ -172,21 +212,27 @@ export class EtcdStore implements IdempotencyStore {
   /**
    * Walks the prefix in pages and deletes each expired record (retention over, no live lease) with a
    * transaction conditioned on the revision read, so a record claimed again meanwhile survives; stops once
-   * `limit` are deleted. The record leases drop what no reap reaches, a grace after its retention.
+   * `limit` are deleted. The record leases drop what no reap reaches, a grace after its retention. With a
+   * `responseStore`, the body of each deleted record is deleted after it, and then up to `limit` bodies
+   * past their own expiry (those of completions that never committed, or of records etcd dropped) are.
    */
   async reap(limit: number): Promise<number> {
     const now = this.config.clock.now();
+    const side = this.config.responseStore;
     let deleted = 0;
     for await (const page of scanRecords(this.config.client.kv, this.recordPrefix)) {
       for (const stored of page) {
-        if (deleted >= limit) return deleted;
+        if (deleted >= limit) break;
         const { record } = stored;
         if (record.expiresAt > now || (record.state === 'in_progress' && record.leaseExpiresAt > now)) continue;
         const reply = await this.writer.write(this.key(record.scope, record.key), stored.modRevision, { delete: true });
-        if (reply.succeeded) deleted++;
+        if (!reply.succeeded) continue;
+        deleted++;
+        if (side !== undefined && stored.external !== undefined) await side.delete(bodyIdOf(stored));
       }
       if (deleted >= limit) break;
     }
+    if (side !== undefined) await side.deleteExpired(now, limit);
     return deleted;
   }
 
@@ -258,7 +304,8 @@ export class EtcdStore implements IdempotencyStore {
   async waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
     const id = this.key(scope, key);
     const first = await this.read(id);
-    if (first?.record.state !== 'in_progress') return first?.record;
+    if (first === undefined) return undefined;
+    if (first.record.state !== 'in_progress') return await withBody(this.config.responseStore, first);
     const watcher = await this.config.client
       .watch()
       .key(id)

@@ -6,8 +6,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
 import { systemClock, type Clock } from '../../core/clock.js';
+import type { ResponseBodyStore } from '../../core/response-bodies.js';
 import type { IdempotencyStore } from '../../core/store.js';
-import { describe, requireClock, requireGenerateId, requireIntegerIn, requireNonEmptyString, requireOptions } from '../../core/validate.js';
+import { describe, invalidOption, requireClock, requireGenerateId, requireIntegerIn, requireNonEmptyString, requireOptions } from '../../core/validate.js';
 import { EtcdStore } from './etcd-store.js';
 
 /** Options of {@link createEtcdStore}. */
@@ -29,12 +30,22 @@ export interface EtcdStoreOptions {
   /** Lease-token generator. @defaultValue `crypto.randomUUID` */
   readonly generateId?: () => string;
   /**
-   * Longest response body saved, in bytes (0 to 1_048_576). A longer one is saved without its body, and a
-   * replay of it is answered 410 `idempotency-response-not-kept` rather than running the work again: etcd
-   * refuses a request over its `--max-request-bytes` (1.5 MiB by default), and every record write is one
-   * consensus round through the leader's log. @defaultValue 1_048_576 (1 MiB)
+   * Longest response body kept in etcd, in bytes (0 to 1_048_576). A longer one goes to `responseStore`;
+   * without one it is saved without its body, and a replay of it is answered 410
+   * `idempotency-response-not-kept` rather than running the work again: etcd refuses a request over its
+   * `--max-request-bytes` (1.5 MiB by default), and every record write is one consensus round through the
+   * leader's log. @defaultValue 1_048_576 (1 MiB)
    */
   readonly maxResponseBytes?: number;
+  /**
+   * Where bodies over `maxResponseBytes` are kept: `createPostgresResponseBodies` (`retrysafe/postgres`),
+   * `createSqliteResponseBodies` (`retrysafe/sqlite`), or any {@link ResponseBodyStore}. The record and
+   * its lease stay in etcd, its head holding the body's length and SHA-256; the body is put under (scope,
+   * key, fencing token) before the completion's etcd transaction, read back (and checked) on a replay, and
+   * deleted on release and reap. Caller-owned: `close()` leaves it open. See docs/etcd.md.
+   * @defaultValue none: such a body is not kept (410 on replay)
+   */
+  readonly responseStore?: ResponseBodyStore;
 }
 
 const MAX_RESPONSE_BYTES = 1_048_576;
@@ -74,8 +85,24 @@ export function createEtcdStore(
       clock: options.clock === undefined ? systemClock : requireClock(options.clock),
       generateId: requireGenerateId(options.generateId ?? randomUUID),
       maxResponseBytes: requireIntegerIn('maxResponseBytes', options.maxResponseBytes ?? MAX_RESPONSE_BYTES, 0, MAX_RESPONSE_BYTES),
+      responseStore: requireResponseStore(options.responseStore),
     }),
   );
+}
+
+/**
+ * The `responseStore` option, when given.
+ *
+ * @throws TypeError naming the option when it lacks a method of {@link ResponseBodyStore}
+ */
+function requireResponseStore(value: unknown): ResponseBodyStore | undefined {
+  if (value === undefined || isResponseBodyStore(value)) return value;
+  throw invalidOption('responseStore', 'a ResponseBodyStore (put, get, delete, deleteExpired)', value);
+}
+
+function isResponseBodyStore(value: unknown): value is ResponseBodyStore {
+  const store = value as Partial<ResponseBodyStore> | null | undefined;
+  return typeof store === 'object' && store !== null && [store.put, store.get, store.delete, store.deleteExpired].every((method) => typeof method === 'function');
 }
 
 /** Whether `value` has what the store uses of an `etcd3` client: its KV and lease services and `watch()`. */

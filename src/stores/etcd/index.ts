@@ -8,3 +8,4 @@ export { createEtcdStore, type EtcdStoreOptions } from './factory.js';
 export type { EtcdStore } from './etcd-store.js';
 export { ETCD_LEASE_GRACE_MS } from './leases.js';
 export { openEtcdStore } from './url.js';
+export type { ResponseBodyId, ResponseBodyStore } from '../../core/response-bodies.js';

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { IdempotencyRecord, RecordDraft } from '../../core/record.js';
+import { RESPONSE_NOT_KEPT_HEADER, type IdempotencyRecord, type RecordDraft } from '../../core/record.js';
 
 /** The first byte of every value this store writes; any other is not a record of this layout. */
 const FORMAT = 1;
@@ -14,7 +14,8 @@ const FORMAT = 1;
  * 2 completed), `p` fingerprint, `t` lease token, `l` lease end, `c` creation, `e` retention end, `d`
  * completion (completed only), `r` recovery point, `f` fencing token (absent on the claim's own write,
  * whose revision it is), `o` 1 when the claim took the record over, `n` scope, `k` key, `h` status and
- * headers (completed only). Times are milliseconds since the epoch.
+ * headers (completed only), `x` the body's length and SHA-256 (hex) when the body is kept in the side
+ * store instead of after the head. Times are milliseconds since the epoch.
  */
 interface Head {
   readonly s: 1 | 2;
@@ -30,6 +31,13 @@ interface Head {
   readonly n: string;
   readonly k: string;
   readonly h?: readonly [status: number, headers: Readonly<Record<string, string>>];
+  readonly x?: readonly [bytes: number, sha256: string];
+}
+
+/** A response body kept in the side store (`responseStore`): its length in bytes and its SHA-256, hex. */
+export interface ExternalBody {
+  readonly bytes: number;
+  readonly sha256: string;
 }
 
 /**
@@ -47,14 +55,20 @@ export interface StoredRecord {
   readonly fence: string;
   readonly takeover: boolean;
   readonly modRevision: string;
+  /**
+   * When the body is in the side store: its length and digest, and the headers as completed (the
+   * record's `response` is then the 410 form, without the body and marked with `RESPONSE_NOT_KEPT_HEADER`).
+   */
+  readonly external?: ExternalBody & { readonly headers: Readonly<Record<string, string>> };
 }
 
 /**
  * The value of `record`: the format byte, the head's length (4 bytes, big-endian), the head as JSON, then
  * the body bytes (completed records only). `fence` is left out on the claim's own write (`undefined`): the
- * revision of that write is the token, and the reader takes it from the key's `mod_revision`.
+ * revision of that write is the token, and the reader takes it from the key's `mod_revision`. With
+ * `external`, the body is in the side store and none follows the head.
  */
-export function encodeRecord(record: IdempotencyRecord, fence: string | undefined, takeover: boolean): Buffer {
+export function encodeRecord(record: IdempotencyRecord, fence: string | undefined, takeover: boolean, external?: ExternalBody): Buffer {
   const head: Head = {
     s: record.state === 'completed' ? 2 : 1,
     p: record.fingerprint,
@@ -69,9 +83,10 @@ export function encodeRecord(record: IdempotencyRecord, fence: string | undefine
     n: record.scope,
     k: record.key,
     ...(record.response !== undefined && { h: [record.response.status, record.response.headers] as const }),
+    ...(external !== undefined && { x: [external.bytes, external.sha256] as const }),
   };
   const json = Buffer.from(JSON.stringify(head), 'utf8');
-  const body = record.response?.body ?? new Uint8Array();
+  const body = external === undefined ? (record.response?.body ?? new Uint8Array()) : new Uint8Array();
   const value = Buffer.allocUnsafe(5 + json.length + body.byteLength);
   value[0] = FORMAT;
   value.writeUInt32BE(json.length, 1);
@@ -102,6 +117,12 @@ export function decodeRecord(value: Buffer, modRevision: string): StoredRecord {
   };
   if (head.r !== undefined) record.recoveryPoint = head.r;
   if (head.d !== undefined) record.completedAt = head.d;
-  if (head.h !== undefined) record.response = { status: head.h[0], headers: head.h[1], body: Buffer.from(value.subarray(end)) };
-  return { record, fence: head.f ?? modRevision, takeover: head.o === 1, modRevision };
+  const stored = { record, fence: head.f ?? modRevision, takeover: head.o === 1, modRevision };
+  if (head.h === undefined) return stored;
+  if (head.x === undefined) {
+    record.response = { status: head.h[0], headers: head.h[1], body: Buffer.from(value.subarray(end)) };
+    return stored;
+  }
+  record.response = { status: head.h[0], headers: { ...head.h[1], [RESPONSE_NOT_KEPT_HEADER]: String(head.x[0]) }, body: new Uint8Array(0) };
+  return { ...stored, external: { bytes: head.x[0], sha256: head.x[1], headers: head.h[1] } };
 }

@@ -6,16 +6,22 @@
  */
 import { EtcdLeaseInvalidError, type IKeyValue, type ITxnResponse, type KVClient } from 'etcd3';
 import type { IdempotencyRecord } from '../../core/record.js';
-import { encodeRecord } from './layout.js';
+import { encodeRecord, type ExternalBody } from './layout.js';
 import type { RecordLeases } from './leases.js';
 
 /**
  * What a write does: put `put` (with its fencing token, `undefined` on the claim's own write, and whether the
- * claim took the record over), under a record lease alive at least `untilMs` milliseconds from now; or
- * delete the record.
+ * claim took the record over, and `external` when its body is in the side store), under a record lease
+ * alive at least `untilMs` milliseconds from now; or delete the record.
  */
 export type Write =
-  | { readonly put: IdempotencyRecord; readonly fence: string | undefined; readonly takeover: boolean; readonly untilMs: number }
+  | {
+      readonly put: IdempotencyRecord;
+      readonly fence: string | undefined;
+      readonly takeover: boolean;
+      readonly untilMs: number;
+      readonly external?: ExternalBody;
+    }
   | { readonly delete: true };
 
 /** Runs conditional writes on one etcd client's KV service. */
@@ -47,7 +53,7 @@ export class ConditionalWriter {
         : { key, target: 'Mod' as const, result: 'Equal' as const, mod_revision: modRevision };
     const op =
       'put' in write
-        ? { request_put: { key, value: encodeRecord(write.put, write.fence, write.takeover), lease: await this.leases.leaseFor(write.untilMs) } }
+        ? { request_put: { key, value: encodeRecord(write.put, write.fence, write.takeover, write.external), lease: await this.leases.leaseFor(write.untilMs) } }
         : { request_delete_range: { key } };
     return await this.kv.txn({ compare: [compare], success: [op], failure: [{ request_range: { key } }] });
   }

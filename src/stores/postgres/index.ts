@@ -1,5 +1,6 @@
 /**
- * The PostgreSQL kit: the idempotency store (driver `pg`), its pool adapter and the migration runner.
+ * The PostgreSQL kit: the idempotency store (driver `pg`), its pool adapter, the migration runner and
+ * the side store of large response bodies.
  * `retrysafe/postgres` (`src/postgres.ts`) adds `migrate`, which runs every module's migrations.
  *
  * @module
@@ -10,4 +11,5 @@ export { applyMigrations, type MigrateOptions, type MigrateResult } from './migr
 export { DEFAULT_SCHEMA } from './schema.js';
 export { poolOf, type TransactionPool, type TransactionPoolClient } from './pool-of.js';
 export { fencedUpdate } from './fenced-update.js';
+export { createPostgresResponseBodies, type PostgresResponseBodiesOptions } from './response-bodies.js';
 export type { FencedUpdate } from '../../core/fenced-update.js';

@@ -252,7 +252,7 @@ describe.runIf(available)('PostgreSQL store', () => {
       try {
         await createSchemaAt(quoted, 7);
         expect(await functions()).toContain('require_empty_transaction');
-        expect(await migrate({ pool: db.pool, schema })).toEqual({ schema, applied: ['0008_drop_claim_guard', '0009_claim_owner', '0010_sessions_client_id_c', '0011_inbox_redrive_requested_at', '0012_events', '0013_fencing_token'], version: MIGRATIONS.length });
+        expect(await migrate({ pool: db.pool, schema })).toEqual({ schema, applied: ['0008_drop_claim_guard', '0009_claim_owner', '0010_sessions_client_id_c', '0011_inbox_redrive_requested_at', '0012_events', '0013_fencing_token', '0014_response_bodies'], version: MIGRATIONS.length });
         expect(await functions()).not.toContain('require_empty_transaction');
         expect(await functions()).toContain('claim');
         const store = createPostgresStore({ pool: db.pool, schema });

@@ -1,7 +1,8 @@
 /**
  * The idempotency store's PostgreSQL migrations: the records table, its `claim()` function, the
  * recovery points atomic phases save through the store's fenced `checkpoint` (recovery points are part of
- * the store contract, so the store owns their column and index) and the claims' fencing tokens. Their numbers belong to the one sequence
+ * the store contract, so the store owns their column and index), the claims' fencing tokens and the side
+ * store of large response bodies (`response-bodies.ts`). Their numbers belong to the one sequence
  * of every module (`src/migrate.ts`).
  *
  * @module
@@ -13,10 +14,11 @@ import { sql as waiters } from './0006_waiters.js';
 import { sql as dropClaimGuard } from './0008_drop_claim_guard.js';
 import { sql as claimOwner } from './0009_claim_owner.js';
 import { sql as fencingToken } from './0013_fencing_token.js';
+import { sql as responseBodies } from './0014_response_bodies.js';
 
 /**
  * The records table, its retention index, the claim function, the recovery points, the claim's later
- * changes and the fencing token, in order.
+ * changes, the fencing token and the side store of large response bodies, in order.
  */
 export const IDEMPOTENCY_MIGRATIONS: readonly Migration[] = [
   { version: 1, name: '0001_init', sql: init },
@@ -25,4 +27,5 @@ export const IDEMPOTENCY_MIGRATIONS: readonly Migration[] = [
   { version: 8, name: '0008_drop_claim_guard', sql: dropClaimGuard },
   { version: 9, name: '0009_claim_owner', sql: claimOwner },
   { version: 13, name: '0013_fencing_token', sql: fencingToken },
+  { version: 14, name: '0014_response_bodies', sql: responseBodies },
 ];
