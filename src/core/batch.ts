@@ -138,13 +138,24 @@ export async function runBatch<Tx, I, T>(
   const { maxExecutionMs } = engine.receiver.options;
   const start = (one: Won): Promise<StoredResponse> => fn((items[one.index] as BatchItem<I>).input, { claim: one.claim, tx: undefined as Tx, index: one.index }).then(responseOf);
   const work = maxExecutionMs === undefined ? start : (one: Won) => withDeadline(() => start(one), maxExecutionMs);
-  // Every won item's lease is kept alive from its claim on, also while it waits for a place to run, in both
-  // modes: the renewal is a fenced statement apart from any transaction the item's work runs in.
-  for (const one of won) engine.keepAlive.hold(one.claim);
+  // Leases are kept alive by fenced renewals apart from any transaction the work runs in. Plain mode and an
+  // atomic batch hold every won item's lease from its claim on; a transactional item holds its own from the
+  // start of its transaction, so a large batch does not renew every waiting item while the pool is busy
+  // with the running ones (an item taken over while it waited has its completion refused and rolls back).
+  const hold = (one: Won): void => engine.keepAlive.hold(one.claim);
   const drop = (one: Won) => () => engine.keepAlive.drop(one.claim);
-  if (atomic) await runAtomic(engine, items, fn, won, outcomes).finally(() => won.forEach((one) => engine.keepAlive.drop(one.claim)));
-  else if (engine.transactional) await mapBounded(won, concurrency, async (one) => (outcomes[one.index] = await runInTransaction(engine, items, fn, one).finally(drop(one))));
-  else await mapBounded(won, concurrency, async (one) => (outcomes[one.index] = await runPlain<Tx, T>(engine, work, one).finally(drop(one))));
+  if (atomic) {
+    won.forEach(hold);
+    await runAtomic(engine, items, fn, won, outcomes).finally(() => won.forEach((one) => drop(one)()));
+  } else if (engine.transactional) {
+    await mapBounded(won, concurrency, async (one) => {
+      hold(one);
+      outcomes[one.index] = await runInTransaction(engine, items, fn, one).finally(drop(one));
+    });
+  } else {
+    won.forEach(hold);
+    await mapBounded(won, concurrency, async (one) => (outcomes[one.index] = await runPlain<Tx, T>(engine, work, one).finally(drop(one))));
+  }
   return items.map((item, index) => outcomes[index] ?? duplicateOf(item, index, outcomes[firsts[index] as number] as BatchOutcome<T>, items[firsts[index] as number] as BatchItem<I>));
 }
 
