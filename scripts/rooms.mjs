@@ -38,6 +38,7 @@ export const ALLOWED_IMPORTS = Object.freeze({
   'src/index.ts': ['src/core', 'src/phases', 'src/observability', 'src/stores', 'src/receiver.ts'],
   'src/migrate.ts': ['src/stores/postgres', 'src/messaging/inbox', 'src/messaging/outbox', 'src/sessions', 'src/events'],
   'src/postgres.ts': ['src/stores/postgres', 'src/migrate.ts'],
+  'src/dynamodb.ts': ['src/stores/dynamodb', 'src/sessions', 'src/messaging/inbox'],
   'src/store-url.ts': ['src/core', 'src/stores', ...BACKENDS, 'src/postgres.ts', 'src/store-url-open.ts'],
   'src/store-url-open.ts': ['src/core'],
   // The console reads the gateway's indeterminate marker to show and resolve the records it holds.
