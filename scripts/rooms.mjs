@@ -30,7 +30,7 @@ export const ALLOWED_IMPORTS = Object.freeze({
   'src/stores': ['src/core', ...BACKENDS],
   'src/http': ['src/core', 'src/observability'],
   'src/sessions': ['src/core', 'src/client', 'src/observability', ...BACKENDS],
-  'src/messaging/inbox': ['src/core', 'src/observability', 'src/stores/sqlite', 'src/stores/postgres'],
+  'src/messaging/inbox': ['src/core', 'src/observability', 'src/stores/sqlite', 'src/stores/postgres', 'src/stores/dynamodb'],
   'src/messaging/outbox': ['src/core', 'src/observability', 'src/stores/postgres'],
   'src/messaging/transports': ['src/core', 'src/messaging/inbox', 'src/messaging/outbox'],
   'src/events': ['src/core', 'src/stores/sqlite', 'src/stores/postgres'],
