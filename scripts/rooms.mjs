@@ -30,7 +30,7 @@ export const ALLOWED_IMPORTS = Object.freeze({
   'src/stores': ['src/core', ...BACKENDS],
   'src/http': ['src/core', 'src/observability'],
   'src/sessions': ['src/core', 'src/client', 'src/observability', ...BACKENDS],
-  'src/messaging/inbox': ['src/core', 'src/observability', 'src/stores/sqlite', 'src/stores/postgres'],
+  'src/messaging/inbox': ['src/core', 'src/observability', 'src/stores/sqlite', 'src/stores/postgres', 'src/stores/dynamodb'],
   'src/messaging/outbox': ['src/core', 'src/observability', 'src/stores/postgres'],
   'src/messaging/transports': ['src/core', 'src/messaging/inbox', 'src/messaging/outbox'],
   'src/events': ['src/core', 'src/stores/sqlite', 'src/stores/postgres'],
@@ -38,6 +38,7 @@ export const ALLOWED_IMPORTS = Object.freeze({
   'src/index.ts': ['src/core', 'src/phases', 'src/observability', 'src/stores', 'src/receiver.ts'],
   'src/migrate.ts': ['src/stores/postgres', 'src/messaging/inbox', 'src/messaging/outbox', 'src/sessions', 'src/events'],
   'src/postgres.ts': ['src/stores/postgres', 'src/migrate.ts'],
+  'src/dynamodb.ts': ['src/stores/dynamodb', 'src/sessions', 'src/messaging/inbox'],
   'src/store-url.ts': ['src/core', 'src/stores', ...BACKENDS, 'src/postgres.ts', 'src/store-url-open.ts'],
   'src/store-url-open.ts': ['src/core'],
   // The console reads the gateway's indeterminate marker to show and resolve the records it holds.

@@ -3,8 +3,9 @@
  * Distributed Systems* and Raft (Ongaro's thesis, section 6.3). The server half
  * ({@link createSessionReceiver}) applies each (client id, request number) once and keeps memory bounded
  * by the low-water mark; the client half ({@link SessionClient}) numbers requests, tracks the low-water
- * mark and sends keep-alives. Sessions live in a {@link SessionStore}: memory, SQLite, PostgreSQL or Redis
- * (each passes the shared suite in `test/sessions/contract.ts`).
+ * mark and sends keep-alives. Sessions live in a {@link SessionStore}: memory, SQLite, PostgreSQL or Redis,
+ * or DynamoDB (`createDynamodbSessionStore` of `retrysafe/dynamodb`, which loads the AWS SDK); each passes
+ * the shared suite in `test/sessions/contract.ts`.
  *
  * @module
  */

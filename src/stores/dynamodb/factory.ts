@@ -103,8 +103,12 @@ export function createStore(options: DynamodbStoreOptions, dispose: () => void):
   return new DynamodbStore(resolveConfig({ client: options.client, table, keySchema, ttlAttribute, ttlGraceSeconds, clock, generateId, dispose }));
 }
 
-/** The key schema, frozen, when both names are non-empty and distinct. */
-function requireKeySchema(value: DynamodbKeySchema): DynamodbKeySchema {
+/**
+ * The key schema, frozen, when both names are non-empty and distinct.
+ *
+ * @throws TypeError naming `keySchema` (or the attribute) otherwise
+ */
+export function requireKeySchema(value: DynamodbKeySchema): DynamodbKeySchema {
   requireObject('keySchema', value);
   const partitionKey = requireNonEmptyString('keySchema.partitionKey', value.partitionKey, NAME_BYTES);
   const sortKey = value.sortKey === undefined ? undefined : requireNonEmptyString('keySchema.sortKey', value.sortKey, NAME_BYTES);

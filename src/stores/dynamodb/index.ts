@@ -1,5 +1,5 @@
 /**
- * `retrysafe/dynamodb`: the idempotency store on Amazon DynamoDB, through the AWS SDK v3
+ * The DynamoDB kit: the idempotency store on Amazon DynamoDB, through the AWS SDK v3
  * (`@aws-sdk/client-dynamodb`). The table, the clock it runs on and how it maps to AWS Lambda Powertools'
  * layout are in docs/aws.md.
  *

@@ -18,7 +18,7 @@ const PAGE_ITEMS = 500;
  * capacity a scan consumes: every item is read.
  */
 export async function* scanItems(
-  config: DynamodbStoreConfig,
+  config: Pick<DynamodbStoreConfig, 'client' | 'table' | 'names'>,
   filter: string | undefined,
   values: Item,
   projection: string | undefined,
