@@ -225,10 +225,13 @@ async function dispatch(context: ProxyContext, request: IncomingMessage, respons
 /** Runs the request through the route's engine and answers whatever it did not stream already. */
 async function execute(context: ProxyContext, route: RouteRuntime, id: OperationId, forwarding: Forwarding, mayRunAgain: boolean): Promise<GatewayOutcome> {
   let reconciled: StoredResponse | undefined;
-  const execution = await route.engine.execute(id, async ({ claim }) => {
+  // Not an `async` function: the usual claim (no takeover) is answered by forward's own promise.
+  const execution = await route.engine.execute(id, ({ claim }) => {
     if (!claim.takeover) return forward(forwarding, claim);
-    reconciled = await resumeInterrupted(forwarding, claim);
-    return reconciled ?? forward(forwarding, claim);
+    return resumeInterrupted(forwarding, claim).then((original) => {
+      reconciled = original;
+      return original ?? forward(forwarding, claim);
+    });
   });
   if (!execution.replayed) {
     // Sent only now that the engine saved the record (or gave up saving it: see Execution.saved).
