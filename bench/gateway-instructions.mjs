@@ -9,9 +9,10 @@
 // Defaults: 4,000 measured requests after 6,000 warm-up requests, 16 connections, store `sqlite` (a new
 // file). The gateway is `dist/cli/main.js` (`npm run build`). `replay`
 // cycles through 64 keys completed before the warm-up. Prints one JSON line: instructions per request,
-// also without V8's optimising compilers and without its garbage collector.
+// also without V8's optimising compilers and without its garbage collector. `CALLGRIND_OUT=<file>` keeps
+// callgrind's output there, for `callgrind_annotate --inclusive=yes <file>`.
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
@@ -53,6 +54,7 @@ try {
   await close();
   proxy.child.kill('SIGTERM');
   await proxy.exited;
+  if (process.env.CALLGRIND_OUT) await copyFile(out, process.env.CALLGRIND_OUT);
   process.stdout.write(`${JSON.stringify({ target, scenario, store, measured, warm, connections, ...instructionsPerRequest(out, measured) })}\n`);
 } finally {
   for (const { child, exited } of children) {
