@@ -68,11 +68,12 @@ export async function start(command, args, marker) {
 
 /**
  * The compiled gateway command (`dist/cli/main.js`, built by `npm run build`): plain JavaScript, as the
- * installed `retrysafe gateway` runs, rather than TypeScript through a loader. Exits the process with a
- * hint when it has not been built.
+ * installed `retrysafe gateway` runs, rather than TypeScript through a loader. `GATEWAY_SCRIPT=<file>`
+ * runs another build instead (an older one, to compare). Exits the process with a hint when it has not
+ * been built.
  */
 export function gatewayScript() {
-  const script = join(ROOT, 'dist', 'cli', 'main.js');
+  const script = process.env.GATEWAY_SCRIPT ?? join(ROOT, 'dist', 'cli', 'main.js');
   if (!existsSync(script)) {
     process.stderr.write(`${script} is missing: build it with npm run build\n`);
     process.exit(2);

@@ -41,8 +41,8 @@ interface Series {
 
 // Hot path: docs/hot-path.md#gateway-request
 /**
- * The lookup key of a label set: names and values joined, nothing escaped (a NUL separates them, which
- * neither a label name nor a header-derived value carries), so a recording builds one short string.
+ * The lookup key of a label set: names and values joined with NUL, nothing escaped (the values are route
+ * and upstream names from the configuration and fixed words), so a recording builds one short string.
  */
 function seriesKey(values: Readonly<Record<string, string>>): string {
   let key = '';
