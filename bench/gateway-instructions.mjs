@@ -4,7 +4,7 @@
 // in this process, sending a fixed number of requests: `warm` first, then `measured` with callgrind counting.
 // User space only: the kernel's share of a socket write is not counted.
 //
-//   node bench/gateway-instructions.mjs <bare|gateway> <no-key|new|replay> [measured] [warm] [connections] [store]
+//   node bench/gateway-instructions.mjs <bare no-key | gateway <new|replay>> [measured] [warm] [connections] [store]
 //
 // Defaults: 4,000 measured requests after 6,000 warm-up requests, 16 connections, store `sqlite` (a new
 // file). The gateway is `dist/cli/main.js` (`npm run build`). `replay`
@@ -24,8 +24,8 @@ const [target = 'gateway', scenario = 'new', measuredArg = '4000', warmArg = '60
 const measured = Number(measuredArg);
 const warm = Number(warmArg);
 const connections = Number(connArg);
-if (!['bare', 'gateway'].includes(target) || !['no-key', 'new', 'replay'].includes(scenario) || (target === 'bare' && scenario !== 'no-key')) {
-  process.stderr.write('usage: node bench/gateway-instructions.mjs <bare no-key | gateway <no-key|new|replay>> [measured] [warm] [connections] [store]\n');
+if (target === 'bare' ? scenario !== 'no-key' : target !== 'gateway' || !['new', 'replay'].includes(scenario)) {
+  process.stderr.write('usage: node bench/gateway-instructions.mjs <bare no-key | gateway <new|replay>> [measured] [warm] [connections] [store]\n');
   process.exit(2);
 }
 const dir = await mkdtemp(join(tmpdir(), 'retrysafe-gateway-instructions-'));
