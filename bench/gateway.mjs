@@ -1,11 +1,17 @@
 // The gateway beside a bare reverse proxy on undici (same upstream, no idempotency) and the upstream hit
-// directly: requests per second and p50/p99 latency of a closed loop, for new keys and for replays.
-//   node --import tsx bench/gateway.mjs [--connections 16] [--seconds 3] [--store sqlite]
-// Each server runs in its own process; the load comes from this one. The figures follow the machine's load.
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
+// directly: requests per second and p50/p99 latency of a closed loop, for new keys and for replays, and
+// the CPU time per request of each process (the server under test, the upstream, this load generator).
+//   npm run build && node bench/gateway.mjs [--connections 16] [--seconds 3] [--rounds 3] [--store sqlite]
+//
+// Method: each server runs in its own process, the load comes from this one. The gateway is the compiled
+// command (`dist/cli/main.js`), as installed, so both proxies run plain JavaScript. The rows are measured
+// in rounds, alternating (bare proxy, gateway new keys, gateway replays in each round), so a change of the
+// machine's load falls on all of them alike; each row prints the median of its rounds and their range.
+// Each load runs 1 s of warm-up before its `--seconds` of counting. CPU per request is user + system time
+// (`/proc/<pid>/stat`) over the counted window, divided by the requests answered in it: it moves far
+// less with the machine's load than requests per second do.
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -13,61 +19,34 @@ import process from 'node:process';
 import { setTimeout } from 'node:timers';
 import { parseArgs } from 'node:util';
 import { fetch, Pool } from 'undici';
+import { BARE_PROXY, BODY, freePort, gatewayScript, start, UPSTREAM, writeGatewayConfig } from './gateway-servers.mjs';
 
-const { values } = parseArgs({ options: { connections: { type: 'string', default: '16' }, seconds: { type: 'string', default: '3' }, store: { type: 'string', default: 'sqlite' } } });
+const { values } = parseArgs({
+  options: { connections: { type: 'string', default: '16' }, seconds: { type: 'string', default: '3' }, rounds: { type: 'string', default: '3' }, store: { type: 'string', default: 'sqlite' } },
+});
 const CONNECTIONS = Number(values.connections);
 const SECONDS = Number(values.seconds);
-const ROOT = join(import.meta.dirname, '..');
-const BODY = JSON.stringify({ amount: 1250, currency: 'eur', customer: 'cus_123' });
+const ROUNDS = Number(values.rounds);
+/** Clock ticks per second of `/proc/<pid>/stat` (USER_HZ, 100 on Linux). */
+const TICKS = 100;
 
-const UPSTREAM = `
-const http = require('node:http');
-let n = 0;
-http.createServer((req, res) => {
-  const chunks = [];
-  req.on('data', (c) => chunks.push(c)).on('end', () => {
-    const body = JSON.stringify({ id: ++n, bytes: Buffer.concat(chunks).length });
-    res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-  });
-}).listen(Number(process.argv[1]), '127.0.0.1', () => console.log('ready'));`;
-
-const BARE_PROXY = `
-const http = require('node:http');
-const { Pool } = require('undici');
-const pool = new Pool(process.argv[2], { connections: 64 });
-http.createServer(async (req, res) => {
-  try {
-    const answer = await pool.request({ method: req.method, path: req.url, headers: req.headers, body: req });
-    res.writeHead(answer.statusCode, answer.headers);
-    for await (const chunk of answer.body) res.write(chunk);
-    res.end();
-  } catch { res.writeHead(502).end(); }
-}).listen(Number(process.argv[1]), '127.0.0.1', () => console.log('ready'));`;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer().once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
+/** User + system CPU time of process `pid` so far, in µs. */
+function cpuOf(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) / TICKS) * 1e6;
 }
 
-async function start(command, args, marker) {
-  const child = spawn(command, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  await new Promise((resolve, reject) => {
-    const onData = (chunk) => chunk.toString().includes(marker) && resolve();
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${command} exited with ${code}`)));
-  });
-  return child;
+/** This process's user + system CPU time so far, in µs. */
+function ownCpu() {
+  const { user, system } = process.cpuUsage();
+  return user + system;
 }
 
-/** A closed loop of `CONNECTIONS` clients for `SECONDS` after a 1 s warm-up. */
-async function load(origin, keyFor) {
+/**
+ * A closed loop of `CONNECTIONS` clients for `SECONDS` after a 1 s warm-up; CPU per request of `server`
+ * and `upstream` (pids; `upstream` undefined when the server answers alone) and of this process.
+ */
+async function load(origin, keyFor, server, upstream) {
   const pool = new Pool(origin, { connections: CONNECTIONS });
   const latencies = [];
   let n = 0;
@@ -88,17 +67,27 @@ async function load(origin, keyFor) {
   };
   const workers = Array.from({ length: CONNECTIONS }, worker);
   await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const cpu = () => [cpuOf(server), upstream === undefined ? 0 : cpuOf(upstream), ownCpu()];
+  const before = cpu();
   counting = true;
   const began = performance.now();
   await new Promise((resolve) => setTimeout(resolve, SECONDS * 1_000));
   counting = false;
   const elapsed = performance.now() - began;
+  const after = cpu();
   stop = true;
   await Promise.all(workers);
   await pool.close();
   latencies.sort((a, b) => a - b);
   const at = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
-  return { perSecond: (latencies.length / elapsed) * 1_000, p50: at(0.5), p99: at(0.99), statuses };
+  const perRequest = after.map((value, i) => (value - before[i]) / latencies.length);
+  return { perSecond: (latencies.length / elapsed) * 1_000, p50: at(0.5), p99: at(0.99), statuses, serverUs: perRequest[0], upstreamUs: perRequest[1], loadUs: perRequest[2] };
+}
+
+function median(numbers) {
+  const sorted = [...numbers].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 const dir = await mkdtemp(join(tmpdir(), 'retrysafe-gateway-bench-'));
@@ -106,33 +95,64 @@ const children = [];
 try {
   const [upstreamPort, barePort, gatewayPort] = await Promise.all([freePort(), freePort(), freePort()]);
   const upstream = `http://127.0.0.1:${upstreamPort}`;
-  children.push(await start(process.execPath, ['-e', UPSTREAM, String(upstreamPort)], 'ready'));
-  children.push(await start(process.execPath, ['-e', BARE_PROXY, String(barePort), upstream], 'ready'));
+  const upstreamChild = await start(process.execPath, ['-e', UPSTREAM, String(upstreamPort)], 'ready');
+  children.push(upstreamChild);
+  const bareChild = await start(process.execPath, ['-e', BARE_PROXY, String(barePort), upstream], 'ready');
+  children.push(bareChild);
   const store = values.store === 'sqlite' ? `sqlite:${join(dir, 'gateway.db')}` : values.store;
   const config = join(dir, 'gateway.json');
-  await writeFile(config, JSON.stringify({ listen: `127.0.0.1:${gatewayPort}`, store, scope: 'global', accessLog: false, upstreams: { app: { url: upstream } }, routes: [{ path: '/payments', upstream: 'app' }] }));
-  children.push(await start(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'gateway', '--config', config], 'listening on'));
+  await writeGatewayConfig(config, gatewayPort, store, upstream);
+  const gatewayChild = await start(process.execPath, [gatewayScript(), 'gateway', '--config', config], 'listening on');
+  children.push(gatewayChild);
+  const [upstreamPid, barePid, gatewayPid] = [upstreamChild, bareChild, gatewayChild].map(({ child }) => child.pid);
   const run = Date.now().toString(36);
-  const rows = [
-    ['upstream, direct', await load(upstream, () => undefined)],
-    ['bare undici proxy', await load(`http://127.0.0.1:${barePort}`, () => undefined)],
-    [`gateway (${values.store}), new keys`, await load(`http://127.0.0.1:${gatewayPort}`, (n) => `${run}-new-${n}`)],
-  ];
   const replayKeys = 100;
   for (let i = 0; i < replayKeys; i += 1) {
     const answer = await fetch(`http://127.0.0.1:${gatewayPort}/payments`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': `${run}-replay-${i}` }, body: BODY });
     await answer.arrayBuffer();
   }
-  rows.push([`gateway (${values.store}), replays`, await load(`http://127.0.0.1:${gatewayPort}`, (n) => `${run}-replay-${n % replayKeys}`)]);
-  const bare = rows[1][1];
-  process.stdout.write(`| ${CONNECTIONS} connections, ${SECONDS} s | requests/s | × bare proxy | p50 ms | p99 ms | statuses |\n|---|---|---|---|---|---|\n`);
-  for (const [name, result] of rows) {
-    process.stdout.write(`| ${name} | ${result.perSecond.toFixed(0)} | ${(result.perSecond / bare.perSecond).toFixed(2)} | ${result.p50.toFixed(2)} | ${result.p99.toFixed(2)} | ${JSON.stringify(result.statuses)} |\n`);
+  const names = ['upstream, direct', 'bare undici proxy', `gateway (${values.store}), new keys`, `gateway (${values.store}), replays`];
+  const results = names.map(() => []);
+  results[0].push(await load(upstream, () => undefined, upstreamPid, undefined));
+  let fresh = 0;
+  for (let round = 0; round < ROUNDS; round += 1) {
+    results[1].push(await load(`http://127.0.0.1:${barePort}`, () => undefined, barePid, upstreamPid));
+    results[2].push(await load(`http://127.0.0.1:${gatewayPort}`, () => `${run}-new-${fresh++}`, gatewayPid, upstreamPid));
+    results[3].push(await load(`http://127.0.0.1:${gatewayPort}`, (n) => `${run}-replay-${n % replayKeys}`, gatewayPid, upstreamPid));
   }
+  // Ratios and added latency are taken within each round, against that round's bare proxy.
+  const bareOf = (round) => results[1][round];
+  const bareMedian = median(results[1].map((r) => r.perSecond));
+  const range = (rows, pick, digits) => {
+    const picked = rows.map((row, round) => pick(row, round));
+    const text = (value) => value.toFixed(digits);
+    return rows.length === 1 ? text(picked[0]) : `${text(median(picked))} (${text(Math.min(...picked))}–${text(Math.max(...picked))})`;
+  };
+  process.stdout.write(
+    `| ${CONNECTIONS} connections, ${SECONDS} s, ${ROUNDS} rounds | requests/s | × bare proxy | p50 ms | p50 − bare p50 ms | p99 ms | server CPU µs/request | upstream CPU µs/request | load CPU µs/request | statuses |\n` +
+      '|---|---|---|---|---|---|---|---|---|---|\n',
+  );
+  names.forEach((name, i) => {
+    const rows = results[i];
+    const statuses = {};
+    for (const row of rows) for (const [status, count] of Object.entries(row.statuses)) statuses[status] = (statuses[status] ?? 0) + count;
+    const cells = [
+      range(rows, (r) => r.perSecond, 0),
+      range(rows, (r, round) => r.perSecond / (i === 0 ? bareMedian : bareOf(round).perSecond), 2),
+      range(rows, (r) => r.p50, 2),
+      i < 2 ? '' : range(rows, (r, round) => r.p50 - bareOf(round).p50, 2),
+      range(rows, (r) => r.p99, 2),
+      range(rows, (r) => r.serverUs, 0),
+      i === 0 ? '' : range(rows, (r) => r.upstreamUs, 0),
+      range(rows, (r) => r.loadUs, 0),
+      JSON.stringify(statuses),
+    ];
+    process.stdout.write(`| ${name} | ${cells.join(' | ')} |\n`);
+  });
 } finally {
-  for (const child of children) {
+  for (const { child, exited } of children) {
     child.kill('SIGTERM');
-    if (child.exitCode === null) await once(child, 'exit');
+    if (child.exitCode === null) await exited;
   }
   await rm(dir, { recursive: true, force: true });
 }

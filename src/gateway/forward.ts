@@ -40,10 +40,13 @@ export interface Forwarding {
   unsent?: UnsentAnswer;
 }
 
-/** A response read whole, not yet sent: the upstream's status, the headers for the client, the body. */
-interface UnsentAnswer {
+/**
+ * A response read whole, not yet sent: the upstream's status, the headers for the client (an object of
+ * its own, which the sender completes with the body's length), the body.
+ */
+export interface UnsentAnswer {
   readonly status: number;
-  readonly headers: Readonly<Record<string, string | string[]>>;
+  readonly headers: Record<string, string | string[]>;
   readonly body: Buffer;
 }
 
@@ -100,28 +103,22 @@ export async function forward(forwarding: Forwarding, claim: Claim): Promise<Sto
   metrics.upstreamLatency.observe(upstream.name, forwarding.upstreamMs / 1000);
   metrics.upstreamResponses.add({ upstream: upstream.name, status: `${Math.floor(answer.statusCode / 100)}xx` });
   const headers = clientHeaders(answer.headers);
-  const kept: Buffer[] = [];
-  let length = 0;
-  let streaming = false;
+  let kept: Kept;
   try {
-    for await (const chunk of answer.body) {
-      const part = chunk as Buffer;
-      length += part.byteLength;
-      if (!streaming && length <= route.maxResponseBytes) {
-        kept.push(part);
-        continue;
+    kept = await keptWithin(answer.body, route.maxResponseBytes);
+    if (kept.over) {
+      // Over the cap: the record keeps no body, so nothing is held back from here on.
+      response.writeHead(answer.statusCode, headers);
+      for (const earlier of kept.parts) {
+        const full = writeChunk(response, earlier);
+        if (full !== undefined) await full;
       }
-      if (!streaming) {
-        // Over the cap: the record keeps no body, so nothing is held back from here on.
-        streaming = true;
-        response.writeHead(answer.statusCode, headers);
-        for (const earlier of kept) {
-          const full = writeChunk(response, earlier);
-          if (full !== undefined) await full;
-        }
+      for await (const chunk of answer.body) {
+        const part = chunk as Buffer;
+        kept.length += part.byteLength;
+        const full = writeChunk(response, part);
+        if (full !== undefined) await full;
       }
-      const full = writeChunk(response, part);
-      if (full !== undefined) await full;
     }
   } catch (error) {
     endUpstreamSpan(span, answer.statusCode, error);
@@ -131,12 +128,63 @@ export async function forward(forwarding: Forwarding, claim: Claim): Promise<Sto
   }
   endUpstreamSpan(span, answer.statusCode);
   const saved = replayedHeaders(headers, route.replayHeaders);
-  if (!streaming) {
-    const body = Buffer.concat(kept, length);
+  if (!kept.over) {
+    const body = Buffer.concat(kept.parts, kept.length);
     forwarding.unsent = { status: answer.statusCode, headers, body };
     return { status: answer.statusCode, headers: saved, body };
   }
   response.end();
-  saved[RESPONSE_NOT_KEPT_HEADER] = String(length);
+  saved[RESPONSE_NOT_KEPT_HEADER] = String(kept.length);
   return { status: answer.statusCode, headers: saved, body: new Uint8Array(0) };
+}
+
+/** The start of a response body: its chunks up to the one that crossed the cap (if one did), and their length. */
+interface Kept {
+  readonly parts: Buffer[];
+  length: number;
+  /** Whether the body is longer than the cap (the stream is then paused after the chunk that crossed it). */
+  readonly over: boolean;
+}
+
+// Hot path: docs/hot-path.md#gateway-request
+/**
+ * Reads `body` through `data`/`end` listeners until it ends, or until a chunk takes it past `cap` bytes
+ * (then it is paused there, for the caller to stream the rest). Rejects with the stream's error, or when
+ * it closes before its end.
+ */
+function keptWithin(body: Readable, cap: number): Promise<Kept> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let length = 0;
+    const stop = (): void => {
+      body.removeListener('data', onData);
+      body.removeListener('end', onEnd);
+      body.removeListener('error', onError);
+      body.removeListener('close', onClose);
+    };
+    const onData = (chunk: Buffer): void => {
+      parts.push(chunk);
+      length += chunk.byteLength;
+      if (length <= cap) return;
+      stop();
+      body.pause();
+      resolve({ parts, length, over: true });
+    };
+    const onEnd = (): void => {
+      stop();
+      resolve({ parts, length, over: false });
+    };
+    const onError = (error: Error): void => {
+      stop();
+      reject(error);
+    };
+    const onClose = (): void => {
+      stop();
+      reject(new Error('the upstream response closed before its end'));
+    };
+    body.on('data', onData);
+    body.on('end', onEnd);
+    body.on('error', onError);
+    body.on('close', onClose);
+  });
 }

@@ -20,8 +20,27 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
-/** Set by the gateway itself from the spooled body; the client's value is not passed on. */
-const SET_BY_GATEWAY = new Set(['host', 'content-length']);
+/**
+ * What {@link upstreamHeaders} does with a request header, by its lower-case name (a name not listed is
+ * passed on): `drop` a hop-by-hop header, or one the gateway sets itself (`host`, and `content-length`
+ * from the spooled body); `connection`: dropped, and the names it lists dropped too; `forwarded` and
+ * `forwarded-for`: the gateway's node or the client's address appended to the client's value;
+ * `replaced`: `X-Forwarded-Host` and `-Proto`, set by the gateway; `key`: `Idempotency-Key`, passed on
+ * when the route forwards it.
+ */
+type Handling = 'drop' | 'connection' | 'forwarded' | 'forwarded-for' | 'replaced' | 'key';
+
+const REQUEST_HANDLING: ReadonlyMap<string, Handling> = new Map<string, Handling>([
+  ...[...HOP_BY_HOP].map((name): [string, Handling] => [name, 'drop']),
+  ['connection', 'connection'],
+  ['host', 'drop'],
+  ['content-length', 'drop'],
+  ['forwarded', 'forwarded'],
+  ['x-forwarded-for', 'forwarded-for'],
+  ['x-forwarded-host', 'replaced'],
+  ['x-forwarded-proto', 'replaced'],
+  ['idempotency-key', 'key'],
+]);
 
 /** What the gateway says about the client connection in the forwarded headers. */
 interface ClientConnection {
@@ -32,12 +51,16 @@ interface ClientConnection {
   readonly proto: 'http' | 'https';
 }
 
-/** The names a `Connection` header lists, lower case. */
-function connectionNames(value: string | string[] | undefined): Set<string> {
-  const names = new Set<string>();
-  for (const part of (Array.isArray(value) ? value.join(',') : (value ?? '')).split(',')) {
+/**
+ * The names a `Connection` header lists, lower case, other than the hop-by-hop ones (dropped anyway);
+ * `undefined` when it lists no other (`keep-alive`), as it usually does.
+ */
+function connectionNames(value: string | string[] | undefined): Set<string> | undefined {
+  if (value === undefined) return undefined;
+  let names: Set<string> | undefined;
+  for (const part of (Array.isArray(value) ? value.join(',') : value).split(',')) {
     const name = part.trim().toLowerCase();
-    if (name !== '') names.add(name);
+    if (name !== '' && !HOP_BY_HOP.has(name)) (names ??= new Set()).add(name);
   }
   return names;
 }
@@ -47,36 +70,49 @@ function forwardedNode(address: string): string {
   return address.includes(':') ? `"[${address}]"` : address;
 }
 
+/** `headers` (a flat name/value list) without those whose lower-case name is in `names`. */
+function without(headers: readonly string[], names: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    if (!names.has((headers[i] as string).toLowerCase())) out.push(headers[i] as string, headers[i + 1] as string);
+  }
+  return out;
+}
+
+// Hot path: docs/hot-path.md#gateway-request
 /**
  * The headers sent to the upstream: the client's `rawHeaders` (names and repeated values as sent) minus
- * hop-by-hop headers, `Host` and `Content-Length`, with the forwarded headers appended to any the client
- * (or a proxy in front) sent.
+ * hop-by-hop headers, `Host` and `Content-Length` (and `Idempotency-Key` unless `keepKey`), with the
+ * forwarded headers appended to any the client (or a proxy in front) sent. One pass over the headers,
+ * one lookup per name; only a `Connection` header that lists other names costs a second pass.
  *
  * @param rawHeaders - the request's `rawHeaders`: name, value, name, value, …
+ * @param keepKey - whether `Idempotency-Key` is passed on (the route's `forwardKey`) @defaultValue true
  */
-export function upstreamHeaders(rawHeaders: readonly string[], client: ClientConnection): string[] {
-  const out: string[] = [];
-  let connection: string[] = [];
-  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    if ((rawHeaders[i] as string).toLowerCase() === 'connection') connection = [...connection, rawHeaders[i + 1] as string];
-  }
-  const dropped = connectionNames(connection);
-  const forwarded: Record<string, string> = {};
+export function upstreamHeaders(rawHeaders: readonly string[], client: ClientConnection, keepKey = true): string[] {
+  let out: string[] = [];
+  let connection: string | undefined;
+  let forwarded: string | undefined;
+  let forwardedFor: string | undefined;
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string;
     const value = rawHeaders[i + 1] as string;
-    const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || SET_BY_GATEWAY.has(lower) || dropped.has(lower)) continue;
-    if (lower === 'forwarded' || lower === 'x-forwarded-for') {
-      forwarded[lower] = forwarded[lower] === undefined ? value : `${forwarded[lower]}, ${value}`;
-      continue;
-    }
-    if (lower === 'x-forwarded-host' || lower === 'x-forwarded-proto') continue;
-    out.push(name, value);
+    const handling = REQUEST_HANDLING.get(name.toLowerCase());
+    if (handling === undefined || (handling === 'key' && keepKey)) out.push(name, value);
+    else if (handling === 'connection') connection = connection === undefined ? value : `${connection},${value}`;
+    else if (handling === 'forwarded') forwarded = forwarded === undefined ? value : `${forwarded}, ${value}`;
+    else if (handling === 'forwarded-for') forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`;
+  }
+  const listed = connectionNames(connection);
+  if (listed !== undefined) {
+    out = without(out, listed);
+    // A Connection header naming Forwarded or X-Forwarded-For drops the client's value of it.
+    if (listed.has('forwarded')) forwarded = undefined;
+    if (listed.has('x-forwarded-for')) forwardedFor = undefined;
   }
   const node = `for=${forwardedNode(client.address)};proto=${client.proto}${client.host === undefined ? '' : `;host=${JSON.stringify(client.host)}`}`;
-  out.push('forwarded', forwarded['forwarded'] === undefined ? node : `${forwarded['forwarded']}, ${node}`);
-  out.push('x-forwarded-for', forwarded['x-forwarded-for'] === undefined ? client.address : `${forwarded['x-forwarded-for']}, ${client.address}`);
+  out.push('forwarded', forwarded === undefined ? node : `${forwarded}, ${node}`);
+  out.push('x-forwarded-for', forwardedFor === undefined ? client.address : `${forwardedFor}, ${client.address}`);
   if (client.host !== undefined) out.push('x-forwarded-host', client.host);
   out.push('x-forwarded-proto', client.proto);
   return out;
@@ -88,7 +124,7 @@ export function clientHeaders(headers: IncomingHttpHeaders | Record<string, stri
   const out: Record<string, string | string[]> = {};
   for (const name in headers) {
     const value = headers[name];
-    if (value === undefined || HOP_BY_HOP.has(name) || dropped.has(name)) continue;
+    if (value === undefined || HOP_BY_HOP.has(name) || dropped?.has(name) === true) continue;
     out[name] = value;
   }
   return out;

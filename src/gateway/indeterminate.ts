@@ -92,6 +92,11 @@ function presented(record: IdempotencyRecord): IdempotencyRecord {
   return { ...record, state: 'completed', response };
 }
 
+/** A claim's result as the engine is shown it: a held record that stood in the way presented as above. */
+function presentedClaim(result: ClaimResult): ClaimResult {
+  return result.acquired ? result : { acquired: false, record: presented(result.record) };
+}
+
 /**
  * The store the gateway's engines run on: the configured store, with held records presented as above and
  * the release of a held claim refused. Every other call goes to the store unchanged.
@@ -144,9 +149,9 @@ export class HoldingStore implements IdempotencyStore {
     return this.inner.renew(claim, leaseMs);
   }
 
-  async claim(input: ClaimInput): Promise<ClaimResult> {
-    const result = await this.inner.claim(input);
-    return result.acquired ? result : { acquired: false, record: presented(result.record) };
+  claim(input: ClaimInput): Promise<ClaimResult> {
+    // Hot path: docs/hot-path.md#gateway-request (one `then`, not an `async` layer)
+    return this.inner.claim(input).then(presentedClaim);
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {

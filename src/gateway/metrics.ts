@@ -33,28 +33,48 @@ function labels(values: Readonly<Record<string, string>>): string {
   return parts.length === 0 ? '' : `{${parts.join(',')}}`;
 }
 
-/** A counter with labels, keyed by its label text. */
+/** One labelled series of a counter: its label text (escaped once, when first seen) and its value. */
+interface Series {
+  readonly labels: string;
+  value: number;
+}
+
+// Hot path: docs/hot-path.md#gateway-request
+/**
+ * The lookup key of a label set: names and values joined with NUL, nothing escaped (the values are route
+ * and upstream names from the configuration and fixed words), so a recording builds one short string.
+ */
+function seriesKey(values: Readonly<Record<string, string>>): string {
+  let key = '';
+  for (const name in values) key += `${name}\0${values[name] as string}\0`;
+  return key;
+}
+
+/** A counter with labels, keyed by its label set. */
 class Counter {
-  private readonly values = new Map<string, number>();
+  private readonly series = new Map<string, Series>();
   constructor(
     readonly name: string,
     readonly help: string,
   ) {}
 
   add(label: Readonly<Record<string, string>>, by = 1): void {
-    const key = labels(label);
-    this.values.set(key, (this.values.get(key) ?? 0) + by);
+    const key = seriesKey(label);
+    const found = this.series.get(key);
+    if (found !== undefined) found.value += by;
+    else this.series.set(key, { labels: labels(label), value: by });
   }
 
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];
-    for (const [key, value] of this.values) lines.push(`${this.name}${key} ${value}`);
+    for (const { labels: text, value } of this.series.values()) lines.push(`${this.name}${text} ${value}`);
     return lines.join('\n');
   }
 }
 
 /** The upstream latency histogram, per upstream. */
 class Histogram {
+  /** Per upstream: the observations that fell in each bucket (not cumulative: summed when rendered). */
   private readonly series = new Map<string, { counts: number[]; sum: number; count: number }>();
   constructor(
     readonly name: string,
@@ -67,7 +87,9 @@ class Histogram {
       entry = { counts: BUCKETS.map(() => 0), sum: 0, count: 0 };
       this.series.set(upstream, entry);
     }
-    for (let i = 0; i < BUCKETS.length; i += 1) if (seconds <= (BUCKETS[i] as number)) entry.counts[i] = (entry.counts[i] as number) + 1;
+    let bucket = 0;
+    while (bucket < BUCKETS.length && seconds > (BUCKETS[bucket] as number)) bucket += 1;
+    if (bucket < BUCKETS.length) entry.counts[bucket] = (entry.counts[bucket] as number) + 1;
     entry.sum += seconds;
     entry.count += 1;
   }
@@ -75,7 +97,11 @@ class Histogram {
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
     for (const [upstream, entry] of this.series) {
-      BUCKETS.forEach((bound, i) => lines.push(`${this.name}_bucket${labels({ upstream, le: String(bound) })} ${entry.counts[i] ?? 0}`));
+      let cumulative = 0;
+      BUCKETS.forEach((bound, i) => {
+        cumulative += entry.counts[i] ?? 0;
+        lines.push(`${this.name}_bucket${labels({ upstream, le: String(bound) })} ${cumulative}`);
+      });
       lines.push(`${this.name}_bucket${labels({ upstream, le: '+Inf' })} ${entry.count}`);
       lines.push(`${this.name}_sum${labels({ upstream })} ${entry.sum}`);
       lines.push(`${this.name}_count${labels({ upstream })} ${entry.count}`);

@@ -28,7 +28,7 @@ import { RESPONSE_NOT_KEPT_HEADER, type Claim, type StoredResponse } from '../co
 import type { OperationId, Receiver } from '../core/receiver.js';
 import { keyHash } from '../observability/logging.js';
 import type { RouteConfig } from './config.js';
-import { forward, holdIndeterminate, writeChunk, type Forwarding } from './forward.js';
+import { forward, holdIndeterminate, writeChunk, type Forwarding, type UnsentAnswer } from './forward.js';
 import { clientHeaders, upstreamHeaders } from './headers.js';
 import { heldClaimOf, markFor, OUTCOME_UNKNOWN_HEADER, type HoldingStore, type IndeterminateCause } from './indeterminate.js';
 import type { GatewayMetrics, GatewayOutcome } from './metrics.js';
@@ -61,7 +61,9 @@ interface AccessEntry {
   route: string | undefined;
   /** The route's path pattern, for the server span's name. */
   routePath: string | undefined;
-  keyHash: string | undefined;
+  /** The key's scope and the key, once parsed (the log line carries their hash, computed only for it). */
+  scope: string | undefined;
+  key: string | undefined;
   upstreamStatus: number | undefined;
   upstreamMs: number | undefined;
 }
@@ -89,15 +91,29 @@ function send(response: ServerResponse, status: number, headers: Readonly<Record
   response.end(body);
 }
 
-/** Sends a saved response as a replay. */
-function sendReplay(response: ServerResponse, saved: StoredResponse): void {
-  send(response, saved.status, { ...saved.headers, [REPLAYED]: 'true' }, saved.body);
+/** Sends the upstream's response held until its record was saved (its headers are its own to amend). */
+function sendUnsent(response: ServerResponse, unsent: UnsentAnswer): void {
+  unsent.headers['content-length'] = String(unsent.body.byteLength);
+  response.writeHead(unsent.status, unsent.headers);
+  response.end(unsent.body);
 }
 
-/** The request split into path and query. */
-function splitUrl(url: string): { path: string; query: string } {
-  const at = url.indexOf('?');
-  return at < 0 ? { path: url, query: '' } : { path: url.slice(0, at), query: url.slice(at + 1) };
+/** Sends a saved response as a replay. */
+function sendReplay(response: ServerResponse, saved: StoredResponse): void {
+  response.writeHead(saved.status, { ...saved.headers, [REPLAYED]: 'true', 'content-length': String(saved.body.byteLength) });
+  response.end(saved.body);
+}
+
+/** The path of a request target (without its query). */
+function pathOf(target: string): string {
+  const at = target.indexOf('?');
+  return at < 0 ? target : target.slice(0, at);
+}
+
+/** The first route that takes `method` and `path`. */
+function routeFor(routes: readonly RouteRuntime[], method: string, path: string): RouteRuntime | undefined {
+  for (const route of routes) if (route.config.methods.has(method) && route.config.pattern.test(path)) return route;
+  return undefined;
 }
 
 /**
@@ -105,30 +121,32 @@ function splitUrl(url: string): { path: string; query: string } {
  * under way).
  */
 export async function handleRequest(context: ProxyContext, request: IncomingMessage, response: ServerResponse): Promise<void> {
-  const started = performance.now();
-  const entry: AccessEntry = { route: undefined, routePath: undefined, keyHash: undefined, upstreamStatus: undefined, upstreamMs: undefined };
+  const started = context.log === undefined ? 0 : performance.now();
+  const entry: AccessEntry = { route: undefined, routePath: undefined, scope: undefined, key: undefined, upstreamStatus: undefined, upstreamMs: undefined };
   const method = request.method ?? 'GET';
-  const span = startServerSpan(method, splitUrl(request.url ?? '/').path, request.headers);
+  const span = startServerSpan(method, request.url ?? '/', request.headers);
   let outcome: GatewayOutcome;
   try {
-    outcome = await withinSpan(span, () => dispatch(context, request, response, entry));
+    outcome = await (span === undefined ? dispatch(context, request, response, entry) : withinSpan(span, () => dispatch(context, request, response, entry)));
   } catch (error) {
     outcome = error instanceof IdempotencyError ? (OUTCOMES[error.code] ?? 'error') : 'error';
     answerFailure(response, error);
   }
-  if (entry.routePath !== undefined) routeServerSpan(span, method, entry.routePath);
-  endServerSpan(span, response.statusCode);
+  if (span !== undefined) {
+    if (entry.routePath !== undefined) routeServerSpan(span, method, entry.routePath);
+    endServerSpan(span, response.statusCode);
+  }
   context.metrics.requests.add({ route: entry.route ?? '', outcome });
   if (context.log === undefined) return;
   context.log(
     JSON.stringify({
       time: new Date().toISOString(),
       method: request.method,
-      path: splitUrl(request.url ?? '/').path,
+      path: pathOf(request.url ?? '/'),
       route: entry.route,
       status: response.statusCode,
       outcome,
-      keyHash: entry.keyHash,
+      keyHash: entry.scope === undefined || entry.key === undefined ? undefined : keyHash(entry.scope, entry.key),
       upstreamStatus: entry.upstreamStatus,
       upstreamMs: entry.upstreamMs === undefined ? undefined : Math.round(entry.upstreamMs * 1000) / 1000,
       durationMs: Math.round((performance.now() - started) * 1000) / 1000,
@@ -162,31 +180,36 @@ class NotKept extends ResponseNotKeptError {
   }
 }
 
+// Hot path: docs/hot-path.md#gateway-request
 async function dispatch(context: ProxyContext, request: IncomingMessage, response: ServerResponse, entry: AccessEntry): Promise<GatewayOutcome> {
   const method = (request.method ?? 'GET').toUpperCase();
   const target = request.url ?? '/';
-  const { path, query } = splitUrl(target);
-  const route = context.routes.find((candidate) => candidate.config.methods.has(method) && candidate.config.pattern.test(path));
+  const at = target.indexOf('?');
+  const path = at < 0 ? target : target.slice(0, at);
+  const route = routeFor(context.routes, method, path);
   if (route === undefined) throw new NoRouteError();
   entry.route = route.config.name;
   entry.routePath = route.config.path;
   const raw = request.headers[IDEMPOTENCY_KEY];
   const client = { address: request.socket.remoteAddress ?? '', host: request.headers.host, proto: 'encrypted' in request.socket ? ('https' as const) : ('http' as const) };
-  const headers = upstreamHeaders(request.rawHeaders, client);
   if (route.config.key === 'off' || (raw === undefined && route.config.key === 'optional')) {
-    await passThrough(route, method, target, headers, request, response, entry);
+    await passThrough(route, method, target, upstreamHeaders(request.rawHeaders, client), request, response, entry);
     return 'forwarded';
   }
   if (raw === undefined) throw new IdempotencyKeyMissingError();
   const key = parseIdempotencyKey(Array.isArray(raw) ? raw.join(', ') : raw);
+  // The request event comes while the HTTP parser is still in the packet that carried the headers: after
+  // this await, a body that came with them is buffered whole, and spoolBody takes it without waiting.
   const scope = await context.scope(request);
-  entry.keyHash = keyHash(scope, key);
-  const body = await spoolBody(request, route.config.maxBodyBytes);
-  const forwardedHeaders = route.config.forwardKey ? headers : withoutKey(headers);
-  forwardedHeaders.push('content-length', String(body.length));
+  entry.scope = scope;
+  entry.key = key;
+  const spooled = spoolBody(request, route.config.maxBodyBytes);
+  const body = spooled instanceof Promise ? await spooled : spooled;
+  const headers = upstreamHeaders(request.rawHeaders, client, route.config.forwardKey);
+  headers.push('content-length', String(body.length));
   try {
-    const id = { scope, key, fingerprint: fingerprint({ method, route: path, query, body: body.digest }) };
-    const forwarding: Forwarding = { route: route.config, upstream: route.upstream, store: context.store, metrics: context.metrics, method, path: target, headers: forwardedHeaders, body: () => body.body(), response };
+    const id = { scope, key, fingerprint: fingerprint({ method, route: path, query: at < 0 ? '' : target.slice(at + 1), body: body.digest }) };
+    const forwarding: Forwarding = { route: route.config, upstream: route.upstream, store: context.store, metrics: context.metrics, method, path: target, headers, body: () => body.body(), response };
     try {
       return await execute(context, route, id, forwarding, true);
     } finally {
@@ -194,30 +217,26 @@ async function dispatch(context: ProxyContext, request: IncomingMessage, respons
       entry.upstreamMs = forwarding.upstreamMs;
     }
   } finally {
-    await body.dispose();
+    const disposed = body.dispose();
+    if (disposed !== undefined) await disposed;
   }
-}
-
-function withoutKey(headers: string[]): string[] {
-  const out: string[] = [];
-  for (let i = 0; i + 1 < headers.length; i += 2) {
-    if ((headers[i] as string).toLowerCase() !== IDEMPOTENCY_KEY) out.push(headers[i] as string, headers[i + 1] as string);
-  }
-  return out;
 }
 
 /** Runs the request through the route's engine and answers whatever it did not stream already. */
 async function execute(context: ProxyContext, route: RouteRuntime, id: OperationId, forwarding: Forwarding, mayRunAgain: boolean): Promise<GatewayOutcome> {
   let reconciled: StoredResponse | undefined;
-  const execution = await route.engine.execute(id, async ({ claim }) => {
+  // Not an `async` function: the usual claim (no takeover) is answered by forward's own promise.
+  const execution = await route.engine.execute(id, ({ claim }) => {
     if (!claim.takeover) return forward(forwarding, claim);
-    reconciled = await resumeInterrupted(forwarding, claim);
-    return reconciled ?? forward(forwarding, claim);
+    return resumeInterrupted(forwarding, claim).then((original) => {
+      reconciled = original;
+      return original ?? forward(forwarding, claim);
+    });
   });
   if (!execution.replayed) {
     // Sent only now that the engine saved the record (or gave up saving it: see Execution.saved).
     if (reconciled !== undefined) sendReplay(forwarding.response, reconciled);
-    else if (forwarding.unsent !== undefined) send(forwarding.response, forwarding.unsent.status, forwarding.unsent.headers, forwarding.unsent.body);
+    else if (forwarding.unsent !== undefined) sendUnsent(forwarding.response, forwarding.unsent);
     return reconciled !== undefined ? 'reconciled' : 'executed';
   }
   const saved = execution.response;

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import type { TLSSocket } from 'node:tls';
@@ -78,7 +78,7 @@ export async function createScopeResolver(rule: ScopeConfig): Promise<ScopeResol
       return (request) => {
         const value = headerOf(request, rule.header);
         if (value === undefined || value === '') return Promise.reject(new IdentityRefusedError(`The ${rule.header} header is required.`));
-        return Promise.resolve(`api-key:${createHash('sha256').update(value).digest('hex')}`);
+        return Promise.resolve(`api-key:${hash('sha256', value)}`);
       };
     case 'trusted-header':
       return (request) => {

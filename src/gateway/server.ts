@@ -143,6 +143,11 @@ class RunningGateway implements Gateway {
   private inFlight = 0;
   private drained: (() => void) | undefined;
   private reloading: Promise<boolean> = Promise.resolve(true);
+  /** Counts a served request out, and ends a drain when it was the last in flight. */
+  private readonly served = (): void => {
+    this.inFlight -= 1;
+    if (this.inFlight === 0) this.drained?.();
+  };
 
   constructor(
     private inForce: GatewayConfig,
@@ -161,10 +166,8 @@ class RunningGateway implements Gateway {
   async listen(): Promise<void> {
     const onRequest = (request: IncomingMessage, response: ServerResponse): void => {
       this.inFlight += 1;
-      void handleRequest(this.current.context, request, response).finally(() => {
-        this.inFlight -= 1;
-        if (this.inFlight === 0) this.drained?.();
-      });
+      // handleRequest never rejects: one reaction counts the request out.
+      void handleRequest(this.current.context, request, response).then(this.served);
     };
     for (const at of this.inForce.listen) {
       const server = await serverFor(at, onRequest);

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { createHash } from 'node:crypto';
+import { createHash, hash, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
@@ -27,8 +27,26 @@ interface SpooledBody {
   readonly digest: string;
   /** The body for the upstream: the bytes, or a stream of the temporary file. */
   body(): Buffer | Readable;
-  /** Deletes the temporary file, if any. */
-  dispose(): Promise<void>;
+  /** Deletes the temporary file; `undefined` when there is none (the body is in memory). */
+  dispose(): Promise<void> | undefined;
+}
+
+/** A body held in memory. */
+class MemoryBody implements SpooledBody {
+  readonly length: number;
+  readonly digest: string;
+  constructor(private readonly bytes: Buffer) {
+    this.length = bytes.byteLength;
+    this.digest = hash('sha256', bytes);
+  }
+
+  body(): Buffer {
+    return this.bytes;
+  }
+
+  dispose(): undefined {
+    return undefined;
+  }
 }
 
 /** Where a long body is written, and the file's first write. */
@@ -50,23 +68,44 @@ function write(stream: WriteStream, chunk: Buffer): Promise<void> {
   });
 }
 
+// Hot path: docs/hot-path.md#gateway-request
 /**
- * Reads `request`'s body, at most `limit` bytes.
+ * Reads `request`'s body, at most `limit` bytes. A body received whole by the time it is read (the usual
+ * small one, which came in the packets of the headers) is taken from the stream's buffer at once, and
+ * the body is returned itself rather than a promise; any other is read as it arrives.
  *
  * @throws {@link BodyTooLargeError} when Content-Length announces more than `limit` bytes, or the body
- *   grows past it (the rest is drained, so the 413 reaches the client)
- * @throws the stream's error when the client aborts the upload
+ *   grows past it (the rest is drained, so the 413 reaches the client); thrown at once, or as the rejection
+ * @throws the stream's error when the client aborts the upload (as the rejection)
  */
-export async function spoolBody(request: IncomingMessage, limit: number): Promise<SpooledBody> {
+export function spoolBody(request: IncomingMessage, limit: number): SpooledBody | Promise<SpooledBody> {
   const announced = request.headers['content-length'];
   if (announced !== undefined && Number(announced) > limit) {
     request.resume();
     throw new BodyTooLargeError(limit);
   }
-  const hash = createHash('sha256');
+  // The whole body is buffered once the parser saw the message's end (`complete`), or once the buffer holds
+  // as many bytes as Content-Length says (the usual small body, which came in the packet of the headers,
+  // before the message is marked complete). Within the memory bound it is read in one call, and the
+  // stream left flowing to its end.
+  const buffered = request.readableLength;
+  if ((request.complete || (announced !== undefined && buffered === Number(announced))) && !request.readableEnded && buffered <= MEMORY_BYTES) {
+    if (buffered > limit) {
+      request.resume();
+      throw new BodyTooLargeError(limit);
+    }
+    const bytes = buffered === 0 ? null : (request.read() as Buffer | null);
+    request.resume();
+    return new MemoryBody(bytes ?? Buffer.alloc(0));
+  }
+  return streamBody(request, limit);
+}
+
+/** {@link spoolBody} for a body still arriving: in memory up to {@link MEMORY_BYTES}, in a temporary file beyond. */
+async function streamBody(request: IncomingMessage, limit: number): Promise<SpooledBody> {
   const parts: Buffer[] = [];
   let length = 0;
-  let file: SpoolFile | undefined;
+  let file: { spool: SpoolFile; hash: Hash } | undefined;
   try {
     for await (const chunk of request) {
       const part = chunk as Buffer;
@@ -75,29 +114,29 @@ export async function spoolBody(request: IncomingMessage, limit: number): Promis
         request.resume();
         throw new BodyTooLargeError(limit);
       }
-      hash.update(part);
       if (file === undefined && length <= MEMORY_BYTES) {
         parts.push(part);
         continue;
       }
       if (file === undefined) {
-        file = await openSpool();
-        for (const held of parts) await write(file.stream, held);
+        file = { spool: await openSpool(), hash: createHash('sha256') };
+        for (const held of parts) {
+          file.hash.update(held);
+          await write(file.spool.stream, held);
+        }
         parts.length = 0;
       }
-      await write(file.stream, part);
+      file.hash.update(part);
+      await write(file.spool.stream, part);
     }
-    if (file !== undefined) await new Promise<void>((resolve, reject) => file?.stream.end((error?: Error | null) => (error ? reject(error) : resolve())));
+    if (file !== undefined) await new Promise<void>((resolve, reject) => file?.spool.stream.end((error?: Error | null) => (error ? reject(error) : resolve())));
   } catch (error) {
-    if (file !== undefined) await discard(file);
+    if (file !== undefined) await discard(file.spool);
     throw error;
   }
-  const digest = hash.digest('hex');
-  if (file === undefined) {
-    const bytes = Buffer.concat(parts, length);
-    return { length, digest, body: () => bytes, dispose: () => Promise.resolve() };
-  }
-  const spooled = file;
+  if (file === undefined) return new MemoryBody(Buffer.concat(parts, length));
+  const spooled = file.spool;
+  const digest = file.hash.digest('hex');
   return { length, digest, body: () => createReadStream(spooled.path), dispose: () => discard(spooled) };
 }
 

@@ -24,10 +24,24 @@ const CLIENT: SpanOptions = Object.freeze(otel === undefined ? {} : { kind: otel
 
 let tracer: Tracer | undefined;
 
-/** The tracer of the global provider, asked on first use (the API's proxy follows a later registration). */
+/** The API's global provider before any SDK registered: a proxy without a delegate. */
+interface DelegatingProvider {
+  getDelegateTracer?(name: string, version?: string): Tracer | undefined;
+}
+
+// Hot path: docs/hot-path.md#gateway-request
+/**
+ * The tracer of the global provider, or `undefined` while no SDK's provider is registered: the API's
+ * proxy provider then has no delegate, every span would be a non-recording one, and a request costs no
+ * span (nor the attributes of one: the upstream span's URL is parsed). Asked again at each request until
+ * a provider is registered, so a later registration is followed.
+ */
 function gatewayTracer(): Tracer | undefined {
   if (otel === undefined) return undefined;
-  tracer ??= otel.trace.getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+  if (tracer !== undefined) return tracer;
+  const provider = otel.trace.getTracerProvider() as DelegatingProvider;
+  if (typeof provider.getDelegateTracer === 'function' && provider.getDelegateTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION) === undefined) return undefined;
+  tracer = otel.trace.getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
   return tracer;
 }
 
@@ -38,12 +52,14 @@ function recording(span: Span): Span | undefined {
   return undefined;
 }
 
-/** Starts the request's server span, continuing the trace its headers carry. */
-export function startServerSpan(method: string, path: string, headers: IncomingHttpHeaders): Span | undefined {
+/** Starts the request's server span, continuing the trace its headers carry; `target` is the request's path and query. */
+export function startServerSpan(method: string, target: string, headers: IncomingHttpHeaders): Span | undefined {
   const api = otel;
   const found = gatewayTracer();
   if (api === undefined || found === undefined) return undefined;
   const parent = api.propagation.extract(api.context.active(), headers);
+  const at = target.indexOf('?');
+  const path = at < 0 ? target : target.slice(0, at);
   return recording(found.startSpan(method, { ...SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent));
 }
 
