@@ -30,6 +30,8 @@ export interface BatchEffects {
   count(id: string): Promise<number>;
   /** Ids of the dead letters of consumer `billing`. */
   deadLetters(): Promise<string[]>;
+  /** What a consumer in a child process needs to reach the same tables (`STORE`, `SCHEMA` or `SQLITE_PATH` and `SQLITE_PREFIX`). */
+  readonly childEnv: Readonly<Record<string, string>>;
 }
 
 /** A store opened for one test file. */
@@ -44,7 +46,12 @@ export async function openBatchStore(kind: BatchStoreKind): Promise<BatchStore> 
   return kind === 'postgres' ? openPostgres() : openSqlite();
 }
 
-function effects<Tx>(newInbox: (maxAttempts: number) => Inbox<Tx>, write: (tx: Tx, id: string) => Promise<void>, count: (id: string) => Promise<number>): BatchEffects {
+function effects<Tx>(
+  newInbox: (maxAttempts: number) => Inbox<Tx>,
+  write: (tx: Tx, id: string) => Promise<void>,
+  count: (id: string) => Promise<number>,
+  childEnv: Record<string, string>,
+): BatchEffects {
   let inbox: Inbox<Tx> | undefined;
   return {
     processor({ maxAttempts = 5, fails = () => false, runs = new Map<string, number>() } = {}) {
@@ -58,6 +65,7 @@ function effects<Tx>(newInbox: (maxAttempts: number) => Inbox<Tx>, write: (tx: T
       return inboxBatchProcessor(inbox, 'billing', handler);
     },
     count,
+    childEnv,
     async deadLetters() {
       return ((await inbox?.deadLetters({ consumer: 'billing' })) ?? []).map((letter) => letter.messageId);
     },
@@ -74,6 +82,7 @@ async function openPostgres(): Promise<BatchStore> {
         (maxAttempts) => createInbox({ store, maxAttempts, handlerTimeoutMs: 5_000 }),
         (tx, id) => db.write(tx, 'billing', id),
         (id) => db.count('billing', id),
+        { STORE: 'postgres', SCHEMA: db.schema },
       );
     },
     close: () => db.drop(),
@@ -82,7 +91,8 @@ async function openPostgres(): Promise<BatchStore> {
 
 function openSqlite(): Promise<BatchStore> {
   const dir = mkdtempSync(join(tmpdir(), 'rs-batch-consumer-'));
-  const database: Database = new BetterSqlite3(join(dir, 'inbox.db'));
+  const path = join(dir, 'inbox.db');
+  const database: Database = new BetterSqlite3(path);
   database.pragma('journal_mode = WAL');
   database.exec('CREATE TABLE effects (consumer TEXT NOT NULL, message_id TEXT NOT NULL)');
   let tables = 0;
@@ -91,7 +101,8 @@ function openSqlite(): Promise<BatchStore> {
     tables: () => {
       tables += 1;
       // One store per test: its operations take turns on the shared connection.
-      const store = createSqliteInboxStore({ database, prefix: `inbox_${tables}` });
+      const prefix = `inbox_${tables}`;
+      const store = createSqliteInboxStore({ database, prefix });
       return effects<Database>(
         (maxAttempts) => createInbox({ store, maxAttempts, handlerTimeoutMs: 5_000 }),
         (tx, id) => {
@@ -99,6 +110,7 @@ function openSqlite(): Promise<BatchStore> {
           return Promise.resolve();
         },
         (id) => Promise.resolve(database.prepare('SELECT count(*) FROM effects WHERE consumer = ? AND message_id = ?').pluck().get('billing', id) as number),
+        { STORE: 'sqlite', SQLITE_PATH: path, SQLITE_PREFIX: prefix },
       );
     },
     close: () => {
