@@ -22,7 +22,7 @@ export interface KafkaBatchConsumerOptions extends KafkaGroupOptions {
   /**
    * Records of one partition handed to `process` at once, at most (`js.consumer.max.batch.size`); a batch
    * holds what the client has fetched, so it is smaller when the partition has fewer waiting. An integer from
-   * 1 to 10,000. @defaultValue 50
+   * 1 to 10,000; `consumerConfig` may not set `js.consumer.max.batch.size`. @defaultValue 50
    */
   readonly maxBatchSize?: number;
 }

@@ -145,6 +145,49 @@ describe.runIf(available).each<BatchStoreKind>(['postgres', 'sqlite'])('RabbitMQ
     expect(await effects.deadLetters()).toEqual([poison]);
   });
 
+  it('runs a redriven dead letter through the batch processor once', async () => {
+    const q = await queue();
+    const effects = store.tables();
+    const poison = randomUUID();
+    let failing = true;
+    const runs = new Map<string, number>();
+    const process = effects.processor({ runs, maxAttempts: 2, fails: (id) => failing && id === poison });
+    publish(q, poison);
+    const recorder = await consume(q, process);
+    await recorder.until((seen) => count(seen, poison, 'dead_letter') === 1);
+    expect(await effects.count(poison)).toBe(0);
+    failing = false;
+    expect(await effects.redrive(poison)).toBe(true);
+    // The consumer's poll calls this every redriveIntervalMs, never two at once.
+    expect(await process.redrivePending?.()).toBe(1);
+    expect(await process.redrivePending?.()).toBe(0);
+    expect(runs.get(poison)).toBe(3);
+    expect(await effects.count(poison)).toBe(1);
+    expect(await effects.deadLetters()).toEqual([]);
+  });
+
+  it('redelivers a batch whose processor answers the wrong number of dispositions, and reports it', async () => {
+    const q = await queue();
+    const effects = store.tables();
+    const ids = Array.from({ length: 3 }, () => randomUUID());
+    for (const id of ids) publish(q, id);
+    let calls = 0;
+    const seenErrors = errors.length;
+    const runs = new Map<string, number>();
+    const recorder = await consume(q, effects.processor({ runs }), (process) => async (messages) => {
+      calls += 1;
+      const dispositions = await process(messages);
+      return calls === 1 ? dispositions.slice(1) : dispositions;
+    });
+    // The first answer (applied, but one disposition short) is recorded as acks, and the broker gets nacks:
+    // the deliveries come back and are acked as duplicates.
+    await recorder.until((seen) => ids.every((id) => count(seen, id, 'ack') === 2));
+    const reported = errors.slice(seenErrors).filter((e): e is TypeError => e instanceof TypeError);
+    expect(reported.map((e) => e.message)).toEqual([expect.stringMatching(/^retrysafe: the batch processor must answer one disposition per message \(\d+\)/)]);
+    for (const id of ids) expect(runs.get(id)).toBe(1);
+    for (const id of ids) expect(await effects.count(id)).toBe(1);
+  });
+
   it('refuses a prefetch below the batch size', async () => {
     const q = await queue();
     await expect(

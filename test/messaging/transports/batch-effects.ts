@@ -28,8 +28,10 @@ export interface BatchEffects {
   processor(options?: ProcessorOptions): BatchProcessor;
   /** Effect rows of `id`. */
   count(id: string): Promise<number>;
-  /** Ids of the dead letters of consumer `billing`. */
+  /** Ids of the dead letters of consumer `billing` among the messages this test's handlers ran (a PostgreSQL schema serves every test of a file). */
   deadLetters(): Promise<string[]>;
+  /** Asks for a redrive of dead letter `id` of consumer `billing`. */
+  redrive(id: string): Promise<boolean>;
   /** What a consumer in a child process needs to reach the same tables (`STORE`, `SCHEMA` or `SQLITE_PATH` and `SQLITE_PREFIX`). */
   readonly childEnv: Readonly<Record<string, string>>;
 }
@@ -53,12 +55,14 @@ function effects<Tx>(
   childEnv: Record<string, string>,
 ): BatchEffects {
   let inbox: Inbox<Tx> | undefined;
+  const handled = new Set<string>();
   return {
     processor({ maxAttempts = 5, fails = () => false, runs = new Map<string, number>() } = {}) {
       inbox = newInbox(maxAttempts);
       const handler: MessageHandler<Tx> = async (message, tx) => {
         const id = message.id ?? '';
         runs.set(id, (runs.get(id) ?? 0) + 1);
+        handled.add(id);
         await write(tx, id);
         if (fails(id)) throw new Error(`handler of ${id} fails`);
       };
@@ -67,8 +71,9 @@ function effects<Tx>(
     count,
     childEnv,
     async deadLetters() {
-      return ((await inbox?.deadLetters({ consumer: 'billing' })) ?? []).map((letter) => letter.messageId);
+      return ((await inbox?.deadLetters({ consumer: 'billing' })) ?? []).map((letter) => letter.messageId).filter((id) => handled.has(id));
     },
+    redrive: (id) => (inbox ?? newInbox(5)).redrive('billing', id),
   };
 }
 

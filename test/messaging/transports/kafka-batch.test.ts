@@ -92,6 +92,16 @@ describe.runIf(available)('Kafka batched consumer on the mock cluster', () => {
     return read;
   }
 
+  it('checks its batch size, which consumerConfig may not set', async () => {
+    const options = { kafka, groupId: 'g', topics: ['t'], process: () => Promise.resolve([]) };
+    await expect(startKafkaBatchConsumer({ ...options, maxBatchSize: 0 })).rejects.toThrow(
+      new TypeError('retrysafe: startKafkaBatchConsumer option "maxBatchSize" must be an integer from 1 to 10000, got 0'),
+    );
+    await expect(startKafkaBatchConsumer({ ...options, consumerConfig: { 'js.consumer.max.batch.size': 10 } })).rejects.toThrow(
+      /option "consumerConfig" may not set "js\.consumer\.max\.batch\.size"/,
+    );
+  });
+
   describe.each<BatchStoreKind>(['postgres', 'sqlite'])('with the %s inbox', (kind) => {
     let store: BatchStore;
     beforeAll(async () => {
