@@ -3,6 +3,7 @@
  * module. The consumer uses manual acks and settles each delivery only after the inbox transaction has
  * committed or rolled back; the outbox relay's publisher uses publisher confirms
  * (https://www.rabbitmq.com/docs/confirms#publisher-confirms): a publish resolves only on the broker's ack.
+ * `startAmqpBatchConsumer` (amqp-batch.ts) is the consumer in batches, one inbox transaction per batch.
  *
  * @module
  */

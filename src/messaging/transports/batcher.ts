@@ -71,11 +71,6 @@ export class Batcher<M> {
     private readonly run: (batch: M[]) => Promise<void>,
   ) {}
 
-  /** Deliveries gathered or running and not yet settled. */
-  get unsettled(): number {
-    return this.open;
-  }
-
   add(message: M): void {
     this.pending.push(message);
     this.open += 1;

@@ -2,7 +2,8 @@
  * `retrysafe/kafka`: the Kafka transport on `@confluentinc/kafka-javascript` (librdkafka, through its
  * KafkaJS-compatible API): an outbox publisher on an idempotent producer, and an inbox consumer in a
  * consumer group that stores a message's offset only after the inbox transaction has committed or rolled
- * back, and sends dead letters to a dead-letter topic.
+ * back, and sends dead letters to a dead-letter topic. `startKafkaBatchConsumer` (kafka-batch.ts) is the
+ * consumer in `eachBatch` mode, one inbox transaction per batch.
  *
  * @module
  */

@@ -4,7 +4,8 @@
  * the inbox transaction has committed or rolled back. The outbox relay's publisher resolves on the stream's
  * PubAck; the message id goes in `Nats-Msg-Id`, so JetStream's own duplicate window
  * (https://docs.nats.io/using-nats/developer/develop_jetstream/model_deep_dive#message-deduplication)
- * drops a republished copy before any consumer sees it.
+ * drops a republished copy before any consumer sees it. `startNatsBatchConsumer` (nats-batch.ts) is the
+ * consumer in batches, one inbox transaction per batch.
  *
  * @module
  */
