@@ -13,6 +13,7 @@ export { INBOX_INSTRUMENTS, type InboxEvent, type InboxEventType, type InboxMess
 export { INBOX_SPANS } from './traces.js';
 export { createPostgresInboxStore, type PostgresInboxStoreOptions } from './postgres.js';
 export { createSqliteInboxStore, type SqliteInboxStore, type SqliteInboxStoreOptions } from './sqlite.js';
+export { inboxBatchProcessor, type BatchProcessor } from './batch-processor.js';
 export { inboxProcessor, type BrokerMessage, type Disposition, type MessageProcessor, type MessageHandler, type RedriveOptions } from './processor.js';
 export type {
   BatchBeginResult,

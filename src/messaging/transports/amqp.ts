@@ -3,15 +3,19 @@
  * module. The consumer uses manual acks and settles each delivery only after the inbox transaction has
  * committed or rolled back; the outbox relay's publisher uses publisher confirms
  * (https://www.rabbitmq.com/docs/confirms#publisher-confirms): a publish resolves only on the broker's ack.
+ * `startAmqpBatchConsumer` (amqp-batch.ts) is the consumer in batches, one inbox transaction per batch.
  *
  * @module
  */
 import amqplib, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
 import { describe, requireBoolean, requireDurationMs, requireFunction, requireIntegerIn, requireNonEmptyString, requireOptions } from '../../core/validate.js';
-import type { BrokerMessage, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
+import type { MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
+import { defaultMessageId, toBrokerMessage } from './amqp-message.js';
 import { deliverer, InFlight, RedrivePoller, requireMessageId, resolveCommonOptions } from './runner.js';
+
+export { startAmqpBatchConsumer, type AmqpBatchConsumerOptions } from './amqp-batch.js';
 
 /** Options of {@link startAmqpConsumer}. */
 export interface AmqpConsumerOptions extends RedriveOptions {
@@ -190,27 +194,6 @@ async function declare(channel: Channel, name: string, args: Record<string, unkn
       { cause: error },
     );
   }
-}
-
-function defaultMessageId(message: ConsumeMessage): string | undefined {
-  const id: unknown = message.properties.messageId;
-  return typeof id === 'string' ? id : undefined;
-}
-
-function toBrokerMessage(message: ConsumeMessage, id: string | undefined): BrokerMessage {
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(message.properties.headers ?? {})) {
-    if (value === undefined || value === null) continue;
-    headers[name] = typeof value === 'string' ? value : Buffer.isBuffer(value) ? value.toString('utf8') : JSON.stringify(value);
-  }
-  const contentType: unknown = message.properties.contentType;
-  if (typeof contentType === 'string') headers['content-type'] = contentType;
-  return {
-    id,
-    headers,
-    body: new Uint8Array(message.content.buffer, message.content.byteOffset, message.content.byteLength),
-    redelivered: message.fields.redelivered,
-  };
 }
 
 /** Options of {@link createAmqpPublisher}. */

@@ -4,16 +4,20 @@
  * the inbox transaction has committed or rolled back. The outbox relay's publisher resolves on the stream's
  * PubAck; the message id goes in `Nats-Msg-Id`, so JetStream's own duplicate window
  * (https://docs.nats.io/using-nats/developer/develop_jetstream/model_deep_dive#message-deduplication)
- * drops a republished copy before any consumer sees it.
+ * drops a republished copy before any consumer sees it. `startNatsBatchConsumer` (nats-batch.ts) is the
+ * consumer in batches, one inbox transaction per batch.
  *
  * @module
  */
 import { connect, headers as natsHeaders, type ConnectionOptions, type JetStreamClient, type JsMsg, type NatsConnection } from 'nats';
 import { describe, requireDurationMs, requireFunction, requireIntegerIn, requireNonEmptyString, requireOptions } from '../../core/validate.js';
-import type { BrokerMessage, MessageProcessor, RedriveOptions } from '../inbox/processor.js';
+import type { MessageProcessor, RedriveOptions } from '../inbox/processor.js';
 import { PublishError } from '../outbox/errors.js';
 import type { OutboxMessage, OutboxPublisher } from '../outbox/publisher.js';
+import { defaultMessageId, toBrokerMessage } from './nats-message.js';
 import { deliverer, InFlight, RedrivePoller, requireMessageId, resolveCommonOptions } from './runner.js';
+
+export { startNatsBatchConsumer, type NatsBatchConsumerOptions } from './nats-batch.js';
 
 /** Options of {@link startNatsConsumer}. */
 export interface NatsConsumerOptions extends RedriveOptions {
@@ -116,17 +120,6 @@ export async function startNatsConsumer(options: NatsConsumerOptions): Promise<N
       await inFlight.all();
     },
   });
-}
-
-function defaultMessageId(message: JsMsg): string | undefined {
-  const id = message.headers?.get('Nats-Msg-Id');
-  return id === undefined || id === '' ? undefined : id;
-}
-
-function toBrokerMessage(message: JsMsg, id: string | undefined): BrokerMessage {
-  const headers: Record<string, string> = {};
-  for (const name of message.headers?.keys() ?? []) headers[name] = message.headers?.get(name) ?? '';
-  return { id, headers, body: message.data, redelivered: message.redelivered };
 }
 
 /** Options of {@link createNatsPublisher}: exactly one of `servers` and `connection`. */

@@ -45,7 +45,7 @@ export class RedrivePoller {
   private timer: NodeJS.Timeout | undefined;
   private current: Promise<void> | undefined;
 
-  constructor(processor: MessageProcessor, intervalMs: number | false, onError: (error: unknown) => void) {
+  constructor(processor: Pick<MessageProcessor, 'redrivePending'>, intervalMs: number | false, onError: (error: unknown) => void) {
     const redrive = processor.redrivePending;
     if (redrive === undefined || intervalMs === false) return;
     this.timer = setInterval(() => {
@@ -138,7 +138,7 @@ export function requireMessageId<M>(adapter: string, value: unknown, fallback: (
 }
 
 /** Runs an id extractor; a throw counts as "no id", so the message is rejected rather than crash the consumer. */
-function extractId<M>(extractor: (message: M) => string | undefined, message: M): string | undefined {
+export function extractId<M>(extractor: (message: M) => string | undefined, message: M): string | undefined {
   try {
     return extractor(message);
   } catch {

@@ -26,7 +26,7 @@ interface CrashScenario {
   /** The child's broker variables (`BROKER`, `QUEUE` or `STREAM`/`DURABLE` or `BOOTSTRAP`/`TOPIC`/`GROUP`). */
   readonly env: Record<string, string>;
   /** Starts the consumer that takes over, on the same queue or topic, with a new inbox of consumer `billing`. */
-  readonly consume: (handler: MessageHandler<pg.PoolClient>) => Promise<Recorder>;
+  readonly consume: (handler: MessageHandler<pg.PoolClient>) => Promise<Recorder<unknown>>;
   /** How long the child may take to crash, and the consumer to settle the message, in milliseconds. @defaultValue 20_000 and 15_000 */
   readonly timeoutMs?: number;
 }
