@@ -14,7 +14,7 @@
  * @module
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { StoreOpenError, unreachableStore, type StoreTarget } from '../store-url.js';
+import type { StoreTarget } from '../store-url.js';
 import { CliFailure, EXIT_USAGE } from './failure.js';
 import { loadPeer } from './peer.js';
 import { integerFlag, storeFlag } from './store-flag.js';
@@ -87,15 +87,17 @@ export function register(program: Command): void {
         '',
         'Stores:',
         '  sqlite:PATH        transactional: the charge row, the claim and the saved response commit together.',
-        '  postgres://…       transactional: the charges go to a schema of this run (retrysafe_demo_<run>, dropped',
-        '                     afterwards, also on Ctrl-C) and are written through the request\'s transaction; the',
-        '                     claim commits apart, so in-flight duplicates get 409 at once. The records go to schema',
-        '                     "retrysafe" (or the one ?schema=NAME names; redis://…?prefix=NAME likewise picks the key prefix).',
-        '  redis://…          plain: the records in Redis, the charges in a SQLite file. Only the crash after the',
+        '  postgres://…       transactional: the records and the charges go to a schema of this run',
+        '                     (retrysafe_demo_<run>, dropped afterwards, also on Ctrl-C); the charges are written',
+        '                     through the request\'s transaction; the claim commits apart, so in-flight duplicates',
+        '                     get 409 at once.',
+        '  redis://…          plain: the records in Redis under a key prefix of this run (retrysafe_demo_<run>,',
+        '                     deleted afterwards, also on Ctrl-C), the charges in a SQLite file. Only the crash after the',
         '                     record is saved is injected, once the payments in flight have saved theirs: a crash',
         '                     between a charge and its record re-executes the payment once the lease expires',
         '                     (docs/redis.md), and the report says so.',
         '  memory:, sqlite::memory:  the records live in the server process, so no crash is injected.',
+        '  --store takes no ?schema= or ?prefix= here: the run uses its own.',
         '',
         'Scenario orders (--scenario orders): POST /orders writes the order and an order.placed outbox row in one',
         'transaction (Express + retrysafe, PostgreSQL transactional); a relay process publishes to the broker; a',
@@ -151,17 +153,18 @@ async function paymentsAction(flags: DemoFlags, signal: AbortSignal): Promise<vo
       import('../demo/payments/app.js'),
     ]),
   );
-  // The server runs in a child process; a store it cannot open is found here first, as one line.
-  if (flags.store !== undefined) await probe(flags.store);
+  if (flags.store !== undefined) ownNamespace(flags.store);
   try {
-    const report = await runDemo({
+    // The run opens the store first, so one it cannot open is one line (StoreOpenError), not the child's stack trace.
+    const report = await loadPeer(() => runDemo({
       payments: flags.payments,
+      onProgress,
       concurrency: flags.concurrency,
       unsafe: flags.unsafe === true,
       signal,
       ...(flags.seed !== undefined && { seed: flags.seed }),
       ...(flags.store !== undefined && { store: flags.store.url }),
-    });
+    }));
     process.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
     process.exitCode = report.passed ? 0 : 1;
   } catch (error) {
@@ -188,6 +191,7 @@ async function ordersAction(flags: DemoFlags, signal: AbortSignal): Promise<void
   try {
     const report = await runOrders({
       orders: flags.orders,
+      onProgress,
       concurrency: flags.concurrency,
       unsafe: flags.unsafe === true,
       signal,
@@ -212,16 +216,17 @@ async function gatewayAction(flags: DemoFlags, signal: AbortSignal): Promise<voi
     import('../demo/gateway/upstream.js'),
     import('../demo/harness/interrupted.js'),
   ]);
-  // The gateway runs in a child process; a store it cannot open is found here first, as one line.
-  if (flags.store !== undefined) await probe(flags.store);
+  if (flags.store !== undefined) ownNamespace(flags.store);
   try {
-    const report = await runGatewayDemo({
+    // The run opens the store first, so one it cannot open is one line (StoreOpenError), not the gateway's.
+    const report = await loadPeer(() => runGatewayDemo({
       payments: flags.payments,
+      onProgress,
       concurrency: flags.concurrency,
       signal,
       ...(flags.seed !== undefined && { seed: flags.seed }),
       ...(flags.store !== undefined && { store: flags.store.url }),
-    });
+    }));
     process.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : formatGatewayReport(report));
     process.exitCode = report.passed ? 0 : 1;
   } catch (error) {
@@ -232,14 +237,21 @@ async function gatewayAction(flags: DemoFlags, signal: AbortSignal): Promise<voi
 }
 
 /**
- * Opens and closes the store as the payments server will, so an unreachable server, a missing directory or
- * a missing driver is one line here rather than a stack trace from the child.
+ * Refuses a `--store` that names a schema or a key prefix: the payments and gateway demos keep their records
+ * under `retrysafe_demo_<run>`, removed at the end.
+ * @throws {@link CliFailure} (exit 2) naming the parameter
  */
-async function probe(target: StoreTarget): Promise<void> {
-  const opened = await loadPeer(() => target.open('create')).catch((error: unknown) => {
-    throw error instanceof CliFailure || error instanceof StoreOpenError ? error : unreachableStore(target.url, error);
-  });
-  await opened.store.close();
+function ownNamespace(target: StoreTarget): void {
+  const query = target.url.includes('?') ? new URLSearchParams(target.url.slice(target.url.indexOf('?') + 1)) : undefined;
+  const named = ['schema', 'prefix'].find((name) => query?.has(name) === true);
+  if (named !== undefined) {
+    throw new CliFailure(`demo keeps its records in a ${named} of its own (retrysafe_demo_<run>, removed afterwards): drop ?${named}= from --store`);
+  }
+}
+
+/** The progress line every 2 s, on stderr (so `--json` output stays one document). */
+function onProgress(line: string): void {
+  process.stderr.write(`retrysafe demo: ${line}\n`);
 }
 
 function scenario(text: string): Scenario {

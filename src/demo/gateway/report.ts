@@ -72,6 +72,7 @@ export function formatGatewayReport(report: GatewayDemoReport): string {
     ['lost payments', report.lostPayments],
     ['responses identical per key', `${report.identicalKeys} / ${report.logicalPayments}`],
     ['duration', `${(report.durationMs / 1000).toFixed(1)} s`],
+    ['removed afterwards', report.removed.join(', ')],
   ];
   const verdict = report.passed
     ? 'PASS: every payment executed exactly once upstream; every retry got the original answer; every indeterminate outcome resolved'

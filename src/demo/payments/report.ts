@@ -61,6 +61,11 @@ export interface DemoReport {
   readonly responsesIdentical: boolean;
   /** Wall time of the run, in milliseconds. */
   readonly durationMs: number;
+  /**
+   * What the run wrote outside its processes, each removed once the report was built, e.g.
+   * `schema retrysafe_demo_1a2b3c4d`, `Redis keys retrysafe_demo_1a2b3c4d:*`, `temporary directory /tmp/…`.
+   */
+  readonly removed: readonly string[];
   /** `true` when no payment was charged twice or lost and every key's answers are identical. */
   readonly passed: boolean;
   /** The first few problems found, one line each. */
@@ -91,6 +96,8 @@ export interface ReportInput {
   readonly inFlightAtCrashes: number;
   readonly crashesSkipped: string | null;
   readonly durationMs: number;
+  /** What the run wrote outside its processes, removed at the end. */
+  readonly removed: readonly string[];
   readonly metrics: ReceiverCounts | null;
 }
 
@@ -149,6 +156,7 @@ export function buildReport(input: ReportInput): DemoReport {
     identicalKeys: identical,
     responsesIdentical: identical === input.plan.length,
     durationMs: Math.round(input.durationMs),
+    removed: input.removed,
     passed: doubles === 0 && lost === 0 && identical === input.plan.length && rowsByKey.size === 0,
     problems: problems.slice(0, MAX_PROBLEMS),
     metrics: input.metrics,
@@ -181,6 +189,7 @@ export function formatReport(report: DemoReport): string {
     ['lost payments', report.lostPayments],
     ['responses identical per key', `${report.identicalKeys} / ${report.logicalPayments}`],
     ['duration', `${(report.durationMs / 1000).toFixed(1)} s`],
+    ['removed afterwards', report.removed.join(', ')],
   ];
   const verdict = report.passed
     ? 'PASS: every payment charged exactly once; every retry got the original answer'

@@ -30,6 +30,7 @@ function input(plan: PlannedPayment[], calls: CallResult[], charges: Charge[]): 
     inFlightAtCrashes: 0,
     crashesSkipped: 'memory: dies with the process',
     durationMs: 1234.4,
+    removed: ['temporary directory /tmp/retrysafe-demo-x'],
     metrics: null,
   };
 }
