@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { parseStoreUrl, type StoreTarget } from '../../store-url.js';
+import { parseStoreUrl, redactUrl, StoreOpenError, type StoreTarget } from '../../store-url.js';
 
 /** The run's share of a store: the URL its processes open, and how to remove what they wrote. */
 interface RunStore {
@@ -40,7 +40,11 @@ export function runStore(store: string, runId: string): RunStore {
   const namespace = `retrysafe_demo_${runId}`;
   let prepared = false;
   const prepare = async (url: string): Promise<void> => {
-    const opened = await parseStoreUrl(url).open('create');
+    const opened = await parseStoreUrl(url).open('create').catch((error: unknown) => {
+      // Named as the user wrote it: the run's own ?schema= or ?prefix= is no part of what to check.
+      if (!(error instanceof StoreOpenError)) throw error;
+      throw new StoreOpenError(error.message.replaceAll(redactUrl(url), redactUrl(store)), { cause: error.cause });
+    });
     await opened.store.close();
     prepared = true;
   };

@@ -176,14 +176,18 @@ export function formatReport(report: DemoReport): string {
     ['mode', report.mode === 'unsafe' ? 'UNSAFE (no idempotency middleware)' : `retrysafe on ${storeKind(report.store)}`],
     ['logical payments', report.logicalPayments],
     ['concurrent duplicates', report.concurrentDuplicates],
+    ['lost replies injected', report.lostRepliesInjected],
+    ['slow handlers injected', report.slowHandlers],
+    ['server crashes / restarts', crashes],
+  ];
+  const clients: ReportRow[] = [
     ['HTTP attempts', report.httpAttempts],
     ['replays', report.replays],
     ['409s', report.conflicts],
-    ['lost replies injected', report.lostRepliesInjected],
-    ['slow handlers injected', report.slowHandlers],
-    ['client timeouts', report.clientTimeouts],
+    ['timeouts', report.clientTimeouts],
     ['network errors', report.networkErrors],
-    ['server crashes / restarts', crashes],
+  ];
+  const judged: ReportRow[] = [
     ['charges written (rows)', report.chargesWritten],
     ['double charges', report.doubleCharges],
     ['lost payments', report.lostPayments],
@@ -197,18 +201,38 @@ export function formatReport(report: DemoReport): string {
   const problems = report.problems.map((problem) => `    ${problem}`);
   return [
     'retrysafe demo: a payments API under lost replies, timeouts, duplicate bursts and crashes',
-    ...formatRows([...rows, ['verdict', verdict]]),
+    ...formatRows([
+      ...rows,
+      ...labelled('clients saw', clients),
+      ...(report.metrics === null ? [] : labelled('server counted', serverRows(report.metrics))),
+      ...judged,
+      ['verdict', verdict],
+    ]),
     ...(problems.length > 0 ? ['  first problems:', ...problems] : []),
-    `  (repeat the same faults with --seed ${report.seed})`,
     ...(report.metrics === null
       ? []
       : [
-          `  metrics (retrysafe.requests, retrysafe.lease.takeovers): executions ${report.metrics.executions}, ` +
-            `replays ${report.metrics.replays}, 409s ${report.metrics.conflicts}, takeovers ${report.metrics.takeovers}` +
-            (report.serverCrashes === 0 ? '' : ` (requests in flight at the crashes, whose counts may have died: ${report.requestsInFlightAtCrashes})`),
+          '  (the server also counts answers no client received: a lost reply, an attempt a client gave up on' +
+            (report.serverCrashes === 0 ? ')' : `; a SIGKILLed server's counts die with it: ${report.requestsInFlightAtCrashes} request(s) were in flight at the crashes)`),
         ]),
+    `  (repeat the same faults with --seed ${report.seed})`,
     '',
   ].join('\n');
+}
+
+/** The receiver's own counts (OpenTelemetry `retrysafe.requests` by outcome, `retrysafe.lease.takeovers`) as report rows. */
+function serverRows(metrics: ReceiverCounts): ReportRow[] {
+  return [
+    ['executions', metrics.executions],
+    ['replays', metrics.replays],
+    ['409s', metrics.conflicts],
+    ['takeovers', metrics.takeovers],
+  ];
+}
+
+/** `rows` with each label prefixed by `who`, e.g. `clients saw: replays`. */
+function labelled(who: string, rows: readonly ReportRow[]): ReportRow[] {
+  return rows.map(([label, value]) => [`${who}: ${label}`, value]);
 }
 
 /** Which store, and how it keeps the charge and its record together, named from its `--store` value. */
