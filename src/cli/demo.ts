@@ -9,7 +9,7 @@
  * Exit codes: 0 when no payment (or order) was charged twice or lost and every key's answers were
  * identical; 1 otherwise (or when the server could not run); 2 for a usage error, a store or broker that
  * cannot be reached or a driver package that is not installed (one line naming it); 130 when interrupted
- * (Ctrl-C), after removing what the run created.
+ * (Ctrl-C), 143 on SIGTERM, after removing what the run created.
  *
  * @module
  */
@@ -22,8 +22,13 @@ import { integerFlag, storeFlag } from './store-flag.js';
 /** Fewest logical payments (or orders) a run takes; the fault plan needs room for every kind of fault. */
 const MIN_OPERATIONS = 10;
 
-/** Exit code after Ctrl-C, as shells report a process ended by SIGINT. */
-const EXIT_INTERRUPTED = 130;
+/** Exit codes after Ctrl-C (SIGINT) and SIGTERM, as shells report a process ended by that signal. */
+const EXIT_INTERRUPTED = { SIGINT: 130, SIGTERM: 143 } as const;
+
+/** The exit code of a run that `signal` (aborted with the signal's name) interrupted. */
+function interruptedExit(signal: AbortSignal): number {
+  return signal.reason === 'SIGTERM' ? EXIT_INTERRUPTED.SIGTERM : EXIT_INTERRUPTED.SIGINT;
+}
 
 interface DemoFlags {
   readonly payments: number;
@@ -121,7 +126,7 @@ export function register(program: Command): void {
         'open. Exit 2 when python3 cannot be run, or examples/gateway/upstream.py is not there (a clone has it).',
         '',
         'Exit codes: 0 passed, 1 a payment was charged twice or lost (or the run failed), 2 usage error or a',
-        'store or broker that cannot be reached, 130 interrupted (Ctrl-C; what the run created is removed first).',
+        'store or broker that cannot be reached, 130 interrupted (Ctrl-C), 143 on SIGTERM (what the run created is removed first).',
       ].join('\n'),
     )
     .action(async (flags: DemoFlags, command: Command) => {
@@ -131,14 +136,16 @@ export function register(program: Command): void {
         }
       }
       const interrupt = new AbortController();
-      const onSigint = (): void => interrupt.abort();
-      process.once('SIGINT', onSigint);
+      const onSignal = (name: NodeJS.Signals): void => interrupt.abort(name);
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
       try {
         if (flags.scenario === 'orders') await ordersAction(flags, interrupt.signal);
         else if (flags.scenario === 'gateway') await gatewayAction(flags, interrupt.signal);
         else await paymentsAction(flags, interrupt.signal);
       } finally {
-        process.off('SIGINT', onSigint);
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
       }
     });
 }
@@ -168,7 +175,7 @@ async function paymentsAction(flags: DemoFlags, signal: AbortSignal): Promise<vo
     process.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
     process.exitCode = report.passed ? 0 : 1;
   } catch (error) {
-    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, EXIT_INTERRUPTED);
+    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, interruptedExit(signal));
     throw error;
   }
 }
@@ -204,7 +211,7 @@ async function ordersAction(flags: DemoFlags, signal: AbortSignal): Promise<void
     process.exitCode = report.passed ? 0 : 1;
   } catch (error) {
     if (error instanceof ServiceUnavailableError) throw new CliFailure(`demo: ${error.message}`, EXIT_USAGE);
-    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, EXIT_INTERRUPTED);
+    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, interruptedExit(signal));
     throw error;
   }
 }
@@ -231,7 +238,7 @@ async function gatewayAction(flags: DemoFlags, signal: AbortSignal): Promise<voi
     process.exitCode = report.passed ? 0 : 1;
   } catch (error) {
     if (error instanceof UpstreamUnavailableError) throw new CliFailure(`demo: ${error.message}`, EXIT_USAGE);
-    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, EXIT_INTERRUPTED);
+    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, interruptedExit(signal));
     throw error;
   }
 }

@@ -1,6 +1,7 @@
 /**
  * `retrysafe demo` leaves nothing behind, on SQLite (the default), PostgreSQL and Redis: run to the end, and
- * interrupted mid-run by SIGINT to the whole process group (as a terminal's Ctrl-C sends it). The run names
+ * interrupted mid-run by SIGINT to the whole process group (as a terminal's Ctrl-C sends it), and on
+ * PostgreSQL by SIGTERM to the CLI alone. The run names
  * what it wrote (the report's `removed`, or the one line it prints when interrupted); each of those, and
  * anything else carrying the run's id (a schema, a record in another schema, a Redis key anywhere), must be
  * gone once the process has exited.
@@ -103,7 +104,9 @@ describe('retrysafe demo leaves nothing behind', () => {
         await expectNothingLeft(report.removed);
       });
 
-      it('SIGINT mid-run: exits 130 with one line naming what it removed, and all of it is gone', { timeout: RUN_TIMEOUT_MS }, async () => {
+      // SIGINT to the process group, as a terminal's Ctrl-C; SIGTERM to the CLI alone, as a supervisor stops it.
+      const signals = name === 'postgres' ? (['SIGINT', 'SIGTERM'] as const) : (['SIGINT'] as const);
+      it.each(signals)('%s mid-run: exits 128+signal with one line naming what it removed, and all of it is gone', { timeout: RUN_TIMEOUT_MS }, async (signal) => {
         const before = new Set(name === 'postgres' ? await demoSchemas() : name === 'redis' ? await scan('retrysafe_demo_*') : demoDirectories());
         const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'demo', '--payments', '5000', ...store], {
           cwd: ROOT,
@@ -121,8 +124,9 @@ describe('retrysafe demo leaves nothing behind', () => {
           while ((await inFlight(name, before)).length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
           expect(await inFlight(name, before)).not.toEqual([]);
           await new Promise((resolve) => setTimeout(resolve, 500));
-          process.kill(-(child.pid ?? 0), 'SIGINT');
-          expect(await exited, stderr).toBe(130);
+          if (signal === 'SIGINT') process.kill(-(child.pid ?? 0), 'SIGINT');
+          else child.kill('SIGTERM');
+          expect(await exited, stderr).toBe(signal === 'SIGINT' ? 130 : 143);
         } finally {
           if (child.exitCode === null && child.signalCode === null) process.kill(-(child.pid ?? 0), 'SIGKILL');
         }
