@@ -8,7 +8,8 @@
 // A stack is a directory under stacks/ with a package.json (the peers it installs, pinned), a
 // tsconfig.json and a stack.json:
 //   { "title": "…",
-//     "examples": [{ "readme": "<README heading>", "file": "<name>.ts", "services": ["postgres"|"redis"],
+//     "examples": [{ "readme": "<heading>", "doc": "<file of the repository; README.md unless given>",
+//                    "file": "<name>.ts", "services": ["postgres"|"redis"],
 //                    "env": { "<NAME>": "<value>" } }],   (env: extra variables for the running example)
 //     "cli": [{ "name": "…", "run": ["retrysafe", "…"], "services": […], "exit": 0,
 //               "stdout": "<regex>", "stderr": "<regex>", "stderrLines": 1 }],
@@ -203,7 +204,7 @@ async function runStack(name) {
     writeFileSync(join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
     cpSync(join(source, 'tsconfig.json'), join(dir, 'tsconfig.json'));
     for (const example of spec.examples) {
-      writeFileSync(join(dir, 'src', example.file), readmeExample(join(repo, 'README.md'), example.readme));
+      writeFileSync(join(dir, 'src', example.file), readmeExample(join(repo, example.doc ?? 'README.md'), example.readme));
     }
 
     const install = await run('npm', ['install', '--cache', cache, '--prefer-offline', '--no-audit', '--no-fund'], { cwd: dir });
@@ -229,13 +230,13 @@ async function runStack(name) {
       record('tsc (strict) on the README examples', 'FAIL', `${compile.stdout}${compile.stderr}`.trim());
       return { name, spec, steps, ms: Date.now() - started };
     }
-    record(`tsc (strict) on the README examples: ${spec.examples.map((e) => `"${e.readme}"`).join(', ')}`, 'ok');
+    record(`tsc (strict) on the README examples: ${spec.examples.map((e) => `${e.doc ?? 'README.md'} "${e.readme}"`).join(', ')}`, 'ok');
 
     for (const example of spec.examples) {
       const stem = basename(example.file, '.ts');
       const key = `${stem}-${runId}`;
       vars[`key:${stem}`] = key;
-      const label = `README "${example.readme}" (${example.file}): keyed POST 201, replay with Idempotent-Replayed, 422 on another body`;
+      const label = `${example.doc ?? 'README.md'} "${example.readme}" (${example.file}): keyed POST 201, replay with Idempotent-Replayed, 422 on another body`;
       const missing = (example.services ?? []).filter((s) => !available[s]);
       if (missing.length > 0) {
         record(label, requireServices ? 'FAIL' : 'SKIP', `needs ${missing.join(', ')}`);

@@ -9,12 +9,12 @@
  * Exit codes: 0 when no payment (or order) was charged twice or lost and every key's answers were
  * identical; 1 otherwise (or when the server could not run); 2 for a usage error, a store or broker that
  * cannot be reached or a driver package that is not installed (one line naming it); 130 when interrupted
- * (Ctrl-C), after removing what the run created.
+ * (Ctrl-C), 143 on SIGTERM, after removing what the run created.
  *
  * @module
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { StoreOpenError, unreachableStore, type StoreTarget } from '../store-url.js';
+import type { StoreTarget } from '../store-url.js';
 import { CliFailure, EXIT_USAGE } from './failure.js';
 import { loadPeer } from './peer.js';
 import { integerFlag, storeFlag } from './store-flag.js';
@@ -22,8 +22,13 @@ import { integerFlag, storeFlag } from './store-flag.js';
 /** Fewest logical payments (or orders) a run takes; the fault plan needs room for every kind of fault. */
 const MIN_OPERATIONS = 10;
 
-/** Exit code after Ctrl-C, as shells report a process ended by SIGINT. */
-const EXIT_INTERRUPTED = 130;
+/** Exit codes after Ctrl-C (SIGINT) and SIGTERM, as shells report a process ended by that signal. */
+const EXIT_INTERRUPTED = { SIGINT: 130, SIGTERM: 143 } as const;
+
+/** The exit code of a run that `signal` (aborted with the signal's name) interrupted. */
+function interruptedExit(signal: AbortSignal): number {
+  return signal.reason === 'SIGTERM' ? EXIT_INTERRUPTED.SIGTERM : EXIT_INTERRUPTED.SIGINT;
+}
 
 interface DemoFlags {
   readonly payments: number;
@@ -87,15 +92,17 @@ export function register(program: Command): void {
         '',
         'Stores:',
         '  sqlite:PATH        transactional: the charge row, the claim and the saved response commit together.',
-        '  postgres://…       transactional: the charges go to a schema of this run (retrysafe_demo_<run>, dropped',
-        '                     afterwards, also on Ctrl-C) and are written through the request\'s transaction; the',
-        '                     claim commits apart, so in-flight duplicates get 409 at once. The records go to schema',
-        '                     "retrysafe" (or the one ?schema=NAME names; redis://…?prefix=NAME likewise picks the key prefix).',
-        '  redis://…          plain: the records in Redis, the charges in a SQLite file. Only the crash after the',
+        '  postgres://…       transactional: the records and the charges go to a schema of this run',
+        '                     (retrysafe_demo_<run>, dropped afterwards, also on Ctrl-C); the charges are written',
+        '                     through the request\'s transaction; the claim commits apart, so in-flight duplicates',
+        '                     get 409 at once.',
+        '  redis://…          plain: the records in Redis under a key prefix of this run (retrysafe_demo_<run>,',
+        '                     deleted afterwards, also on Ctrl-C), the charges in a SQLite file. Only the crash after the',
         '                     record is saved is injected, once the payments in flight have saved theirs: a crash',
         '                     between a charge and its record re-executes the payment once the lease expires',
         '                     (docs/redis.md), and the report says so.',
         '  memory:, sqlite::memory:  the records live in the server process, so no crash is injected.',
+        '  --store takes no ?schema= or ?prefix= here: the run uses its own.',
         '',
         'Scenario orders (--scenario orders): POST /orders writes the order and an order.placed outbox row in one',
         'transaction (Express + retrysafe, PostgreSQL transactional); a relay process publishes to the broker; a',
@@ -119,7 +126,7 @@ export function register(program: Command): void {
         'open. Exit 2 when python3 cannot be run, or examples/gateway/upstream.py is not there (a clone has it).',
         '',
         'Exit codes: 0 passed, 1 a payment was charged twice or lost (or the run failed), 2 usage error or a',
-        'store or broker that cannot be reached, 130 interrupted (Ctrl-C; what the run created is removed first).',
+        'store or broker that cannot be reached, 130 interrupted (Ctrl-C), 143 on SIGTERM (what the run created is removed first).',
       ].join('\n'),
     )
     .action(async (flags: DemoFlags, command: Command) => {
@@ -129,14 +136,16 @@ export function register(program: Command): void {
         }
       }
       const interrupt = new AbortController();
-      const onSigint = (): void => interrupt.abort();
-      process.once('SIGINT', onSigint);
+      const onSignal = (name: NodeJS.Signals): void => interrupt.abort(name);
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
       try {
         if (flags.scenario === 'orders') await ordersAction(flags, interrupt.signal);
         else if (flags.scenario === 'gateway') await gatewayAction(flags, interrupt.signal);
         else await paymentsAction(flags, interrupt.signal);
       } finally {
-        process.off('SIGINT', onSigint);
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
       }
     });
 }
@@ -151,21 +160,22 @@ async function paymentsAction(flags: DemoFlags, signal: AbortSignal): Promise<vo
       import('../demo/payments/app.js'),
     ]),
   );
-  // The server runs in a child process; a store it cannot open is found here first, as one line.
-  if (flags.store !== undefined) await probe(flags.store);
+  if (flags.store !== undefined) ownNamespace(flags.store);
   try {
-    const report = await runDemo({
+    // The run opens the store first, so one it cannot open is one line (StoreOpenError), not the child's stack trace.
+    const report = await loadPeer(() => runDemo({
       payments: flags.payments,
+      onProgress,
       concurrency: flags.concurrency,
       unsafe: flags.unsafe === true,
       signal,
       ...(flags.seed !== undefined && { seed: flags.seed }),
       ...(flags.store !== undefined && { store: flags.store.url }),
-    });
+    }));
     process.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
     process.exitCode = report.passed ? 0 : 1;
   } catch (error) {
-    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, EXIT_INTERRUPTED);
+    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, interruptedExit(signal));
     throw error;
   }
 }
@@ -188,6 +198,7 @@ async function ordersAction(flags: DemoFlags, signal: AbortSignal): Promise<void
   try {
     const report = await runOrders({
       orders: flags.orders,
+      onProgress,
       concurrency: flags.concurrency,
       unsafe: flags.unsafe === true,
       signal,
@@ -200,7 +211,7 @@ async function ordersAction(flags: DemoFlags, signal: AbortSignal): Promise<void
     process.exitCode = report.passed ? 0 : 1;
   } catch (error) {
     if (error instanceof ServiceUnavailableError) throw new CliFailure(`demo: ${error.message}`, EXIT_USAGE);
-    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, EXIT_INTERRUPTED);
+    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, interruptedExit(signal));
     throw error;
   }
 }
@@ -212,34 +223,42 @@ async function gatewayAction(flags: DemoFlags, signal: AbortSignal): Promise<voi
     import('../demo/gateway/upstream.js'),
     import('../demo/harness/interrupted.js'),
   ]);
-  // The gateway runs in a child process; a store it cannot open is found here first, as one line.
-  if (flags.store !== undefined) await probe(flags.store);
+  if (flags.store !== undefined) ownNamespace(flags.store);
   try {
-    const report = await runGatewayDemo({
+    // The run opens the store first, so one it cannot open is one line (StoreOpenError), not the gateway's.
+    const report = await loadPeer(() => runGatewayDemo({
       payments: flags.payments,
+      onProgress,
       concurrency: flags.concurrency,
       signal,
       ...(flags.seed !== undefined && { seed: flags.seed }),
       ...(flags.store !== undefined && { store: flags.store.url }),
-    });
+    }));
     process.stdout.write(flags.json === true ? `${JSON.stringify(report, null, 2)}\n` : formatGatewayReport(report));
     process.exitCode = report.passed ? 0 : 1;
   } catch (error) {
     if (error instanceof UpstreamUnavailableError) throw new CliFailure(`demo: ${error.message}`, EXIT_USAGE);
-    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, EXIT_INTERRUPTED);
+    if (error instanceof DemoInterruptedError) throw new CliFailure(`demo ${error.message}`, interruptedExit(signal));
     throw error;
   }
 }
 
 /**
- * Opens and closes the store as the payments server will, so an unreachable server, a missing directory or
- * a missing driver is one line here rather than a stack trace from the child.
+ * Refuses a `--store` that names a schema or a key prefix: the payments and gateway demos keep their records
+ * under `retrysafe_demo_<run>`, removed at the end.
+ * @throws {@link CliFailure} (exit 2) naming the parameter
  */
-async function probe(target: StoreTarget): Promise<void> {
-  const opened = await loadPeer(() => target.open('create')).catch((error: unknown) => {
-    throw error instanceof CliFailure || error instanceof StoreOpenError ? error : unreachableStore(target.url, error);
-  });
-  await opened.store.close();
+function ownNamespace(target: StoreTarget): void {
+  const query = target.url.includes('?') ? new URLSearchParams(target.url.slice(target.url.indexOf('?') + 1)) : undefined;
+  const named = ['schema', 'prefix'].find((name) => query?.has(name) === true);
+  if (named !== undefined) {
+    throw new CliFailure(`demo keeps its records in a ${named} of its own (retrysafe_demo_<run>, removed afterwards): drop ?${named}= from --store`);
+  }
+}
+
+/** The progress line every 2 s, on stderr (so `--json` output stays one document). */
+function onProgress(line: string): void {
+  process.stderr.write(`retrysafe demo: ${line}\n`);
 }
 
 function scenario(text: string): Scenario {

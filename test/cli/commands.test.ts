@@ -184,6 +184,8 @@ describe('usage, help and version', () => {
     [['demo', '--scenario', 'orders', '--broker', 'kafka', '--amqp', 'amqp://127.0.0.1'], '--amqp applies to --broker rabbitmq only, not to --broker kafka'],
     [['demo', '--bogus'], "unknown option '--bogus'"],
     [['demo', '--payments', '5'], '--payments must be an integer from 10 to 1000000.'],
+    [['demo', '--store', 'postgres://app@127.0.0.1:5999/test?schema=mine'], 'demo keeps its records in a schema of its own (retrysafe_demo_<run>, removed afterwards): drop ?schema= from --store'],
+    [['demo', '--scenario', 'gateway', '--store', 'redis://127.0.0.1:6999?prefix=mine'], 'drop ?prefix= from --store'],
     [['nope'], "unknown command 'nope'"],
     [['inbox', 'reap', '--store', 'sqlite:/tmp/x.db', '--retention', '1h'], '--retention (3600 s) must exceed --retry-horizon (86400 s)'],
   ])('%j is refused in one line with exit 2', async (args, message) => {

@@ -55,14 +55,14 @@ export function formatGatewayReport(report: GatewayDemoReport): string {
     ['upstream', 'examples/gateway/upstream.py (Python, its own SQLite database)'],
     ['logical payments', report.logicalPayments],
     ['concurrent duplicates', report.concurrentDuplicates],
-    ['HTTP attempts', report.httpAttempts],
-    ['replays', report.replays],
-    ['409s', report.conflicts],
     ['upstream resets injected', `${report.lostRepliesInjected} (gateway saw ${gateway.upstreamResets})`],
     ['upstream timeouts injected', `${report.slowHandlers} (gateway saw ${gateway.upstreamTimeouts})`],
-    ['client timeouts', report.clientTimeouts],
-    ['network errors', report.networkErrors],
     ['gateway crashes / restarts', crashes],
+    ['clients saw: HTTP attempts', report.httpAttempts],
+    ['clients saw: replays', report.replays],
+    ['clients saw: 409s', report.conflicts],
+    ['clients saw: timeouts', report.clientTimeouts],
+    ['clients saw: network errors', report.networkErrors],
     ['indeterminate outcomes', gateway.indeterminate],
     ['answered outcome-unknown', gateway.outcomeUnknownAnswers],
     ['reconciled: found / not run', `${gateway.reconciledCompleted} / ${gateway.reconciledReleased}`],
@@ -72,6 +72,7 @@ export function formatGatewayReport(report: GatewayDemoReport): string {
     ['lost payments', report.lostPayments],
     ['responses identical per key', `${report.identicalKeys} / ${report.logicalPayments}`],
     ['duration', `${(report.durationMs / 1000).toFixed(1)} s`],
+    ['removed afterwards', report.removed.join(', ')],
   ];
   const verdict = report.passed
     ? 'PASS: every payment executed exactly once upstream; every retry got the original answer; every indeterminate outcome resolved'
@@ -81,6 +82,7 @@ export function formatGatewayReport(report: GatewayDemoReport): string {
     'retrysafe demo: a Python payments API behind retrysafe gateway, under upstream resets and timeouts, duplicate bursts and gateway crashes',
     ...formatRows([...rows, ['verdict', verdict]]),
     ...(problems.length > 0 ? ['  first problems:', ...problems] : []),
+    '  (indeterminate outcomes, answered outcome-unknown, reconciled: counted by the gateways, from their /metrics)',
     `  (repeat the same faults with --scenario gateway --seed ${report.seed})`,
     '',
   ].join('\n');

@@ -30,6 +30,8 @@ import { FAULT_HEADER } from '../harness/chaos.js';
 import { ATTEMPT_TIMEOUT_MS, createDemoClient } from '../harness/client.js';
 import { DemoInterruptedError } from '../harness/interrupted.js';
 import { planFaults, type CrashFault, type ServerFault } from '../harness/plan.js';
+import { reportProgress, type DriveTally } from '../harness/progress.js';
+import { runStore } from '../harness/run-store.js';
 import { concurrencyOf, drive } from '../harness/traffic.js';
 import { buildGatewayReport, type GatewayDemoReport } from './report.js';
 import { GatewaySupervisor } from './supervisor.js';
@@ -43,10 +45,23 @@ export interface GatewayDemoOptions {
   readonly concurrency?: number;
   /** Seed of the fault plan, 0..2^32-1. @defaultValue a random one (printed in the report) */
   readonly seed?: number;
-  /** The gateway's store, a `--store` value. @defaultValue a SQLite file in a fresh temporary directory, removed afterwards */
+  /**
+   * The gateway's store, a `--store` value without `?schema=` or `?prefix=`: on PostgreSQL the records go to
+   * schema `retrysafe_demo_<run>`, on Redis under key prefix `retrysafe_demo_<run>`, removed afterwards.
+   * @defaultValue a SQLite file in a fresh temporary directory, removed afterwards
+   */
   readonly store?: string;
-  /** Stops the run (Ctrl-C): the gateway and the upstream are stopped and the run rejects with {@link DemoInterruptedError}. */
+  /**
+   * Stops the run (Ctrl-C): the gateway and the upstream are stopped, what the run wrote is removed, and the
+   * run rejects with {@link DemoInterruptedError}.
+   */
   readonly signal?: AbortSignal;
+  /**
+   * Told every 2 s while the run goes, one line such as
+   * `payments 37/240 answered (48 sent), 412 HTTP attempts, gateway crashes 1, restarts 1`.
+   * @defaultValue no progress is reported
+   */
+  readonly onProgress?: (line: string) => void;
 }
 
 /** The gateway's lease, in milliseconds: how long a killed gateway's claim blocks the retries. */
@@ -99,6 +114,8 @@ function gatewayConfig(store: string, upstream: PythonUpstream, port: number, ad
  *
  * @throws TypeError naming the option when an option is invalid
  * @throws {@link StoreUrlError} when `store` is not a valid `--store` value
+ * @throws TypeError when `store` names a `?schema=` or a `?prefix=`
+ * @throws {@link StoreOpenError} when the store cannot be reached or refuses
  * @throws {@link UpstreamUnavailableError} when `python3` cannot be run
  * @throws Error when the upstream or the gateway cannot start, or the gateway dies in a way the run did not cause
  * @throws {@link DemoInterruptedError} when `signal` aborts, once the processes are stopped
@@ -117,17 +134,23 @@ export async function runGatewayDemo(options: GatewayDemoOptions = {}): Promise<
   /** What the run started, stopped in reverse order whatever happens. */
   const cleanups: (() => Promise<unknown>)[] = [() => rm(directory, { recursive: true, force: true })];
   try {
-    const store = options.store ?? `sqlite:${join(directory, 'gateway.db')}`;
-    const target = parseStoreUrl(store);
+    const named = options.store ?? `sqlite:${join(directory, 'gateway.db')}`;
+    const target = parseStoreUrl(named);
+    const runId = randomBytes(4).toString('hex');
+    const ours = runStore(named, runId);
+    const store = ours.url;
     const crashes: CrashFault[] = target.durable ? ['crash-mid-handler', 'crash-after-commit'] : [];
-    const keyPrefix = `pay-${randomBytes(4).toString('hex')}`;
+    const keyPrefix = `pay-${runId}`;
     const plan = planFaults({ seed, payments, keyPrefix, crashes });
     const scope = `api-key:${createHash('sha256').update(API_KEY).digest('hex')}`;
     const failure = new AbortController();
-    const interrupted = new DemoInterruptedError([`temporary directory ${directory}`]);
+    const created = [...ours.created, `temporary directory ${directory}`];
+    const interrupted = new DemoInterruptedError(created);
     const onInterrupt = (): void => failure.abort(interrupted);
     options.signal?.addEventListener('abort', onInterrupt, { once: true });
-    const opened = await target.open('create');
+    cleanups.push(() => ours.remove());
+    await ours.prepare();
+    const opened = await parseStoreUrl(store).open('create');
     cleanups.push(() => opened.store.close());
     const upstream = await startPythonUpstream(directory, await freePort());
     cleanups.push(() => upstream.stop());
@@ -169,18 +192,30 @@ export async function runGatewayDemo(options: GatewayDemoOptions = {}): Promise<
       },
     });
     cleanups.push(() => client.close(), () => Promise.allSettled(crashing));
+    const tally: DriveTally = { sent: 0, answered: 0 };
+    let phase = 'starting the gateway';
+    const stopProgress = reportProgress(options.onProgress, () =>
+      phase === 'traffic'
+        ? `payments ${tally.answered}/${payments} answered (${tally.sent} sent), ${client.counters.attempts} HTTP attempts, ` +
+          `gateway crashes ${gateway.crashes}, restarts ${gateway.restarts}`
+        : phase,
+    );
+    // First in the list, so it runs last: the line names what the run is stopping and removing meanwhile.
+    cleanups.unshift(() => Promise.resolve(stopProgress()));
     try {
       if (options.signal?.aborted === true) throw interrupted;
       await gateway.start();
       failure.signal.throwIfAborted();
-      const calls = await drive({ plan, concurrency, origin: `http://127.0.0.1:${port}`, path: '/payments', fetch: client.fetch, signal: failure.signal });
+      phase = 'traffic';
+      const calls = await drive({ plan, concurrency, origin: `http://127.0.0.1:${port}`, path: '/payments', fetch: client.fetch, signal: failure.signal, tally });
+      phase = 'reading the gateway\'s counts and the records';
       await Promise.all(crashing);
       const counts = await gateway.counts();
       let recordsOpen: number | null = target.durable ? 0 : null;
       if (recordsOpen !== null) for (const { key } of plan) if ((await opened.store.get(scope, key))?.state !== 'completed') recordsOpen++;
       return buildGatewayReport({
         seed,
-        store,
+        store: named,
         plan,
         calls,
         charges: upstream.executions(keyPrefix),
@@ -189,13 +224,18 @@ export async function runGatewayDemo(options: GatewayDemoOptions = {}): Promise<
         crashes: gateway.crashes,
         restarts: gateway.restarts,
         inFlightAtCrashes: 0,
-        crashesSkipped: target.durable ? null : `${store} keeps its records in the gateway process, so they would die with it`,
+        crashesSkipped: target.durable ? null : `${named} keeps its records in the gateway process, so they would die with it`,
         durationMs: performance.now() - started,
+        removed: created,
         gateway: counts,
         recordsOpen,
       });
+    } catch (error) {
+      // A start or a read cut short by Ctrl-C is the interruption, whatever it failed with.
+      throw options.signal?.aborted === true ? interrupted : error;
     } finally {
       options.signal?.removeEventListener('abort', onInterrupt);
+      phase = `stopping the gateway and the upstream, then removing ${created.join(', ')}`;
     }
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup();

@@ -58,7 +58,8 @@ export async function startPythonUpstream(directory: string, port: number): Prom
     throw new UpstreamUnavailableError(`${UPSTREAM_SCRIPT} is not there: the gateway scenario runs from a clone of the repository`, { cause: error });
   });
   const file = join(directory, 'upstream.db');
-  const child = spawn('python3', [UPSTREAM_SCRIPT, String(port), file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // A process group of its own: a terminal's Ctrl-C reaches the demo alone, which stops the upstream last.
+  const child = spawn('python3', [UPSTREAM_SCRIPT, String(port), file], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   await ready(child);
   const read = <T>(query: (db: Database.Database) => T): T => {
     const db = new Database(file, { readonly: true, fileMustExist: true });

@@ -8,11 +8,12 @@ import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process'
 
 /**
  * Spawns `entry` under this Node.js with this process's loader flags (tsx under tests), without an inspector
- * flag, which would clash on its port.
+ * flag, which would clash on its port. The child runs in a process group of its own, so a terminal's Ctrl-C
+ * reaches the demo alone, which stops its children in order and removes what the run wrote.
  */
 export function spawnNode(entry: string, args: readonly string[], stdio: StdioOptions): ChildProcess {
   const execArgv = process.execArgv.filter((flag) => !flag.startsWith('--inspect'));
-  return spawn(process.execPath, [...execArgv, entry, ...args], { stdio });
+  return spawn(process.execPath, [...execArgv, entry, ...args], { stdio, detached: true });
 }
 
 /**

@@ -8,6 +8,7 @@
 import { RetryExhaustedError, type RetryingFetch } from '../../client/fetch.js';
 import type { PlannedPayment } from './plan.js';
 import { FAULT_HEADER } from './chaos.js';
+import type { DriveTally } from './progress.js';
 
 /** How one logical call ended. */
 export interface CallResult {
@@ -44,6 +45,8 @@ interface DriveOptions {
   readonly fetch: RetryingFetch;
   /** Aborts every call (the server failed in a way the demo did not cause). */
   readonly signal: AbortSignal;
+  /** Counted up as operations go out and end, for the progress line. */
+  readonly tally?: DriveTally;
 }
 
 /**
@@ -75,7 +78,9 @@ export async function drive(options: DriveOptions): Promise<readonly CallResult[
     for (;;) {
       const payment = plan[next++];
       if (payment === undefined) return;
+      if (options.tally) options.tally.sent++;
       await Promise.all(Array.from({ length: payment.copies }, () => pay(payment)));
+      if (options.tally) options.tally.answered++;
     }
   };
   await Promise.all(Array.from({ length: options.concurrency }, worker));

@@ -72,7 +72,7 @@ export function awaitKill(): Promise<never> {
 
 /**
  * Runs `stop` when the parent asks for a shutdown, then exits; exits at once when the parent is gone;
- * ignores SIGINT, which the parent handles.
+ * ignores SIGINT, which is the parent's to handle.
  */
 export function onShutdown(stop: () => Promise<void>): void {
   process.on('message', (message: unknown) => {
@@ -86,6 +86,9 @@ export function onShutdown(stop: () => Promise<void>): void {
     );
   });
   process.on('disconnect', () => process.exit(0));
-  // Ctrl-C reaches the whole process group; the parent stops the workers in order and cleans up after them.
+  // A parent that died while this worker started closed the channel before anyone listened for it.
+  if (!process.connected) process.exit(0);
+  // The worker runs in a process group of its own, out of a terminal's Ctrl-C; a SIGINT sent to it anyway is
+  // the parent's to handle: it stops the workers in order and cleans up after them.
   process.on('SIGINT', () => undefined);
 }

@@ -1,6 +1,7 @@
 /**
- * The charges table on PostgreSQL, in a schema of its own per demo run (`retrysafe_demo_<run id>`), so runs
- * on one database never see each other's rows and the user creates nothing by hand. In transactional mode
+ * The charges table on PostgreSQL, in the schema of the demo run (`retrysafe_demo_<run id>`, where the run's
+ * idempotency records live too), so runs on one database never see each other's rows and the user creates
+ * nothing by hand; the demo's parent drops the schema at the end (`harness/run-store.ts`). In transactional mode
  * each row is written through the request's `pg` `PoolClient`, inside the transaction that also completes
  * the idempotency record.
  *
@@ -19,7 +20,6 @@ const RUN_ID = /^[0-9a-f]{1,32}$/;
  * ```ts
  * const ledger = await PostgresChargeLedger.open(store.pool, '1a2b3c4d');
  * await store.transaction((tx) => ledger.insert(charge, tx));
- * await ledger.dispose(); // drops retrysafe_demo_1a2b3c4d
  * ```
  */
 export class PostgresChargeLedger implements ChargeLedger<pg.PoolClient> {
@@ -27,7 +27,6 @@ export class PostgresChargeLedger implements ChargeLedger<pg.PoolClient> {
     private readonly pool: pg.Pool,
     /** `"retrysafe_demo_<run id>".charges`, quoted. */
     private readonly table: string,
-    private readonly schema: string,
   ) {}
 
   /**
@@ -52,7 +51,7 @@ export class PostgresChargeLedger implements ChargeLedger<pg.PoolClient> {
         created_at bigint NOT NULL
       )`,
     );
-    return new PostgresChargeLedger(pool, table, schema);
+    return new PostgresChargeLedger(pool, table);
   }
 
   async insert(charge: Charge, tx: pg.PoolClient | undefined): Promise<void> {
@@ -79,8 +78,8 @@ export class PostgresChargeLedger implements ChargeLedger<pg.PoolClient> {
     return rows.map(chargeOf);
   }
 
-  /** Drops the run's schema; the report already holds what the rows said. */
-  async dispose(): Promise<void> {
-    await this.pool.query(`DROP SCHEMA IF EXISTS ${this.schema} CASCADE`);
+  /** Nothing to release: the pool is its owner's, and the demo's parent drops the run's schema once the server is gone. */
+  dispose(): Promise<void> {
+    return Promise.resolve();
   }
 }

@@ -10,7 +10,7 @@ import type { ServerFault } from '../harness/plan.js';
 
 /** The server's configuration, passed as one JSON argument. */
 export interface ServerConfig {
-  /** The `--store` value. */
+  /** The `--store` value, narrowed to the run's schema or key prefix (`harness/run-store.ts`). */
   readonly store: string;
   /** Port to listen on at 127.0.0.1; 0 picks a free one (the first start), a restart reuses the port. */
   readonly port: number;
@@ -23,7 +23,7 @@ export interface ServerConfig {
    * that commits the claim apart from the business transaction, as PostgreSQL does).
    */
   readonly leaseMs: number;
-  /** This run's id (lower-case hex): names the per-run PostgreSQL schema of the charges. */
+  /** This run's id (lower-case hex): names the per-run PostgreSQL schema of the charges (the run's store schema). */
   readonly runId: string;
   /** A directory of this run's own, for the SQLite charges file next to a store that is not SQLite. */
   readonly directory: string;

@@ -61,6 +61,11 @@ export interface DemoReport {
   readonly responsesIdentical: boolean;
   /** Wall time of the run, in milliseconds. */
   readonly durationMs: number;
+  /**
+   * What the run wrote outside its processes, each removed once the report was built, e.g.
+   * `schema retrysafe_demo_1a2b3c4d`, `Redis keys retrysafe_demo_1a2b3c4d:*`, `temporary directory /tmp/…`.
+   */
+  readonly removed: readonly string[];
   /** `true` when no payment was charged twice or lost and every key's answers are identical. */
   readonly passed: boolean;
   /** The first few problems found, one line each. */
@@ -91,6 +96,8 @@ export interface ReportInput {
   readonly inFlightAtCrashes: number;
   readonly crashesSkipped: string | null;
   readonly durationMs: number;
+  /** What the run wrote outside its processes, removed at the end. */
+  readonly removed: readonly string[];
   readonly metrics: ReceiverCounts | null;
 }
 
@@ -149,6 +156,7 @@ export function buildReport(input: ReportInput): DemoReport {
     identicalKeys: identical,
     responsesIdentical: identical === input.plan.length,
     durationMs: Math.round(input.durationMs),
+    removed: input.removed,
     passed: doubles === 0 && lost === 0 && identical === input.plan.length && rowsByKey.size === 0,
     problems: problems.slice(0, MAX_PROBLEMS),
     metrics: input.metrics,
@@ -168,19 +176,24 @@ export function formatReport(report: DemoReport): string {
     ['mode', report.mode === 'unsafe' ? 'UNSAFE (no idempotency middleware)' : `retrysafe on ${storeKind(report.store)}`],
     ['logical payments', report.logicalPayments],
     ['concurrent duplicates', report.concurrentDuplicates],
+    ['lost replies injected', report.lostRepliesInjected],
+    ['slow handlers injected', report.slowHandlers],
+    ['server crashes / restarts', crashes],
+  ];
+  const clients: ReportRow[] = [
     ['HTTP attempts', report.httpAttempts],
     ['replays', report.replays],
     ['409s', report.conflicts],
-    ['lost replies injected', report.lostRepliesInjected],
-    ['slow handlers injected', report.slowHandlers],
-    ['client timeouts', report.clientTimeouts],
+    ['timeouts', report.clientTimeouts],
     ['network errors', report.networkErrors],
-    ['server crashes / restarts', crashes],
+  ];
+  const judged: ReportRow[] = [
     ['charges written (rows)', report.chargesWritten],
     ['double charges', report.doubleCharges],
     ['lost payments', report.lostPayments],
     ['responses identical per key', `${report.identicalKeys} / ${report.logicalPayments}`],
     ['duration', `${(report.durationMs / 1000).toFixed(1)} s`],
+    ['removed afterwards', report.removed.join(', ')],
   ];
   const verdict = report.passed
     ? 'PASS: every payment charged exactly once; every retry got the original answer'
@@ -188,18 +201,38 @@ export function formatReport(report: DemoReport): string {
   const problems = report.problems.map((problem) => `    ${problem}`);
   return [
     'retrysafe demo: a payments API under lost replies, timeouts, duplicate bursts and crashes',
-    ...formatRows([...rows, ['verdict', verdict]]),
+    ...formatRows([
+      ...rows,
+      ...labelled('clients saw', clients),
+      ...(report.metrics === null ? [] : labelled('server counted', serverRows(report.metrics))),
+      ...judged,
+      ['verdict', verdict],
+    ]),
     ...(problems.length > 0 ? ['  first problems:', ...problems] : []),
-    `  (repeat the same faults with --seed ${report.seed})`,
     ...(report.metrics === null
       ? []
       : [
-          `  metrics (retrysafe.requests, retrysafe.lease.takeovers): executions ${report.metrics.executions}, ` +
-            `replays ${report.metrics.replays}, 409s ${report.metrics.conflicts}, takeovers ${report.metrics.takeovers}` +
-            (report.serverCrashes === 0 ? '' : ` (requests in flight at the crashes, whose counts may have died: ${report.requestsInFlightAtCrashes})`),
+          '  (the server also counts answers no client received: a lost reply, an attempt a client gave up on' +
+            (report.serverCrashes === 0 ? ')' : `; a SIGKILLed server's counts die with it: ${report.requestsInFlightAtCrashes} request(s) were in flight at the crashes)`),
         ]),
+    `  (repeat the same faults with --seed ${report.seed})`,
     '',
   ].join('\n');
+}
+
+/** The receiver's own counts (OpenTelemetry `retrysafe.requests` by outcome, `retrysafe.lease.takeovers`) as report rows. */
+function serverRows(metrics: ReceiverCounts): ReportRow[] {
+  return [
+    ['executions', metrics.executions],
+    ['replays', metrics.replays],
+    ['409s', metrics.conflicts],
+    ['takeovers', metrics.takeovers],
+  ];
+}
+
+/** `rows` with each label prefixed by `who`, e.g. `clients saw: replays`. */
+function labelled(who: string, rows: readonly ReportRow[]): ReportRow[] {
+  return rows.map(([label, value]) => [`${who}: ${label}`, value]);
 }
 
 /** Which store, and how it keeps the charge and its record together, named from its `--store` value. */

@@ -13,6 +13,8 @@ import { SLOW_HANDLER_MS } from '../harness/chaos.js';
 import { ATTEMPT_TIMEOUT_MS, createDemoClient } from '../harness/client.js';
 import { planFaults, type CrashFault, type ServerFault } from '../harness/plan.js';
 import { DemoInterruptedError } from '../harness/interrupted.js';
+import { reportProgress, type DriveTally } from '../harness/progress.js';
+import { runStore } from '../harness/run-store.js';
 import { concurrencyOf, drive } from '../harness/traffic.js';
 import { buildReport, type DemoReport } from './report.js';
 import { ServerSupervisor } from './supervisor.js';
@@ -26,18 +28,28 @@ export interface DemoOptions {
   /** Seed of the fault plan, 0..2^32-1. @defaultValue a random one (printed in the report) */
   readonly seed?: number;
   /**
-   * A `--store` value. On PostgreSQL the charges go to a schema of this run's own (dropped afterwards); on
-   * a plain store (`memory:`, `redis://`) to a SQLite file in a temporary directory.
+   * A `--store` value. On PostgreSQL the records and the charges go to a schema of this run's own
+   * (`retrysafe_demo_<run>`, dropped afterwards); on Redis the records go under a key prefix of its own
+   * (`retrysafe_demo_<run>`, deleted afterwards) and the charges to a SQLite file in a temporary directory,
+   * as on any other plain store (`memory:`). It must not name a `?schema=` or `?prefix=`.
    * @defaultValue a SQLite file in a fresh temporary directory, removed afterwards
    */
   readonly store?: string;
   /** Serve without the idempotency middleware, to show what the same traffic does without retrysafe. @defaultValue false */
   readonly unsafe?: boolean;
   /**
-   * Stops the run (Ctrl-C): the server is stopped, the run's PostgreSQL schema and temporary directory are
-   * removed, and the run rejects with {@link DemoInterruptedError}.
+   * Stops the run (Ctrl-C): the server is stopped, the run's PostgreSQL schema or Redis keys and its
+   * temporary directory are removed, and the run rejects with {@link DemoInterruptedError}.
    */
   readonly signal?: AbortSignal;
+  /**
+   * Told every 2 s while the run goes, one line such as
+   * `payments 37/240 answered (48 sent), 412 HTTP attempts, server crashes 1, restarts 1`, and then
+   * `reading the charges` and `stopping the payments server, then removing schema retrysafe_demo_1a2b3c4d, …`
+   * as the run ends.
+   * @defaultValue no progress is reported
+   */
+  readonly onProgress?: (line: string) => void;
 }
 
 /**
@@ -57,8 +69,10 @@ const PLAIN_STORE_SKIP =
  *
  * @throws TypeError naming the option when an option is invalid
  * @throws {@link StoreUrlError} when `store` is not a valid `--store` value
+ * @throws TypeError when `store` names a `?schema=` or a `?prefix=`
+ * @throws {@link StoreOpenError} when the store cannot be reached or refuses
  * @throws Error when the payments server cannot start or dies in a way the demo did not cause
- * @throws {@link DemoInterruptedError} when `signal` aborts, once the run's schema and directory are removed
+ * @throws {@link DemoInterruptedError} when `signal` aborts, once the run's schema or keys and its directory are removed
  * @example
  * ```ts
  * const report = await runDemo({ payments: 240, seed: 42 });
@@ -72,21 +86,22 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
   const seed = options.seed ?? randomBytes(4).readUInt32BE(0);
   const unsafe = options.unsafe ?? false;
   const directory = await mkdtemp(join(tmpdir(), 'retrysafe-demo-'));
-  const created = [`temporary directory ${directory}`];
   try {
-    const store = options.store ?? `sqlite:${join(directory, 'payments.db')}`;
-    const target = parseStoreUrl(store);
+    // Keys (and the PostgreSQL schema or Redis prefix) are unique per run, so runs on one server never collide.
+    const runId = randomBytes(4).toString('hex');
+    const named = options.store ?? `sqlite:${join(directory, 'payments.db')}`;
+    const target = parseStoreUrl(named);
+    const ours = runStore(named, runId);
+    const store = ours.url;
     const crashes: CrashFault[] = !target.durable ? [] : target.transactional ? ['crash-mid-handler', 'crash-after-commit'] : ['crash-after-commit'];
     const crashesSkipped = !target.durable
-      ? `${store} keeps its records in the server process, so they would die with it`
+      ? `${named} keeps its records in the server process, so they would die with it`
       : target.transactional
         ? null
         : PLAIN_STORE_SKIP;
-    // Keys (and the PostgreSQL charges schema) are unique per run, so runs on one database never collide.
-    const runId = randomBytes(4).toString('hex');
     const keyPrefix = `pay-${runId}`;
     const plan = planFaults({ seed, payments, keyPrefix, crashes });
-    if (target.scheme === 'postgres' || target.scheme === 'postgresql') created.unshift(`schema retrysafe_demo_${runId}`);
+    const created = [...ours.created, `temporary directory ${directory}`];
     const failure = new AbortController();
     const interrupted = new DemoInterruptedError(created);
     const onInterrupt = (): void => failure.abort(interrupted);
@@ -101,16 +116,29 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
         client.faultApplied(key);
       },
       onFailure: (error) => failure.abort(error),
+      signal: failure.signal,
     });
+    const tally: DriveTally = { sent: 0, answered: 0 };
+    let phase = 'starting the payments server';
+    const stopProgress = reportProgress(options.onProgress, () =>
+      phase === 'traffic'
+        ? `payments ${tally.answered}/${payments} answered (${tally.sent} sent), ${client.counters.attempts} HTTP attempts, ` +
+          `server crashes ${server.crashes}, restarts ${server.restarts}`
+        : phase,
+    );
     try {
       if (options.signal?.aborted === true) throw interrupted;
+      await ours.prepare();
+      failure.signal.throwIfAborted();
       await server.start();
       failure.signal.throwIfAborted();
-      const calls = await drive({ plan, concurrency, origin: server.origin, path: '/payments', fetch: client.fetch, signal: failure.signal });
+      phase = 'traffic';
+      const calls = await drive({ plan, concurrency, origin: server.origin, path: '/payments', fetch: client.fetch, signal: failure.signal, tally });
+      phase = 'reading the charges';
       const charges = await server.charges(keyPrefix);
       return buildReport({
         seed,
-        store,
+        store: named,
         unsafe,
         plan,
         calls,
@@ -122,13 +150,22 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
         inFlightAtCrashes: server.inFlightAtCrashes,
         crashesSkipped,
         durationMs: performance.now() - started,
+        removed: created,
         metrics: unsafe || !server.metricsSeen ? null : server.receiverCounts,
       });
+    } catch (error) {
+      // A start or a read cut short by Ctrl-C is the interruption, whatever it failed with.
+      throw options.signal?.aborted === true ? interrupted : error;
     } finally {
       options.signal?.removeEventListener('abort', onInterrupt);
-      // The server drops the run's PostgreSQL schema as it shuts down.
-      await server.stop();
-      await client.close();
+      phase = `stopping the payments server, then removing ${created.join(', ')}`;
+      try {
+        await server.stop();
+        await client.close();
+        await ours.remove();
+      } finally {
+        stopProgress();
+      }
     }
   } finally {
     await rm(directory, { recursive: true, force: true });

@@ -20,6 +20,11 @@ import type { ServerMetrics } from './server-metrics.js';
 import { isParentMessage, type ServerConfig, type ServerMessage } from './protocol.js';
 import { SqliteChargeLedger } from './sqlite-ledger.js';
 
+// The parent is gone (or done with us): nothing else will ever talk to this server. Listened for first,
+// before the store opens: a parent that dies while this server starts must not leave it running.
+process.on('disconnect', () => process.exit(0));
+if (process.send !== undefined && !process.connected) process.exit(0);
+
 /** Sends `message` to the parent; resolves once it is written to the IPC channel (at once without a parent). */
 const send = (message: ServerMessage): Promise<void> =>
   new Promise((resolve) => {
@@ -130,7 +135,6 @@ process.on('message', (message: unknown) => {
       () => process.exit(1),
     );
 });
-// The parent is gone (or done with us): nothing else will ever talk to this server.
-process.on('disconnect', () => process.exit(0));
-// Ctrl-C reaches the whole process group: the parent asks for the shutdown, which drops this run's schema.
+// The server runs in a process group of its own, out of a terminal's Ctrl-C; a SIGINT sent to it anyway is
+// the parent's to handle: it asks for the shutdown, then removes what the run wrote.
 process.on('SIGINT', () => undefined);

@@ -10,6 +10,7 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Charge } from './ledger.js';
 import { spawnNode, startOutcome } from '../harness/child-start.js';
+import { exitOf, watchdog } from '../harness/watchdog.js';
 import type { ServerFault } from '../harness/plan.js';
 import { isServerMessage, type ParentMessage, type ServerConfig, type ServerMessage } from './protocol.js';
 import { addCounts, laterCounts, NO_COUNTS, type ReceiverCounts } from './metrics.js';
@@ -26,6 +27,10 @@ interface SupervisorOptions {
   readonly onFailure: (error: Error) => void;
   /** Longest wait for the server to listen. @defaultValue 20_000 */
   readonly startTimeoutMs?: number;
+  /** Longest wait for any other answer of the server (the charges, a restart, the exit after a shutdown). @defaultValue 30_000 */
+  readonly answerTimeoutMs?: number;
+  /** Aborts the waits for the server's answers (not {@link ServerSupervisor.stop}, which always runs). */
+  readonly signal?: AbortSignal;
 }
 
 /** Where the compiled (`.js`) or source (`.ts`, under `node --import tsx`) server entry sits. */
@@ -87,8 +92,15 @@ export class ServerSupervisor {
   /**
    * Starts the server and resolves once it listens.
    * @throws Error when it exits or reports a listen failure first, or does not listen in time
+   * @throws `signal.reason` when `signal` aborts first
    */
-  async start(): Promise<void> {
+  start(): Promise<void> {
+    const timeoutMs = (this.options.startTimeoutMs ?? 20_000) + PORT_RETRIES * PORT_RETRY_MS;
+    return watchdog(this.listen(), timeoutMs, 'the payments server (its start)', this.options.signal);
+  }
+
+  /** Spawns the server until one listens; a port the dead server still holds is retried. */
+  private async listen(): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       const outcome = await this.spawnOnce();
       if (outcome === 'ready') return;
@@ -100,26 +112,36 @@ export class ServerSupervisor {
     }
   }
 
-  /** The charge rows whose key starts with `keyPrefix`, read by the server from its database. */
+  /**
+   * The charge rows whose key starts with `keyPrefix`, read by the server from its database.
+   * @throws {@link NoAnswerError} when a restart in progress or the server's answer takes longer than `answerTimeoutMs`
+   * @throws `signal.reason` when `signal` aborts first
+   * @throws Error when the server exits before answering
+   */
   async charges(keyPrefix: string): Promise<readonly Charge[]> {
-    await this.recovery;
+    await this.answered(this.recovery, 'the payments server (its restart)');
     const child = this.child;
     if (!child) throw new Error('the payments server is not running');
-    return new Promise((resolve, reject) => {
+    let listeners = (): void => undefined;
+    const listed = new Promise<readonly Charge[]>((resolve, reject) => {
       const onMessage = (message: unknown): void => {
         if (!isServerMessage(message) || message.type !== 'charges') return;
-        child.off('exit', onExit);
-        child.off('message', onMessage);
+        listeners();
         resolve(message.charges);
       };
       const onExit = (): void => {
-        child.off('message', onMessage);
+        listeners();
         reject(new Error(`the payments server exited before listing the charges${this.stderrTail()}`));
+      };
+      listeners = () => {
+        child.off('exit', onExit);
+        child.off('message', onMessage);
       };
       child.on('message', onMessage);
       child.once('exit', onExit);
       this.tell(child, { type: 'charges', keyPrefix });
     });
+    return this.answered(listed, 'the payments server (listing the charges)').finally(listeners);
   }
 
   /** Whether any server sent metric counts (it does when `@opentelemetry/sdk-metrics` is installed). */
@@ -132,17 +154,29 @@ export class ServerSupervisor {
     return [...this.counts.values()].reduce(addCounts, NO_COUNTS);
   }
 
-  /** Stops the server: asks it to shut down, and kills it if it has not exited within two seconds. */
+  /**
+   * Stops the server: waits (at most `answerTimeoutMs`) for a restart in progress, asks the server to shut
+   * down, and kills it if it has not exited within two seconds.
+   */
   async stop(): Promise<void> {
     this.stopping = true;
-    await this.recovery.catch(() => undefined);
+    await watchdog(this.recovery, this.answerTimeoutMs, 'the payments server (its restart)').catch(() => undefined);
     const child = this.child;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
+    if (!child) return;
+    const exited = exitOf(child);
     if (child.connected) this.tell(child, { type: 'shutdown' });
     const timer = setTimeout(() => child.kill('SIGKILL'), 2_000);
     await exited;
     clearTimeout(timer);
+  }
+
+  private get answerTimeoutMs(): number {
+    return this.options.answerTimeoutMs ?? 30_000;
+  }
+
+  /** `wait`, under the watchdog: at most `answerTimeoutMs`, and no longer than `signal` lets it. */
+  private answered<T>(wait: Promise<T>, what: string): Promise<T> {
+    return watchdog(wait, this.answerTimeoutMs, what, this.options.signal);
   }
 
   /** Spawns one server; resolves `'ready'`, `'EADDRINUSE'`, or why it did not start. */
@@ -180,11 +214,15 @@ export class ServerSupervisor {
     if (message.type !== 'fault' || child !== this.child) return;
     this.options.onFault(message.key, message.fault);
     if (message.fault !== 'crash-mid-handler' && message.fault !== 'crash-after-commit') return;
+    // Another request already in flight reached its crash point before the first SIGKILL landed: that kill
+    // covers it. A second restart would race the first for the port, and the loser's retries would hold the
+    // run until its start timed out.
+    if (!this.serving.has(child)) return;
     if (!this.options.crashes) {
       this.fail(new Error(`the payments server reached a crash fault (${message.fault}) with crashes disabled`));
       return;
     }
-    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const exited = exitOf(child);
     this.serving.delete(child);
     child.kill('SIGKILL');
     this.crashes++;

@@ -30,6 +30,7 @@ function input(plan: PlannedPayment[], calls: CallResult[], charges: Charge[]): 
     inFlightAtCrashes: 0,
     crashesSkipped: 'memory: dies with the process',
     durationMs: 1234.4,
+    removed: ['temporary directory /tmp/retrysafe-demo-x'],
     metrics: null,
   };
 }
@@ -100,6 +101,22 @@ describe('formatReport', () => {
     expect(text).toContain('  verdict                      FAIL: 1 double charge(s), 0 lost payment(s), 0 key(s) with differing answers\n');
     expect(text).toContain('  first problems:\n    a: charged 2 times\n');
     expect(text).toContain('--seed 9');
+    expect(text).toContain('  clients saw: replays         2\n');
+    expect(text).toContain('  clients saw: 409s            1\n');
+    expect(text).not.toContain('server counted');
+  });
+
+  it('labels what the clients saw apart from what the server counted', () => {
+    const metrics = { executions: 1, replays: 5, conflicts: 4, takeovers: 0 };
+    const text = formatReport(buildReport({ ...input([payment('a')], [ok('a', 'p1')], [charge('p1', 'a')]), metrics }));
+    expect(text).toContain('  clients saw: replays         2\n');
+    expect(text).toContain('  server counted: replays      5\n');
+    expect(text).toContain('  clients saw: 409s            1\n');
+    expect(text).toContain('  server counted: 409s         4\n');
+    expect(text).toContain('  server counted: executions   1\n');
+    expect(text).toContain('  verdict                      PASS');
+    // No row is named "replays" alone: every count says whose it is.
+    expect(text).not.toMatch(/^ {2}replays /m);
   });
 
   it('shows the crashes a plain store took next to the one it skipped, and no skip note when none was', () => {

@@ -269,6 +269,29 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       await deleteUnder(client, prefix);
     });
 
+    it('keeps its records under the ?prefix= of the URL, which the driver never sees', async () => {
+      const prefix = `${FILE_PREFIX}:urlprefix`;
+      const separator = REDIS_URL.includes('?') ? '&' : '?';
+      // `family=4` is ioredis's own parameter: it must still reach the driver once ?prefix= is taken out.
+      const store = await openRedisStore(`${REDIS_URL}${separator}prefix=${encodeURIComponent(prefix)}&family=4`);
+      try {
+        expect((await store.claim(input('url-k'))).acquired).toBe(true);
+        expect(await keysUnder(client, prefix)).toEqual([recordKey(prefix, 'shared', 'url-k')]);
+        expect(await client.exists(recordKey('retrysafe', 'shared', 'url-k'))).toBe(0);
+        // The same prefix in the options agrees; another one is refused before connecting.
+        const agreeing = await openRedisStore(`${REDIS_URL}${separator}prefix=${encodeURIComponent(prefix)}`, { prefix });
+        expect((await agreeing.get('shared', 'url-k'))?.state).toBe('in_progress');
+        await agreeing.close();
+        await expect(openRedisStore(`${REDIS_URL}${separator}prefix=${encodeURIComponent(prefix)}`, { prefix: 'other' })).rejects.toThrow(
+          /option "prefix" must be the \?prefix= of the URL/,
+        );
+        await expect(openRedisStore(`${REDIS_URL}${separator}prefix=`)).rejects.toThrow(/must be non-empty/);
+      } finally {
+        await store.close();
+        await deleteUnder(client, prefix);
+      }
+    });
+
     it('refuses a URL of another scheme, and rejects when nothing listens at the URL', async () => {
       await expect(openRedisStore('postgres://127.0.0.1:5432/test')).rejects.toThrow(TypeError);
       const port = await new Promise<number>((resolve) => {
