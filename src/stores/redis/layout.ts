@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { IdempotencyRecord, RecordDraft } from '../../core/record.js';
+import type { IdempotencyRecord, RecordDraft, StoredResponse } from '../../core/record.js';
 
 /**
  * The record's head, field by field, each with its code in Redis's built-in Lua `struct` library
@@ -179,4 +179,23 @@ export function decodeHead(start: Buffer): RecordHead | undefined {
   const reader = new Reader(start);
   const { head } = readHead(reader);
   return reader.short ? undefined : head;
+}
+
+// Hot path: docs/hot-path.md#redis-record-layout
+/**
+ * The tail of a completed record ({@link TAIL_FORMAT}) for `response`: its status, its headers as a JSON
+ * object (a 4-byte length and UTF-8 text) and its body (a 4-byte length and its bytes). The completion
+ * script appends it to the head as given, so Redis packs no response field.
+ */
+export function encodeTail(response: StoredResponse): Buffer {
+  const headers = JSON.stringify(response.headers);
+  const { body } = response;
+  const headerBytes = Buffer.byteLength(headers);
+  const tail = Buffer.allocUnsafe(16 + headerBytes + body.byteLength);
+  tail.writeDoubleBE(response.status, 0);
+  tail.writeUInt32BE(headerBytes, 8);
+  tail.write(headers, 12);
+  tail.writeUInt32BE(body.byteLength, 12 + headerBytes);
+  tail.set(body, 16 + headerBytes);
+  return tail;
 }

@@ -12,7 +12,7 @@ import { claimOn } from './claim.js';
 import { claimManyOn } from './claim-many.js';
 import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
-import { decodeHead, decodeRecord, HEAD_READ_BYTES, type RecordHead } from './layout.js';
+import { decodeHead, decodeRecord, encodeTail, HEAD_READ_BYTES, type RecordHead } from './layout.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
 import { allowingOom, LuaScript } from './script.js';
@@ -130,11 +130,10 @@ export class RedisStore implements IdempotencyStore {
   async complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
     const setup = this.ready();
     if (setup) await setup;
-    const body = Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength);
     const reply = await (this.scriptFlags ? COMPLETE_OVER_LIMIT : COMPLETE).run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
-      [claim.leaseToken, this.now(), retentionMs, recordTtlMs(retentionMs), response.status, JSON.stringify(response.headers), body],
+      [claim.leaseToken, this.now(), retentionMs, recordTtlMs(retentionMs), encodeTail(response)],
     );
     if (reply !== 1) return false;
     if (this.config.waitReplicas > 0) await this.replicated(claim, 'completion');

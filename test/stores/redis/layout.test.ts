@@ -4,7 +4,7 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decodeHead, decodeRecord, HEAD_READ_BYTES } from '../../../src/stores/redis/layout.js';
+import { decodeHead, decodeRecord, encodeTail, HEAD_READ_BYTES } from '../../../src/stores/redis/layout.js';
 import { packHeadLua, packTailLua } from '../../../src/stores/redis/scripts/record.lua.js';
 import { REDIS_URL, serviceAvailable } from '../../support/services.js';
 
@@ -95,6 +95,23 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       const completed = await pack({ ...base, state: 2 }, [200, '{}', Buffer.from('body')]);
       expect(() => decodeRecord(completed.subarray(0, completed.length - 2))).toThrow('it ends inside the response');
       expect(() => decodeRecord(Buffer.concat([completed, Buffer.from('x')]))).toThrow('bytes after the response');
+    });
+  });
+
+  describe('encodeTail', () => {
+    it('packs a response byte for byte as Redis packs the tail, UTF-8 headers and a body that is a view included', async () => {
+      const headers = { 'content-type': 'text/plain; charset=utf-8', 'x-note': 'naïve ключ' };
+      const backing = Buffer.from([9, 9, 0, 255, 1, 128, 9]);
+      const body = new Uint8Array(backing.buffer, backing.byteOffset + 2, 4);
+      const lua = await pack({ ...base, state: 2 }, [201, JSON.stringify(headers), Buffer.from(body)]);
+      const head = await pack({ ...base, state: 2 });
+      const tail = encodeTail({ status: 201, headers, body });
+      expect(Buffer.concat([head, tail])).toEqual(lua);
+      expect(decodeRecord(Buffer.concat([head, encodeTail({ status: 204, headers: {}, body: new Uint8Array(0) })])).response).toEqual({
+        status: 204,
+        headers: {},
+        body: Buffer.alloc(0),
+      });
     });
   });
 

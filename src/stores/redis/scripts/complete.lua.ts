@@ -4,7 +4,7 @@
  * @module
  */
 import { nowLua } from './now.lua.js';
-import { packTailLua, READ_RECORD_LUA, repackFixedLua, unpackHeadLua } from './record.lua.js';
+import { READ_RECORD_LUA, repackFixedLua, unpackHeadLua } from './record.lua.js';
 
 /**
  * Lua source of `complete`.
@@ -16,7 +16,8 @@ import { packTailLua, READ_RECORD_LUA, repackFixedLua, unpackHeadLua } from './r
  * ARGV[3] — the completed record's retention, in ms from now.
  * ARGV[4] — the real Redis TTL to set on the record key, in ms: `recordTtlMs` (`ttl.ts`) of the retention,
  *   computed by the caller, so the script passes it on as given.
- * ARGV[5] — response status; ARGV[6] — response headers as a JSON object; ARGV[7] — body bytes.
+ * ARGV[5] — the response packed as a completed record's tail (status, headers as a JSON object, body:
+ *   `encodeTail` in `layout.ts`), appended to the head as it is: the script packs no response field.
  *
  * Returns 1 when saved (and publishes `completed` on KEYS[1]); 0, changing nothing, when the record is
  * absent, completed under another token, or held under another token.
@@ -37,7 +38,7 @@ ${nowLua(2)}
 local record = ${repackFixedLua(
   { state: '2', lease: 'lease', created: 'created', expires: 'now + tonumber(ARGV[3])', completed: 'now' },
   'v',
-)} .. ${packTailLua('tonumber(ARGV[5])', 'ARGV[6]', 'ARGV[7]')}
+)} .. ARGV[5]
 redis.call('SET', KEYS[1], record, 'PX', ARGV[4])
 redis.call('PUBLISH', KEYS[1], 'completed')
 return 1
