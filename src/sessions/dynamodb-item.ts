@@ -19,7 +19,7 @@
  */
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import type { Item } from '../stores/dynamodb/layout.js';
-import type { BeginInput, BeginResult, SessionStats } from './store.js';
+import type { BeginInput, BeginResult } from './store.js';
 
 /** One request a session holds. */
 interface HeldRequest {
@@ -118,23 +118,6 @@ export function newSession(clientId: string, leaseExpiresAt: number): SessionIte
   return { clientId, state: 'live', leaseExpiresAt, lowWaterMark: 0, version: 0, requests: new Map() };
 }
 
-/** The session's counters, and the highest request number it holds (`undefined` when it holds none). */
-export function countersOf(session: SessionItem): { stats: SessionStats; highest: number | undefined } {
-  let storedResponses = 0;
-  let highest: number | undefined;
-  for (const [number, request] of session.requests) {
-    if (request.state === 'completed') storedResponses++;
-    highest = Math.max(highest ?? number, number);
-  }
-  const stats: SessionStats = {
-    state: session.state,
-    lowWaterMark: session.lowWaterMark,
-    leaseExpiresAt: session.leaseExpiresAt,
-    storedResponses,
-    inProgress: session.requests.size - storedResponses,
-  };
-  return { stats, highest };
-}
 
 /**
  * Refuses an unknown session (`undefined`) or a tombstone; turns a session whose lease ended at or before

@@ -21,7 +21,6 @@ import { DEFAULT_KEY_SCHEMA, ttlSeconds, type DynamodbKeySchema, type Item } fro
 import { scanItems } from '../stores/dynamodb/scan.js';
 import {
   beginStep,
-  countersOf,
   decodeSession,
   encodeSession,
   keepAliveStep,
@@ -30,6 +29,7 @@ import {
   type SessionItem,
   type Step,
 } from './dynamodb-item.js';
+import { sessionCounters } from './counters.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
 
 /** Options of {@link createDynamodbSessionStore}. */
@@ -211,7 +211,7 @@ class DynamodbSessionStore implements SessionStore {
 
   async stats(clientId: string): Promise<SessionStats | undefined> {
     const session = await this.read(clientId);
-    return session && countersOf(session).stats;
+    return session && sessionCounters(session).stats;
   }
 
   /**
@@ -231,7 +231,7 @@ class DynamodbSessionStore implements SessionStore {
       page = page.sort((a, b) => (a.clientId < b.clientId ? -1 : 1)).slice(0, limit);
     }
     return page.map((session) => {
-      const { stats, highest } = countersOf(session);
+      const { stats, highest } = sessionCounters(session);
       return { clientId: session.clientId, ...stats, ...(highest !== undefined && { highestRequestNumber: highest }) };
     });
   }

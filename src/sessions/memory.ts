@@ -5,6 +5,7 @@
  * @module
  */
 import { requireLimit } from '../core/validate.js';
+import { sessionCounters } from './counters.js';
 import type { BeginInput, BeginResult, KeepAliveResult, SessionQuery, SessionStats, SessionStore, SessionSummary } from './store.js';
 
 interface RequestEntry {
@@ -35,23 +36,6 @@ export function createMemorySessionStore(): SessionStore & Pick<Required<Session
   return new MemorySessionStore();
 }
 
-/** A session's counters, and the highest request number it holds (`undefined` when it holds none). */
-function counters(session: Session): { stats: SessionStats; highest: number | undefined } {
-  let storedResponses = 0;
-  let highest: number | undefined;
-  for (const [number, entry] of session.requests) {
-    if (entry.state === 'completed') storedResponses++;
-    highest = Math.max(highest ?? number, number);
-  }
-  const stats: SessionStats = {
-    state: session.state,
-    lowWaterMark: session.lowWaterMark,
-    leaseExpiresAt: session.leaseExpiresAt,
-    storedResponses,
-    inProgress: session.requests.size - storedResponses,
-  };
-  return { stats, highest };
-}
 
 class MemorySessionStore implements SessionStore {
   private readonly sessions = new Map<string, Session>();
@@ -119,7 +103,7 @@ class MemorySessionStore implements SessionStore {
 
   stats(clientId: string): Promise<SessionStats | undefined> {
     const session = this.sessions.get(clientId);
-    return Promise.resolve(session && counters(session).stats);
+    return Promise.resolve(session && sessionCounters(session).stats);
   }
 
   /** One page in client-id order: filters and sorts every session id, so O(n log n) in the sessions held. */
@@ -134,7 +118,7 @@ class MemorySessionStore implements SessionStore {
       ids.flatMap((clientId) => {
         const session = this.sessions.get(clientId);
         if (!session) return [];
-        const { stats, highest } = counters(session);
+        const { stats, highest } = sessionCounters(session);
         return [{ clientId, ...stats, ...(highest !== undefined && { highestRequestNumber: highest }) }];
       }),
     );

@@ -194,14 +194,14 @@ export async function runGatewayDemo(options: GatewayDemoOptions = {}): Promise<
     cleanups.push(() => client.close(), () => Promise.allSettled(crashing));
     const tally: DriveTally = { sent: 0, answered: 0 };
     let phase = 'starting the gateway';
-    const stopProgress = reportProgress(options.onProgress, () =>
+    const progress = reportProgress(options.onProgress, () =>
       phase === 'traffic'
         ? `payments ${tally.answered}/${payments} answered (${tally.sent} sent), ${client.counters.attempts} HTTP attempts, ` +
           `gateway crashes ${gateway.crashes}, restarts ${gateway.restarts}`
         : phase,
     );
     // First in the list, so it runs last: the line names what the run is stopping and removing meanwhile.
-    cleanups.unshift(() => Promise.resolve(stopProgress()));
+    cleanups.unshift(() => Promise.resolve(progress.stop()));
     try {
       if (options.signal?.aborted === true) throw interrupted;
       await gateway.start();

@@ -15,13 +15,19 @@ export interface DriveTally {
   answered: number;
 }
 
+/** A running progress report: `now()` reports the line at once (the final tally), `stop()` ends it. */
+interface Progress {
+  now(): void;
+  stop(): void;
+}
+
 /**
- * Calls `report` with `line()` every {@link PROGRESS_EVERY_MS} until the returned function is called; does
- * nothing when `report` is `undefined`. The timer does not keep the process alive.
+ * Calls `report` with `line()` every {@link PROGRESS_EVERY_MS} until `stop()` is called, and at once on
+ * `now()`; does nothing when `report` is `undefined`. The timer does not keep the process alive.
  */
-export function reportProgress(report: ((line: string) => void) | undefined, line: () => string): () => void {
-  if (report === undefined) return () => undefined;
+export function reportProgress(report: ((line: string) => void) | undefined, line: () => string): Progress {
+  if (report === undefined) return { now: () => undefined, stop: () => undefined };
   const timer = setInterval(() => report(line()), PROGRESS_EVERY_MS);
   timer.unref();
-  return () => clearInterval(timer);
+  return { now: () => report(line()), stop: () => clearInterval(timer) };
 }

@@ -196,7 +196,7 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
   const server = createServer(app);
   const tally: DriveTally = { sent: 0, answered: 0 };
   let phase = 'starting the relay and the consumers';
-  const stopProgress = reportProgress(input.onProgress, () =>
+  const progress = reportProgress(input.onProgress, () =>
     phase === 'traffic' ? `orders ${tally.answered}/${plan.length} answered (${tally.sent} sent), ${client.counters.attempts} HTTP attempts` : phase,
   );
   try {
@@ -242,7 +242,7 @@ async function runPipeline(input: PipelineInput): Promise<OrdersReport> {
       ledger,
     );
   } finally {
-    stopProgress();
+    progress.stop();
     input.signal?.removeEventListener('abort', onInterrupt);
     await relay.stop();
     await Promise.all(consumers.map((consumer) => consumer.stop()));

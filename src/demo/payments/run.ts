@@ -120,7 +120,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
     });
     const tally: DriveTally = { sent: 0, answered: 0 };
     let phase = 'starting the payments server';
-    const stopProgress = reportProgress(options.onProgress, () =>
+    const progress = reportProgress(options.onProgress, () =>
       phase === 'traffic'
         ? `payments ${tally.answered}/${payments} answered (${tally.sent} sent), ${client.counters.attempts} HTTP attempts, ` +
           `server crashes ${server.crashes}, restarts ${server.restarts}`
@@ -134,6 +134,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
       failure.signal.throwIfAborted();
       phase = 'traffic';
       const calls = await drive({ plan, concurrency, origin: server.origin, path: '/payments', fetch: client.fetch, signal: failure.signal, tally });
+      // The final tally, also for a run shorter than the interval between progress lines.
+      progress.now();
       phase = 'reading the charges';
       const charges = await server.charges(keyPrefix);
       return buildReport({
@@ -164,7 +166,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoReport> {
         await client.close();
         await ours.remove();
       } finally {
-        stopProgress();
+        progress.stop();
       }
     }
   } finally {

@@ -7,9 +7,8 @@
  * @module
  */
 import { MAX_MESSAGE_ID_LENGTH } from './errors.js';
-import type { InboxBatchOutcome } from './batch.js';
 import type { Inbox } from './inbox.js';
-import type { BrokerMessage, Disposition, MessageHandler } from './processor.js';
+import { dispositionOf, type BrokerMessage, type Disposition, type MessageHandler } from './processor.js';
 import { describe } from '../../core/validate.js';
 
 /**
@@ -54,7 +53,7 @@ export function inboxBatchProcessor<Tx>(inbox: Inbox<Tx>, consumer: string, hand
   const run = async (messages: readonly BrokerMessage[]): Promise<Disposition[]> => {
     const deliveries = messages.map((message) => ({ consumer, messageId: message.id, headers: message.headers, body: message.body, message }));
     const outcomes = await inbox.handleBatch(deliveries, (tx, delivery, context) => handler(delivery.message, tx, context));
-    return outcomes.map(toDisposition);
+    return outcomes.map((outcome) => dispositionOf(outcome.status));
   };
   const redrivePending = async (): Promise<number> => {
     const pending = await inbox.pendingRedrives(consumer);
@@ -62,18 +61,4 @@ export function inboxBatchProcessor<Tx>(inbox: Inbox<Tx>, consumer: string, hand
     return pending.length;
   };
   return Object.assign(run, { redrivePending });
-}
-
-function toDisposition(outcome: InboxBatchOutcome): Disposition {
-  switch (outcome.status) {
-    case 'processed':
-    case 'duplicate':
-      return 'ack';
-    case 'retry':
-      return 'retry';
-    case 'dead_lettered':
-      return 'dead_letter';
-    case 'rejected':
-      return 'reject';
-  }
 }

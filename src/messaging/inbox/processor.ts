@@ -92,15 +92,7 @@ export function inboxProcessor<Tx>(inbox: Inbox<Tx>, consumer: string, handler: 
       if (error instanceof MessageIdMissingError) return 'reject';
       throw error;
     }
-    switch (outcome.status) {
-      case 'processed':
-      case 'duplicate':
-        return 'ack';
-      case 'retry':
-        return 'retry';
-      case 'dead_lettered':
-        return 'dead_letter';
-    }
+    return dispositionOf(outcome.status);
   };
   const redrivePending = async (): Promise<number> => {
     const pending = await inbox.pendingRedrives(consumer);
@@ -110,4 +102,23 @@ export function inboxProcessor<Tx>(inbox: Inbox<Tx>, consumer: string, handler: 
     return pending.length;
   };
   return Object.assign(run, { redrivePending });
+}
+
+/**
+ * How a broker settles a delivery whose inbox outcome is `status`: processed and duplicate are acked, retry
+ * is redelivered, dead_lettered goes to the dead letters, and a delivery without a usable id (`rejected`,
+ * batches only) is rejected.
+ */
+export function dispositionOf(status: 'processed' | 'duplicate' | 'retry' | 'dead_lettered' | 'rejected'): Disposition {
+  switch (status) {
+    case 'processed':
+    case 'duplicate':
+      return 'ack';
+    case 'retry':
+      return 'retry';
+    case 'dead_lettered':
+      return 'dead_letter';
+    case 'rejected':
+      return 'reject';
+  }
 }

@@ -11,7 +11,7 @@ import type { BatchProcessor } from '../inbox/batch-processor.js';
 import type { Disposition, RedriveOptions } from '../inbox/processor.js';
 import type { AmqpConsumer } from './amqp.js';
 import { defaultMessageId, toBrokerMessage } from './amqp-message.js';
-import { Batcher, decideBatch, resolveBatching, type BatchingOptions } from './batcher.js';
+import { Batcher, resolveBatching, settleBatch, type BatchingOptions } from './batcher.js';
 import { extractId, InFlight, RedrivePoller, requireMessageId, resolveCommonOptions } from './runner.js';
 
 /** Options of {@link startAmqpBatchConsumer}. */
@@ -84,19 +84,10 @@ export async function startAmqpBatchConsumer(options: AmqpBatchConsumerOptions):
     if (disposition === 'ack') channel.ack(message);
     else channel.nack(message, false, disposition === 'retry');
   };
-  const batcher = new Batcher<ConsumeMessage>(batching, inFlight, async (batch) => {
-    const dispositions = await decideBatch(
-      processor,
-      batch.map((message) => toBrokerMessage(message, extractId(messageId, message))),
-      onError,
-    );
-    try {
-      batch.forEach((message, index) => settle(message, dispositions[index] as Disposition));
-    } catch (error) {
-      // The channel closed meanwhile: RabbitMQ redelivers the batch's unsettled deliveries, the inbox dedups them.
-      onError(error);
-    }
-  });
+  // A settle failing because the channel closed: RabbitMQ redelivers the unsettled deliveries, the inbox dedups them.
+  const batcher = new Batcher<ConsumeMessage>(batching, inFlight, (batch) =>
+    settleBatch(batch, processor, (message) => toBrokerMessage(message, extractId(messageId, message)), settle, onError),
+  );
 
   await channel.prefetch(prefetch);
   const { consumerTag } = await channel.consume(

@@ -125,6 +125,26 @@ export async function decideBatch(processor: BatchProcessor, messages: readonly 
   }
 }
 
+/**
+ * Decides `batch` with `processor` ({@link decideBatch}) and settles each delivery with its disposition. A
+ * settle that throws (the channel or connection closed meanwhile) is reported to `onError`: the broker
+ * redelivers what was left unsettled, and the inbox answers those duplicates. Never rejects.
+ */
+export async function settleBatch<M>(
+  batch: readonly M[],
+  processor: BatchProcessor,
+  toMessage: (delivery: M) => BrokerMessage,
+  settle: (delivery: M, disposition: Disposition) => void,
+  onError: (error: unknown) => void,
+): Promise<void> {
+  const dispositions = await decideBatch(processor, batch.map(toMessage), onError);
+  try {
+    batch.forEach((delivery, index) => settle(delivery, dispositions[index] as Disposition));
+  } catch (error) {
+    onError(error);
+  }
+}
+
 const DISPOSITIONS: readonly unknown[] = ['ack', 'retry', 'dead_letter', 'reject'] satisfies readonly Disposition[];
 
 function isDisposition(value: unknown): value is Disposition {

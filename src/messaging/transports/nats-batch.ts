@@ -10,7 +10,7 @@ import type { JetStreamClient, JsMsg } from 'nats';
 import { describe, requireDurationMs, requireIntegerIn, requireNonEmptyString, requireOptions } from '../../core/validate.js';
 import type { BatchProcessor } from '../inbox/batch-processor.js';
 import type { Disposition, RedriveOptions } from '../inbox/processor.js';
-import { Batcher, decideBatch, requireBatchFits, resolveBatching, type BatchingOptions } from './batcher.js';
+import { Batcher, requireBatchFits, resolveBatching, settleBatch, type BatchingOptions } from './batcher.js';
 import type { NatsConsumer } from './nats.js';
 import { defaultMessageId, toBrokerMessage } from './nats-message.js';
 import { extractId, InFlight, RedrivePoller, requireMessageId, resolveCommonOptions } from './runner.js';
@@ -100,19 +100,10 @@ export async function startNatsBatchConsumer(options: NatsBatchConsumerOptions):
     else message.term();
   };
   const inFlight = new InFlight();
-  const batcher = new Batcher<JsMsg>(batching, inFlight, async (batch) => {
-    const dispositions = await decideBatch(
-      processor,
-      batch.map((message) => toBrokerMessage(message, extractId(messageId, message))),
-      onError,
-    );
-    try {
-      batch.forEach((message, index) => settle(message, dispositions[index] as Disposition));
-    } catch (error) {
-      // The connection closed meanwhile: JetStream redelivers the unsettled messages after ack_wait.
-      onError(error);
-    }
-  });
+  // A settle failing because the connection closed: JetStream redelivers the unsettled messages after ack_wait.
+  const batcher = new Batcher<JsMsg>(batching, inFlight, (batch) =>
+    settleBatch(batch, processor, (message) => toBrokerMessage(message, extractId(messageId, message)), settle, onError),
+  );
 
   const messages = await pull.consume({ max_messages: maxMessages });
   // Ends when stop() stops the iterator; a failure (the consumer deleted, the connection closed) goes to onError.
