@@ -75,9 +75,14 @@ describe.runIf(available)('Kafka batched consumer on the mock cluster', () => {
     return recorder;
   }
 
-  /** Reads `topic` from the start in a group of its own until `expected` records arrived; answers their reason headers by id. */
+  /**
+   * Reads `topic` from the start in a group of its own until `expected` records arrived; answers their
+   * reason headers by id. The dead-letter topic may be created a moment before: a subscription that finds
+   * no leader for it yet asks again only at the next metadata refresh (librdkafka's default: 5 minutes),
+   * so the reader refreshes every 500 ms.
+   */
   async function readDeadLetters(topic: string, expected: number): Promise<Map<string, string | undefined>> {
-    const reader = kafka.consumer({ 'group.id': uniqueName('rs_kafka_reader'), 'auto.offset.reset': 'earliest', 'allow.auto.create.topics': true });
+    const reader = kafka.consumer({ 'group.id': uniqueName('rs_kafka_reader'), 'auto.offset.reset': 'earliest', 'allow.auto.create.topics': true, 'topic.metadata.refresh.interval.ms': 500, ...GROUP_TIMING });
     readers.push(reader);
     await reader.connect();
     await reader.subscribe({ topics: [topic] });
