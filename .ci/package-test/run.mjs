@@ -26,7 +26,6 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { clearTimeout, setTimeout } from 'node:timers';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -34,7 +33,7 @@ import { arch, argv, env, exit, platform, stdout, versions } from 'node:process'
 import { checkGatewayStart } from './lib/gateway.mjs';
 import { readmeExample } from './lib/readme.mjs';
 import { tarballProblems } from './lib/tarball.mjs';
-import { createDatabase, deleteRedisPrefix, dropDatabase, reachable, REDIS_URL } from './lib/services.mjs';
+import { createDatabase, deleteRedisPrefix, dropDatabase, freePort, reachable, REDIS_URL } from './lib/services.mjs';
 
 const here = import.meta.dirname;
 const repo = resolve(here, '../..');
@@ -70,16 +69,6 @@ async function mustRun(command, args, options) {
   return result;
 }
 
-function freePort() {
-  return new Promise((resolvePromise, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolvePromise(port));
-    });
-  });
-}
 
 /**
  * better-sqlite3 (a dependency) installs through prebuild-install, which downloads a prebuilt binary from

@@ -7,22 +7,12 @@
 /* global fetch, AbortSignal -- Node's own, as in any browser */
 import { spawn } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { env } from 'node:process';
 import { setTimeout } from 'node:timers';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './services.mjs';
 
-function freePort() {
-  return new Promise((resolvePromise, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolvePromise(port));
-    });
-  });
-}
 
 /** Starts a child process whose output is collected; `stop()` ends it (SIGTERM, then SIGKILL after 5 s). */
 function start(command, args, cwd) {

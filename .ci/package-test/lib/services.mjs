@@ -1,5 +1,5 @@
 // The local services a stack runs against, each stack on a database and a key prefix of its own.
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { env } from 'node:process';
 import { createRequire } from 'node:module';
 import { URL } from 'node:url';
@@ -70,4 +70,16 @@ export async function deleteRedisPrefix(prefix) {
   } finally {
     client.disconnect();
   }
+}
+
+/** A TCP port on 127.0.0.1 free at the moment of asking (the kernel's pick). */
+export function freePort() {
+  return new Promise((resolvePromise, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolvePromise(port));
+    });
+  });
 }
