@@ -107,6 +107,19 @@ describe('express adapter', () => {
     expect(leftOwn).toEqual([['end'], []]);
   });
 
+  it('leaves no property of its own on req or res from turning them into dictionaries', async () => {
+    const seen: (string | undefined)[][] = [];
+    const client = await serve((app, receiver) => {
+      app.post('/x', idempotency({ receiver }), (req, res) => {
+        seen.push([...Object.getOwnPropertySymbols(req), ...Object.getOwnPropertySymbols(res)].map((symbol) => symbol.description));
+        res.status(201).json({ ok: true });
+      });
+    });
+    expect((await client.request(withKey('k'))).status).toBe(201);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).not.toContain('retrysafe.scratch');
+  });
+
   it('holds and saves a response sent from a mounted sub-app, which sets its own prototype on res', async () => {
     // A sub-app swaps the response's prototype for its own (Express's mounted-app handling): the capture
     // must survive that, or the response would go out unsaved and the retry meet a key still in progress.
