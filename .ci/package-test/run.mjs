@@ -1,7 +1,9 @@
 // The package test: packs retrysafe, installs the tarball into scratch projects outside the repository
 // (plain `npm install`: no --legacy-peer-deps, no --force; one shared npm cache), compiles the README's
 // examples for each stack with strict TypeScript, runs them against the local services (a keyed POST, its
-// replay, a 422 for another body under the same key) and runs the installed `retrysafe` binary.
+// replay, a 422 for another body under the same key), runs the installed `retrysafe` binary, and compiles
+// every ```ts block of README.md and docs/*.md in the stack that names it (lib/docs.mjs; a block no stack
+// names fails the run).
 //
 //   node .ci/package-test/run.mjs [stack ...]     (every stack under stacks/ when none is named)
 //
@@ -13,6 +15,8 @@
 //                    "env": { "<NAME>": "<value>" } }],   (env: extra variables for the running example)
 //     "cli": [{ "name": "…", "run": ["retrysafe", "…"], "services": […], "exit": 0,
 //               "stdout": "<regex>", "stderr": "<regex>", "stderrLines": 1 }],
+//     "docs": ["<file>#<anchor>", …],   (compile, not run, every ```ts block under that heading)
+//     "compileOnly": true,   (no examples or CLI: installs with --ignore-scripts, as nothing runs)
 //     "gateway": true }   (gateway: run docs/gateway.md's 5-minute start with the installed binary; lib/gateway.mjs)
 // In `run`, {postgres} is the stack's own database URL, {redis} the Redis URL, {prefix} the stack's Redis
 // key prefix, {version} the package's version, {scope} the account the examples were called for, and
@@ -30,6 +34,7 @@ import { tmpdir } from 'node:os';
 import { clearTimeout, setTimeout } from 'node:timers';
 import { basename, dirname, join, resolve } from 'node:path';
 import { arch, argv, env, exit, platform, stdout, versions } from 'node:process';
+import { docLocations, docsCoverageProblems, docUnits, stackUnits, unitFile, unitSource } from './lib/docs.mjs';
 import { checkGatewayStart } from './lib/gateway.mjs';
 import { readmeExample } from './lib/readme.mjs';
 import { tarballProblems } from './lib/tarball.mjs';
@@ -172,7 +177,8 @@ async function runStack(name) {
   };
   log(`\n== ${name}: ${spec.title}`);
   const started = Date.now();
-  const needed = new Set([...spec.examples, ...(spec.cli ?? [])].flatMap((s) => s.services ?? []));
+  const examples = spec.examples ?? [];
+  const needed = new Set([...examples, ...(spec.cli ?? [])].flatMap((s) => s.services ?? []));
   const available = {};
   for (const service of needed) {
     available[service] = await reachable(service);
@@ -192,16 +198,23 @@ async function runStack(name) {
     manifest.dependencies = { retrysafe: `file:${tarball}`, ...manifest.dependencies };
     writeFileSync(join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
     cpSync(join(source, 'tsconfig.json'), join(dir, 'tsconfig.json'));
-    for (const example of spec.examples) {
+    for (const example of examples) {
       writeFileSync(join(dir, 'src', example.file), readmeExample(join(repo, example.doc ?? 'README.md'), example.readme));
     }
+    const blocks = stackUnits(units, spec, name);
+    mkdirSync(join(dir, 'blocks'));
+    for (const unit of blocks) writeFileSync(join(dir, 'blocks', unitFile(unit)), unitSource(unit));
+    const docsConfig = { extends: './tsconfig.json', compilerOptions: { noEmit: true, rootDir: 'blocks' }, include: ['blocks'] };
+    writeFileSync(join(dir, 'tsconfig.blocks.json'), `${JSON.stringify(docsConfig, null, 2)}\n`);
 
-    const install = await run('npm', ['install', '--cache', cache, '--prefer-offline', '--no-audit', '--no-fund'], { cwd: dir });
+    const scripts = spec.compileOnly ? ['--ignore-scripts'] : [];
+    const install = await run('npm', ['install', '--cache', cache, '--prefer-offline', '--no-audit', '--no-fund', ...scripts], { cwd: dir });
+    const installLabel = spec.compileOnly ? 'npm install --ignore-scripts (compile only)' : 'npm install (no flags)';
     if (install.code !== 0) {
-      record('npm install (no flags)', 'FAIL', `${install.stdout}${install.stderr}`.trim());
+      record(installLabel, 'FAIL', `${install.stdout}${install.stderr}`.trim());
       return { name, spec, steps, ms: Date.now() - started };
     }
-    record('npm install (no flags)', 'ok');
+    record(installLabel, 'ok');
     const installed = JSON.parse((await run('npm', ['ls', '--depth=0', '--json'], { cwd: dir })).stdout).dependencies ?? {};
     // npm may add a package nobody asked for (`extraneous`): Nest 10's Fastify platform nests its own fastify@4,
     // and npm then installs a fastify@5 at the top to satisfy retrysafe's optional peer. It is not the stack.
@@ -214,14 +227,22 @@ async function runStack(name) {
       .filter((pinned) => !row?.includes(`\`${pinned}\``));
     record('docs/compatibility.md lists the installed versions', unlisted.length === 0 ? 'ok' : 'FAIL', row ? `its row lacks ${unlisted.join(', ')}` : `no row starting with | \`${name}\` |`);
 
-    const compile = await run('node', [tsc, '-p', 'tsconfig.json'], { cwd: dir });
-    if (compile.code !== 0) {
-      record('tsc (strict) on the README examples', 'FAIL', `${compile.stdout}${compile.stderr}`.trim());
-      return { name, spec, steps, ms: Date.now() - started };
+    if (blocks.length > 0) {
+      const checked = await run('node', [tsc, '-p', 'tsconfig.blocks.json'], { cwd: dir });
+      const label = `tsc (strict) on the ${blocks.length} \`\`\`ts blocks of ${[...new Set(blocks.map((b) => b.doc))].join(', ')} named in stack.json`;
+      record(label, checked.code === 0 ? 'ok' : 'FAIL', docLocations(`${checked.stdout}${checked.stderr}`.trim(), blocks));
     }
-    record(`tsc (strict) on the README examples: ${spec.examples.map((e) => `${e.doc ?? 'README.md'} "${e.readme}"`).join(', ')}`, 'ok');
 
-    for (const example of spec.examples) {
+    if (examples.length > 0) {
+      const compile = await run('node', [tsc, '-p', 'tsconfig.json'], { cwd: dir });
+      if (compile.code !== 0) {
+        record('tsc (strict) on the README examples', 'FAIL', `${compile.stdout}${compile.stderr}`.trim());
+        return { name, spec, steps, ms: Date.now() - started };
+      }
+      record(`tsc (strict) on the README examples: ${examples.map((e) => `${e.doc ?? 'README.md'} "${e.readme}"`).join(', ')}`, 'ok');
+    }
+
+    for (const example of examples) {
       const stem = basename(example.file, '.ts');
       const key = `${stem}-${runId}`;
       vars[`key:${stem}`] = key;
@@ -283,12 +304,20 @@ const started = Date.now();
 let tarball;
 const results = [];
 let packProblems = [];
+let docsProblems = [];
+const units = docUnits(repo);
 try {
   log(`package test: scratch directory ${work}, npm cache ${cache}`);
   const stacks = argv.length > 2 ? argv.slice(2) : readdirSync(join(here, 'stacks')).sort();
   for (const name of stacks) {
     if (!existsSync(join(here, 'stacks', name, 'stack.json'))) throw new Error(`no stack named ${name} (looked for stacks/${name}/stack.json)`);
   }
+  // Every stack's stack.json, also those not run now: a block is covered when any stack names it.
+  const specs = readdirSync(join(here, 'stacks')).sort().map((name) => [name, JSON.parse(readFileSync(join(here, 'stacks', name, 'stack.json'), 'utf8'))]);
+  docsProblems = docsCoverageProblems(units, specs);
+  log(`\n== README.md and docs/*.md: each of the ${units.length} \`\`\`ts blocks (or runs of blocks) is compiled by a stack`);
+  for (const problem of docsProblems) log(`  FAIL ${problem}`);
+  if (docsProblems.length === 0) log('  ok   every block is named by a stack.json');
 
   // npm pack runs `prepare`, so the tarball holds a fresh build of the working tree.
   await mustRun('npm', ['pack', '--pack-destination', work, '--silent']);
@@ -308,7 +337,8 @@ try {
 
 log(`\n== package test summary (${Math.round((Date.now() - started) / 1000)} s)`);
 log(`  ${packProblems.length === 0 ? 'PASS' : 'FAIL'}  tarball`);
-let failed = packProblems.length > 0;
+log(`  ${docsProblems.length === 0 ? 'PASS' : 'FAIL'}  every \`\`\`ts block of README.md and docs/*.md compiled by a stack`);
+let failed = packProblems.length > 0 || docsProblems.length > 0;
 for (const { name, spec, steps, ms } of results) {
   const bad = steps.filter((s) => s.status === 'FAIL').length;
   const skipped = steps.filter((s) => s.status === 'SKIP').length;
