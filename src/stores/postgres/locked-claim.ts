@@ -117,7 +117,7 @@ export interface LockedReadRow extends Omit<RecordRow, 'fingerprint'> {
  * request, as the committed claim's C5 to C7), or `apart` (an expired retention or lease, left to the
  * committed claim, whose `claim()` decides it).
  */
-export type LockedDecision =
+type LockedDecision =
   | { readonly kind: 'new'; readonly now: number; readonly fence: string }
   | { readonly kind: 'stands'; readonly record: IdempotencyRecord }
   | { readonly kind: 'apart' };

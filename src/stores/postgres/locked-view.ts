@@ -13,7 +13,7 @@ import type { LockedClaimStatements } from './locked-claim.js';
 import { run } from './statement.js';
 
 /** The record the locked claim will insert: when it was claimed, by the server's clock (ms), and its fence. */
-export interface LockedClaimRecord {
+interface LockedClaimRecord {
   readonly createdAt: number;
   readonly fence: string;
 }

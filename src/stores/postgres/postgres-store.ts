@@ -31,13 +31,15 @@ export const WAIT_POLL_MS = 100;
 /** Where transactional mode claims: committed apart before the transaction (`claim.ts`), or locked inside it (`locked-claim.ts`). */
 export type TransactionalClaim = 'apart' | 'locked';
 
-/** A locked claim that found the key's record standing, or its lock held: the transaction rolls back, and the record answers. */
-class Standing {
-  constructor(readonly record: IdempotencyRecord) {}
+/** A locked claim that found the key's record standing, or its lock held: thrown to roll the transaction back; the record answers. */
+class Standing extends Error {
+  constructor(readonly record: IdempotencyRecord) {
+    super('retrysafe: the key is held or its record stands');
+  }
 }
 
-/** A locked claim that found a record to take over: the transaction rolls back, and the claim is made apart. */
-const CLAIM_APART = Symbol('claim apart');
+/** A locked claim that found a record to take over: thrown to roll the transaction back; the claim is then made apart. */
+class ClaimApart extends Error {}
 
 /** See {@link createPostgresStore} in `store.ts`, which validates the options. */
 export class PostgresStore implements PostgresStoreContract {
@@ -247,14 +249,14 @@ export class PostgresStore implements PostgresStoreContract {
         if (decision.kind === 'stands') throw new Standing(decision.record);
         // The lock is held: by the key's holder, or for a moment by another request replaying its record.
         if (!locked) throw new Standing(heldRecord(input, Number(row.now)));
-        if (decision.kind === 'apart') throw CLAIM_APART;
+        if (decision.kind === 'apart') throw new ClaimApart('retrysafe: the record is to be taken over apart');
         const claim: Claim = { ...pending, leaseExpiresAt: decision.now + input.leaseMs, fencingToken: decision.fence };
         const view = new LockedView(fenced, client, sql, claim, input, { createdAt: decision.now, fence: decision.fence }, this.now());
         return { acquired: true, claim, value: await fn(client, view, claim) };
       }, lease, lockNumberOf(this.schema, input.scope, input.key));
     } catch (error) {
       if (error instanceof Standing) return { acquired: false, record: error.record };
-      if (error === CLAIM_APART) return undefined;
+      if (error instanceof ClaimApart) return undefined;
       throw error;
     } finally {
       lease.stop();

@@ -7,6 +7,7 @@
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/core/clock.js';
 import { LeaseLostError, RequestInProgressError } from '../../../src/core/errors.js';
@@ -65,7 +66,7 @@ describe.runIf(available)('PostgreSQL locked claims', () => {
   }
 
   function pay(id: OperationId, amount: number) {
-    return async ({ tx }: { tx: import('pg').PoolClient }): Promise<number> => {
+    return async ({ tx }: { tx: pg.PoolClient }): Promise<number> => {
       await tx.query(`INSERT INTO "${db.schema}".payments (key, amount) VALUES ($1, $2)`, [id.key, amount]);
       return amount;
     };
