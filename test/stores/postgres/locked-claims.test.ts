@@ -262,6 +262,30 @@ describe.runIf(available)('PostgreSQL locked claims', () => {
     expect(await payments(id.key)).toBe(1);
   });
 
+  it('executes each key once when 50 duplicates per key race from each of 2 processes', async () => {
+    await db.pool.query(`ALTER TABLE "${db.schema}".payments ADD COLUMN IF NOT EXISTS pid int`);
+    await db.pool.query(`ALTER TABLE "${db.schema}".payments ALTER COLUMN amount SET DEFAULT 0`);
+    const keys = Array.from({ length: 4 }, (_, i) => `race-${i}`);
+    const workers = [0, 1].map(() => {
+      const proc = spawn(process.execPath, ['--import', 'tsx', CHILD, 'duplicates', POSTGRES_URL, db.schema, keys.join(','), '50'], {
+        stdio: 'pipe',
+        env: { ...process.env, RETRYSAFE_TRANSACTIONAL_CLAIM: 'locked' },
+      });
+      return { proc, lines: createInterface({ input: proc.stdout })[Symbol.asyncIterator]() };
+    });
+    for (const worker of workers) expect((await worker.lines.next()).value).toBe('ready');
+    for (const worker of workers) worker.proc.stdin.end('go\n');
+    const summaries = await Promise.all(workers.map(async (worker) => JSON.parse((await worker.lines.next()).value as string) as Record<string, number>));
+    const total = (field: string): number => summaries.reduce((sum, summary) => sum + (summary[field] ?? 0), 0);
+    expect(total('failed')).toBe(0);
+    expect(total('executed')).toBe(keys.length);
+    expect(total('executed') + total('replayed') + total('inProgress')).toBe(keys.length * 100);
+    for (const key of keys) {
+      expect(await payments(key)).toBe(1);
+      expect((await store.get('shared', key))?.state).toBe('completed');
+    }
+  });
+
   it('takes over a record claimed apart whose lease ended, through the committed claim', async () => {
     const clock = new ManualClock(Date.now());
     const clocked = createPostgresStore({ pool: db.pool, schema: db.schema, clock, transactionalClaim: 'locked' });
