@@ -8,6 +8,7 @@
 //
 // rounds: 3; operations: 20000 per row and round; callers: 4 in flight on a pool of 4.
 // env: BENCH_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test).
+import { Buffer } from 'node:buffer';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
@@ -46,7 +47,7 @@ await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
 await migrate({ pool, schema });
 const store = createPostgresStore({ pool, schema });
 const keys = Array.from({ length: 64 }, (_, i) => `replay-${i}`);
-const body = new TextEncoder().encode(JSON.stringify({ ok: true, id: 'order-1234', amount: 100 }));
+const body = Buffer.from(JSON.stringify({ ok: true, id: 'order-1234', amount: 100 }));
 for (const key of keys) {
   const won = await store.claim({ scope: 'bench', key, fingerprint: FP, leaseMs: 60_000, retentionMs: 86_400_000 });
   await store.complete(won.claim, { status: 201, headers: { 'content-type': 'application/json' }, body }, 86_400_000);
