@@ -127,6 +127,12 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
    * or `BEGIN` fails) the won claim is released (fenced) before the error passes on, so a retry runs at
    * once instead of a lease later; when the pooled connection arrives after the lease or the bound ended,
    * `fn` is not run, the claim is released and the promise rejects with a `LeaseLostError`.
+   *
+   * With `transactionalClaim: 'locked'` the claim is made inside the transaction instead
+   * (`locked-claim.ts`): the key's advisory lock with `BEGIN`, the record read after it, and the record
+   * inserted by the view's first `complete` (or `checkpoint`), so there is no lease to renew and the
+   * transaction ends by `bounds.maxExecutionMs` (reason `deadline`), the server bounding it the same way;
+   * a replay or a 409 then costs a transaction that rolls back (`BEGIN`, the read, `ROLLBACK`).
    * See {@link TransactionalStore.claimTransaction}.
    */
   claimTransaction<R>(
@@ -164,7 +170,7 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
  *   so processes sharing the database need no clock sync; records carry the server's milliseconds.
  *
  * Transactional mode (`claimTransaction`), following Brandur Leach's "Implementing Stripe-like Idempotency
- * Keys in Postgres": the claim is committed on its own, before the business transaction (`claim.ts`), so a
+ * Keys in Postgres", with the default `transactionalClaim: 'apart'` (the option describes `'locked'`): the claim is committed on its own, before the business transaction (`claim.ts`), so a
  * concurrent duplicate sees the in-progress record at once and is answered 409 without waiting on a row
  * lock (an `INSERT … ON CONFLICT` inside an open transaction would block on the other transaction's
  * uncommitted row until it ends). Only a won claim opens the transaction: a replay, a 409 or a 422 costs
@@ -187,7 +193,7 @@ a pooled connection past it. Isolation is READ COMMITTED, set explicitly: the fe
  *
  * @throws TypeError naming the option when an option is invalid (neither or both of `pool` and
  *   `connectionString`, a bad `schema`, a `clock` without `now()`, a non-function `generateId`, a
- *   non-boolean `preparedStatements`)
+ *   non-boolean `preparedStatements`, a `transactionalClaim` other than `'apart'` and `'locked'`)
  * @example
  * ```ts
  * import pg from 'pg';
