@@ -15,6 +15,8 @@ import { claimManyOn, claimManyStatement } from './claim-many.js';
 import { encodeToken } from './codec.js';
 import { listenClient, type ListenOption } from './listen-session.js';
 import { CompletionListener, topicOf } from './listener.js';
+import { decideLocked, heldRecord, lockedClaimStatements, lockingBegin, lockNumberOf, type LockedClaimStatements, type LockedReadRow } from './locked-claim.js';
+import { LockedView } from './locked-view.js';
 import { toKeyedRecord, toRecord, type KeyedRecordRow, type RecordRow } from './rows.js';
 import type { SchemaNames } from './schema.js';
 import { run, type Queryable, type Statement } from './statement.js';
@@ -26,6 +28,19 @@ import { TransactionLease } from './transaction-lease.js';
 /** How often `waitFor` reads the record when the store has no LISTEN connection (`listen: false`), in milliseconds. */
 export const WAIT_POLL_MS = 100;
 
+/** Where transactional mode claims: committed apart before the transaction (`claim.ts`), or locked inside it (`locked-claim.ts`). */
+export type TransactionalClaim = 'apart' | 'locked';
+
+/** A locked claim that found the key's record standing, or its lock held: thrown to roll the transaction back; the record answers. */
+class Standing extends Error {
+  constructor(readonly record: IdempotencyRecord) {
+    super('retrysafe: the key is held or its record stands');
+  }
+}
+
+/** A locked claim that found a record to take over: thrown to roll the transaction back; the claim is then made apart. */
+class ClaimApart extends Error {}
+
 /** See {@link createPostgresStore} in `store.ts`, which validates the options. */
 export class PostgresStore implements PostgresStoreContract {
   readonly kind = 'postgres';
@@ -33,6 +48,8 @@ export class PostgresStore implements PostgresStoreContract {
   private readonly sql: Statements;
   /** The batch claim (`claim-many.ts`). */
   private readonly claimManySql: Statement;
+  /** The locked claim's statements, when transactional mode claims inside the transaction. */
+  private readonly lockedSql: LockedClaimStatements | undefined;
   private readonly listener: CompletionListener | undefined;
   private readonly pending = new Set<Promise<unknown>>();
   private closed = false;
@@ -45,10 +62,12 @@ export class PostgresStore implements PostgresStoreContract {
     private readonly generateId: () => string,
     prepared: boolean,
     listen: ListenOption,
+    transactionalClaim: TransactionalClaim,
   ) {
     this.schema = names.name;
     this.sql = statements(names, prepared);
     this.claimManySql = claimManyStatement(names.quoted, prepared);
+    this.lockedSql = transactionalClaim === 'locked' ? lockedClaimStatements(names.quoted, prepared) : undefined;
     this.listener = listen === false ? undefined : new CompletionListener(() => listenClient(pool, listen), this.sql.listen);
   }
 
@@ -171,12 +190,18 @@ export class PostgresStore implements PostgresStoreContract {
   /**
    * Claims on the pool, committed on its own; only a won claim opens the transaction, bounded by the lease
    * (see {@link PostgresStore.claimTransaction}). A transaction that cannot start releases the claim.
+   * With locked claims, the claim is the transaction's first statement instead ({@link PostgresStore.claimLocked}),
+   * and only a record to take over is claimed apart.
    */
   async claimTransaction<R>(
     input: ClaimInput,
     fn: (tx: pg.PoolClient, store: TransactionView, claim: Claim) => Promise<R>,
     bounds?: TransactionBounds,
   ): Promise<ClaimedTransaction<R>> {
+    if (this.lockedSql !== undefined) {
+      const locked = await this.claimLocked(this.lockedSql, input, fn, bounds);
+      if (locked !== undefined) return locked;
+    }
     const result = await this.claim(input);
     if (!result.acquired) return result;
     const won = result.claim;
@@ -203,6 +228,42 @@ export class PostgresStore implements PostgresStoreContract {
   }
 
   /**
+   * The locked claim (`locked-claim.ts`): `BEGIN` with the key's advisory lock, the record read after it,
+   * and on a new key `fn` with a {@link LockedView}, whose first write inserts the record. The transaction
+   * ends by `bounds.maxExecutionMs` (else `input.leaseMs`), with no lease to renew. `undefined` when the
+   * record is to be taken over: the caller then claims apart.
+   */
+  private async claimLocked<R>(
+    sql: LockedClaimStatements,
+    input: ClaimInput,
+    fn: (tx: pg.PoolClient, store: TransactionView, claim: Claim) => Promise<R>,
+    bounds: TransactionBounds | undefined,
+  ): Promise<ClaimedTransaction<R> | undefined> {
+    const leaseToken = input.leaseToken ?? this.generateId();
+    const pending = { scope: input.scope, key: input.key, fingerprint: input.fingerprint, leaseToken, leaseExpiresAt: 0, takeover: false };
+    const lease = new TransactionLease(undefined, pending, input.leaseMs, bounds?.maxExecutionMs);
+    try {
+      return await this.transact(async (client, fenced, locked): Promise<ClaimedTransaction<R>> => {
+        const row = (await run<LockedReadRow>(client, sql.read, [input.scope, input.key, this.now()])).rows[0] as LockedReadRow;
+        const decision = decideLocked(input, leaseToken, row);
+        if (decision.kind === 'stands') throw new Standing(decision.record);
+        // The lock is held: by the key's holder, or for a moment by another request replaying its record.
+        if (!locked) throw new Standing(heldRecord(input, Number(row.now)));
+        if (decision.kind === 'apart') throw new ClaimApart('retrysafe: the record is to be taken over apart');
+        const claim: Claim = { ...pending, leaseExpiresAt: decision.now + input.leaseMs, fencingToken: decision.fence };
+        const view = new LockedView(fenced, client, sql, claim, input, { createdAt: decision.now, fence: decision.fence }, this.now());
+        return { acquired: true, claim, value: await fn(client, view, claim) };
+      }, lease, lockNumberOf(this.schema, input.scope, input.key));
+    } catch (error) {
+      if (error instanceof Standing) return { acquired: false, record: error.record };
+      if (error instanceof ClaimApart) return undefined;
+      throw error;
+    } finally {
+      lease.stop();
+    }
+  }
+
+  /**
    * Releases a won claim whose transaction never started. A pool too busy to start the transaction may be
    * too busy to release at once: the release is tried again (every 25 ms, then up to every 200 ms) in the
    * background until it is answered or the lease ends (which frees the key anyway); `close` waits for it.
@@ -220,10 +281,14 @@ export class PostgresStore implements PostgresStoreContract {
     void retrying.finally(() => this.pending.delete(retrying));
   }
 
-  /** Runs `fn` in a transaction; with a `lease`, the transaction ends when the lease does (see `claimTransaction`). */
+  /**
+   * Runs `fn` in a transaction; with a `lease`, the transaction ends when the lease does (see `claimTransaction`).
+   * With a `lockNumber`, `BEGIN` tries that advisory lock in the same round trip, and `fn` learns whether it got it.
+   */
   private async transact<R>(
-    fn: (tx: pg.PoolClient, store: TransactionView) => Promise<R>,
+    fn: (tx: pg.PoolClient, store: TransactionView, locked: boolean) => Promise<R>,
     lease: TransactionLease | undefined,
+    lockNumber?: string,
   ): Promise<R> {
     let expired: LeaseLostError | undefined;
     let pid: number | undefined;
@@ -233,16 +298,18 @@ export class PostgresStore implements PostgresStoreContract {
         try {
           if (lease === undefined) {
             await client.query(this.sql.begin);
-            const result = await fn(client, new ClientView(this, client));
+            const result = await fn(client, new ClientView(this, client), true);
             await commit(client, 'the transaction');
             return result;
           }
           // The connection may arrive after the lease ended, when a takeover may already be running.
           const late = lease.lostBefore();
           if (late !== undefined) throw late;
-          await client.query(boundedBegin(this.sql.begin, lease.serverBoundMs()));
+          const begin = boundedBegin(this.sql.begin, lease.serverBoundMs());
+          const begun: unknown = await client.query(lockNumber === undefined ? begin : lockingBegin(begin, lockNumber));
           lease.start();
-          const result = await Promise.race([fn(client, new ClientView(this, client)), lease.ended]);
+          const locked = lockNumber === undefined || (begun as pg.QueryResult<{ locked: boolean }>[]).at(-1)?.rows[0]?.locked === true;
+          const result = await Promise.race([fn(client, new ClientView(this, client), locked), lease.ended]);
           await commit(client, 'the transaction');
           return result;
         } catch (error) {
@@ -276,6 +343,7 @@ export class PostgresStore implements PostgresStoreContract {
   }
 
   private async wait(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
+    if (this.lockedSql !== undefined && (await this.waitedForLock(this.lockedSql, scope, key, timeoutMs))) return await this.get(scope, key);
     if (this.listener === undefined) return await this.poll(scope, key, timeoutMs);
     let wake!: () => void;
     const woken = new Promise<void>((resolve) => {
@@ -296,6 +364,23 @@ export class PostgresStore implements PostgresStoreContract {
       clearTimeout(timer);
       unsubscribe();
     }
+  }
+
+  /**
+   * Locked claims: when (scope, key) has no record (its holder, if any, writes it only at COMMIT), waits on
+   * a pooled connection until no transaction holds the key's lock, for at most `timeoutMs`; `true` when it
+   * did, `false` when there is a record to wait for as usual.
+   */
+  private async waitedForLock(sql: LockedClaimStatements, scope: string, key: string, timeoutMs: number): Promise<boolean> {
+    if (this.closed) throw new StoreClosedError('PostgreSQL');
+    if ((await this.get(scope, key)) !== undefined) return false;
+    // lock_timeout 0 would wait for ever; the lock's holder ends by its own bound in any case.
+    const values = [lockNumberOf(this.schema, scope, key), String(Math.max(1, Math.ceil(timeoutMs)))];
+    await run(this.pool, sql.waitForLock, values).catch((error: unknown) => {
+      // 55P03 lock_not_available: the time is up, and the record is read as it stands.
+      if ((error as { code?: unknown }).code !== '55P03') throw error;
+    });
+    return true;
   }
 
   /** `waitFor` without LISTEN: reads the record every {@link WAIT_POLL_MS} until it settles, the time is up or the store closes. */

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Clock } from '../../core/clock.js';
-import { invalidOption, requireBoolean, requireClock, requireGenerateId, requireOptions } from '../../core/validate.js';
+import { invalidOption, requireBoolean, requireClock, requireGenerateId, requireOneOf, requireOptions } from '../../core/validate.js';
 import type { Claim, IdempotencyRecord } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, RecordQuery, TransactionalStore, TransactionBounds, TransactionView } from '../../core/store.js';
 import { isListenOption } from './listen-session.js';
@@ -64,6 +64,24 @@ export interface PostgresStoreOptions {
    * @defaultValue a dedicated connection with the pool's settings, opened on the first `waitFor`
    */
   readonly listen?: pg.ClientConfig | false;
+  /**
+   * Where transactional mode (`claimTransaction`) claims a key:
+   * - `'apart'`: committed on its own before the business transaction, then completed in it: two durable
+   *   commits per new key; an in-flight record is visible (console, `listRecords`) with its lease, kept
+   *   alive while the handler runs, and a crashed holder's record is taken over once its lease ends.
+   * - `'locked'`: inside the business transaction, as a transaction-scoped advisory lock on the key
+   *   (`pg_try_advisory_xact_lock`, which works behind PgBouncer in transaction mode), the record inserted
+   *   completed with the business rows: one durable commit per new key. Nothing of an in-flight key is
+   *   visible (no record, no lease, not in `listRecords` or the console) until it commits; a crash or a
+   *   rollback leaves nothing behind, so a retry claims afresh (`takeover: false`). A duplicate of an
+   *   in-flight key is answered 409 whatever its fingerprint (the holder's is not visible yet; 422 once it
+   *   commits). A `wait`-mode duplicate waits on a pooled connection for the key's lock, and a held
+   *   transaction ends by `maxExecutionMs`: nothing can take it over before. An atomic phase inserts the
+   *   record at its first checkpoint, and runs as with `'apart'` from then on; a record to take over
+   *   (an expired lease or retention) is claimed apart.
+   * @defaultValue 'apart'
+   */
+  readonly transactionalClaim?: 'apart' | 'locked';
 }
 
 /** A PostgreSQL idempotency store; transactions hand out the `pg` `PoolClient` they run on. */
@@ -109,6 +127,12 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
    * or `BEGIN` fails) the won claim is released (fenced) before the error passes on, so a retry runs at
    * once instead of a lease later; when the pooled connection arrives after the lease or the bound ended,
    * `fn` is not run, the claim is released and the promise rejects with a `LeaseLostError`.
+   *
+   * With `transactionalClaim: 'locked'` the claim is made inside the transaction instead
+   * (`locked-claim.ts`): the key's advisory lock with `BEGIN`, the record read after it, and the record
+   * inserted by the view's first `complete` (or `checkpoint`), so there is no lease to renew and the
+   * transaction ends by `bounds.maxExecutionMs` (reason `deadline`), the server bounding it the same way;
+   * a replay or a 409 then costs a transaction that rolls back (`BEGIN`, the read, `ROLLBACK`).
    * See {@link TransactionalStore.claimTransaction}.
    */
   claimTransaction<R>(
@@ -146,7 +170,7 @@ export interface PostgresStore extends TransactionalStore<pg.PoolClient> {
  *   so processes sharing the database need no clock sync; records carry the server's milliseconds.
  *
  * Transactional mode (`claimTransaction`), following Brandur Leach's "Implementing Stripe-like Idempotency
- * Keys in Postgres": the claim is committed on its own, before the business transaction (`claim.ts`), so a
+ * Keys in Postgres", with the default `transactionalClaim: 'apart'` (the option describes `'locked'`): the claim is committed on its own, before the business transaction (`claim.ts`), so a
  * concurrent duplicate sees the in-progress record at once and is answered 409 without waiting on a row
  * lock (an `INSERT … ON CONFLICT` inside an open transaction would block on the other transaction's
  * uncommitted row until it ends). Only a won claim opens the transaction: a replay, a 409 or a 422 costs
@@ -169,7 +193,7 @@ a pooled connection past it. Isolation is READ COMMITTED, set explicitly: the fe
  *
  * @throws TypeError naming the option when an option is invalid (neither or both of `pool` and
  *   `connectionString`, a bad `schema`, a `clock` without `now()`, a non-function `generateId`, a
- *   non-boolean `preparedStatements`)
+ *   non-boolean `preparedStatements`, a `transactionalClaim` other than `'apart'` and `'locked'`)
  * @example
  * ```ts
  * import pg from 'pg';
@@ -194,11 +218,12 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
   const prepared = requireBoolean('preparedStatements', options.preparedStatements ?? true);
   if (!isListenOption(options.listen)) throw invalidOption('listen', 'a pg.ClientConfig or false', options.listen);
-  if ('pool' in source) return new postgresStore.PostgresStore(source.pool, false, names, clock, generateId, prepared, options.listen);
+  const transactionalClaim = requireOneOf('transactionalClaim', options.transactionalClaim ?? 'apart', ['apart', 'locked']);
+  if ('pool' in source) return new postgresStore.PostgresStore(source.pool, false, names, clock, generateId, prepared, options.listen, transactionalClaim);
   const ownedPool = new pg.Pool({ connectionString: source.connectionString });
   // An idle pooled connection that dies (server restart, pg_terminate_backend) is dropped by the pool;
   // without a listener its 'error' event would crash the process.
   ownedPool.on('error', () => undefined);
-  return new postgresStore.PostgresStore(ownedPool, true, names, clock, generateId, prepared, options.listen);
+  return new postgresStore.PostgresStore(ownedPool, true, names, clock, generateId, prepared, options.listen, transactionalClaim);
 }
 

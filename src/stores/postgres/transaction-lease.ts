@@ -34,13 +34,13 @@ export class TransactionLease {
   private stopped = false;
 
   constructor(
-    private readonly store: Renewer,
+    private readonly store: Renewer | undefined,
     private readonly claim: Claim,
     private readonly leaseMs: number,
     maxExecutionMs: number | undefined,
   ) {
-    this.leaseEnd = this.wonAt + leaseMs;
     this.hardEnd = maxExecutionMs === undefined ? undefined : this.wonAt + maxExecutionMs;
+    this.leaseEnd = store === undefined && this.hardEnd !== undefined ? Number.POSITIVE_INFINITY : this.wonAt + leaseMs;
     this.ended = new Promise<never>((_resolve, reject) => {
       this.reject = reject;
     });
@@ -59,10 +59,10 @@ export class TransactionLease {
     return Math.max(1, Math.ceil((this.hardEnd ?? this.leaseEnd) - performance.now()));
   }
 
-  /** The transaction began: arms the deadline and, with `maxExecutionMs`, the keep-alive. */
+  /** The transaction began: arms the deadline and, with `maxExecutionMs` and a renewer, the keep-alive. */
   start(): void {
     this.arm();
-    if (this.hardEnd === undefined) return;
+    if (this.hardEnd === undefined || this.store === undefined) return;
     this.renewals = setInterval(() => this.renew(), Math.max(1, Math.floor(this.leaseMs / 3)));
   }
 
@@ -90,7 +90,7 @@ export class TransactionLease {
 
   private renew(): void {
     const sentAt = performance.now();
-    this.store.renew(this.claim, this.leaseMs).then(
+    this.store?.renew(this.claim, this.leaseMs).then(
       (renewed) => {
         if (this.stopped) return;
         if (renewed === undefined) {

@@ -97,7 +97,7 @@ if (bouncer) {
   function app(receiverOptions: { inFlight?: 'wait'; transactional?: true }, storeOptions: Parameters<typeof createPostgresStore>[0]) {
     const store = createPostgresStore(storeOptions);
     const receiver = receiverOptions.transactional
-      ? createReceiver({ store, transactional: true })
+      ? createReceiver({ store, transactional: true, ...(receiverOptions.inFlight && { inFlight: 'wait', waitTimeoutMs: 5_000 }) })
       : createReceiver({ store, ...(receiverOptions.inFlight && { inFlight: 'wait', waitTimeoutMs: 5_000 }) });
     const state = { runs: 0 };
     const hono = new Hono();
@@ -123,6 +123,20 @@ if (bouncer) {
       expect(responses.filter((res) => res.status === 201)).toHaveLength(1);
       expect(await db.count('orders', key)).toBe(1);
       await store.close();
+    });
+
+    it('transactional mode with locked claims: 20 parallel duplicates (10 in wait mode) write one business row and run once', async () => {
+      const key = `"locked-${randomUUID()}"`;
+      const locked = { pool, schema, preparedStatements: false, listen: false, transactionalClaim: 'locked' } as const;
+      const rejecting = app({ transactional: true }, locked);
+      const waiting = app({ transactional: true, inFlight: 'wait' }, locked);
+      const responses = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? rejecting : waiting).post(key)));
+      expect(rejecting.state.runs + waiting.state.runs).toBe(1);
+      expect(responses.filter((res) => res.status === 201 && res.headers.get('idempotent-replayed') !== 'true')).toHaveLength(1);
+      expect(responses.every((res) => res.status === 201 || res.status === 409)).toBe(true);
+      expect(await db.count('orders', key)).toBe(1);
+      await rejecting.store.close();
+      await waiting.store.close();
     });
 
     it('atomic phases: a crash after the first phase resumes at the second, and the first phase runs once', async () => {
