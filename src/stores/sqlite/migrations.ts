@@ -83,8 +83,9 @@ const MIGRATIONS: readonly Migration[] = [
     // column (docs/hot-path.md#sqlite-replay-read): what the completion knew (status, completion time,
     // retention end, the headers' JSON, with its length) and a JSON array of what the record held
     // (lease end, creation time, fingerprint, lease token, recovery point). Written by the completion in
-    // the statement that completes, set to NULL by any claim that replaces the record; NULL on records
-    // completed before this step (they are read from their columns).
+    // the statement that completes, which leaves `response_status`, `response_headers` and `completed_at`
+    // NULL (the text holds them); set to NULL by any claim that replaces the record; NULL on records
+    // completed before this step, which keep those columns and are read from them.
     sql: (table) => `ALTER TABLE ${table} ADD COLUMN replay TEXT;`,
   },
 ];
