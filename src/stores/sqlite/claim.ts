@@ -66,8 +66,11 @@ export interface SqliteClaim {
   locked(input: ClaimInput, now: number, leaseToken: string, found: ClaimFound | undefined): ClaimResult;
 }
 
-/** Prepares the claim against `table` (already validated and migrated); `sql.get` reads a record. */
-export function prepareClaim(database: Database, table: string, sql: Pick<Statements, 'get'>): SqliteClaim {
+/**
+ * Prepares the claim against `table` (already validated and migrated); `sql.replay` reads a completed
+ * record from its replay text, `sql.get` any record.
+ */
+export function prepareClaim(database: Database, table: string, sql: Pick<Statements, 'get' | 'replay'>): SqliteClaim {
   const t = quoteIdentifier(table);
   // Hot path: docs/hot-path.md#sqlite-statements
   // The next fencing token: one more than the last one handed out (schema step 3).
@@ -88,7 +91,7 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
   const replace = database
     .prepare<[string, string, number, number, number, string, string, number], bigint>(
       `UPDATE ${t} SET fingerprint = ?, state = 'in_progress', lease_token = ?, lease_expires_at = ?, recovery_point = NULL,
-          response_status = NULL, response_headers = NULL, response_body = NULL, created_at = ?, completed_at = NULL,
+          response_status = NULL, response_headers = NULL, response_body = NULL, replay = NULL, created_at = ?, completed_at = NULL,
           expires_at = ?, fence = ${nextFence}
         WHERE scope = ? AND idempotency_key = ? AND expires_at <= ?
         RETURNING fence`,
@@ -132,32 +135,39 @@ export function prepareClaim(database: Database, table: string, sql: Pick<Statem
     ownedBy(row, input.fingerprint, leaseToken)
       ? ownClaim(input, leaseToken, row, standingFence.get(input.scope, input.key, leaseToken))
       : { acquired: false, record: toRecord(row) };
+  // Hot path: docs/hot-path.md#sqlite-replay-read
+  // What stands at (scope, key): a completed record is read from its replay text (two values); only a
+  // record without one (in progress, or completed before schema step 4) is read whole.
+  const read = (input: ClaimInput, now: number, leaseToken: string): ClaimRead => {
+    const replayed = sql.replay(input.scope, input.key);
+    if (replayed === undefined) return FOUND.absent;
+    // A completed record stands until its retention is over (C2); it is no one's own claim (C3).
+    if (replayed !== null) return replayed.expiresAt <= now ? FOUND.expired : { answer: { acquired: false, record: replayed } };
+    const row = sql.get(input.scope, input.key);
+    if (row === undefined) return FOUND.absent;
+    const open = openTo(row, input.fingerprint, now);
+    return open === undefined ? { answer: answer(input, leaseToken, row) } : FOUND[open];
+  };
   const locked = (input: ClaimInput, now: number, leaseToken: string, found: ClaimFound | undefined): ClaimResult => {
     // C1, when a read made ahead found the key absent.
     const first = found === 'absent' ? inserted(input, now, leaseToken) : undefined;
     if (first !== undefined) return first;
-    const row = sql.get(input.scope, input.key);
-    if (row === undefined) {
+    const standing = read(input, now, leaseToken);
+    // C3, or C5 to C7.
+    if (standing.answer !== undefined) return standing.answer;
+    if (standing.found === 'absent') {
       // C1.
       const won = inserted(input, now, leaseToken);
       if (won !== undefined) return won;
       throw new Error('retrysafe: the claim found no record and could not insert one');
     }
-    const open = openTo(row, input.fingerprint, now);
-    // C3, or C5 to C7.
-    if (open === undefined) return answer(input, leaseToken, row);
-    const won = take(input, now, leaseToken, open);
+    const won = take(input, now, leaseToken, standing.found);
     if (!won) throw new Error('retrysafe: the claim could not take over a record it read as expired');
     return won;
   };
   const retry = database.transaction(locked);
   return {
-    read: (input, now, leaseToken) => {
-      const row = sql.get(input.scope, input.key);
-      if (row === undefined) return FOUND.absent;
-      const open = openTo(row, input.fingerprint, now);
-      return open === undefined ? { answer: answer(input, leaseToken, row) } : FOUND[open];
-    },
+    read,
     write: (input, now, leaseToken, found) => {
       const won = found === 'absent' ? inserted(input, now, leaseToken) : take(input, now, leaseToken, found);
       // Another process wrote the record after the read: decide again under the write lock.

@@ -76,6 +76,18 @@ const MIGRATIONS: readonly Migration[] = [
       END;
     `,
   },
+  {
+    version: 4,
+    name: 'replay_text',
+    // A completed record in one text beside its body, so a replay reads two values instead of every
+    // column (docs/hot-path.md#sqlite-replay-read): what the completion knew (status, completion time,
+    // retention end, the headers' JSON, with its length) and a JSON array of what the record held
+    // (lease end, creation time, fingerprint, lease token, recovery point). Written by the completion in
+    // the statement that completes, which leaves `response_status`, `response_headers` and `completed_at`
+    // NULL (the text holds them); set to NULL by any claim that replaces the record; NULL on records
+    // completed before this step, which keep those columns and are read from them.
+    sql: (table) => `ALTER TABLE ${table} ADD COLUMN replay TEXT;`,
+  },
 ];
 
 /**

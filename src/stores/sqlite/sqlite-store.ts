@@ -116,7 +116,9 @@ export class SqliteStore implements SqliteStoreContract {
     return this.write(
       (grouped) => {
         const now = this.clock.now();
-        if (grouped) return this.claimRow.locked(input, now, leaseToken, found);
+        // Under the group's write lock, a claim no read looked at tries the insert first: a new key then
+        // costs one statement, a standing record a failed insert before its read.
+        if (grouped) return this.claimRow.locked(input, now, leaseToken, found ?? 'absent');
         if (found !== undefined) return this.claimRow.write(input, now, leaseToken, found);
         const read = this.claimRow.read(input, now, leaseToken);
         return read.answer ?? this.claimRow.write(input, now, leaseToken, read.found);

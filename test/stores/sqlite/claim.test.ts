@@ -1,11 +1,12 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../../src/core/clock.js';
+import type { IdempotencyRecord } from '../../../src/core/record.js';
 import type { ClaimInput, ClaimResult } from '../../../src/core/store.js';
 import { prepareClaim } from '../../../src/stores/sqlite/claim.js';
 import { recordsSchema } from '../../../src/stores/sqlite/migrations.js';
 import { migrateSqlite } from '../../../src/stores/sqlite/open.js';
-import { prepareStatements, type RecordRow } from '../../../src/stores/sqlite/statements.js';
+import { prepareStatements } from '../../../src/stores/sqlite/statements.js';
 
 const NOW = 1_700_000_000_000;
 const input = (fingerprint: string, leaseToken?: string): ClaimInput => ({
@@ -28,11 +29,12 @@ describe('sqlite claim: a record written between the read and the upsert', () =>
     migrateSqlite(database, recordsSchema('records'), systemClock);
     const sql = prepareStatements(database, 'records');
     const reads: number[] = [];
-    const racedGet = (scope: string, key: string): RecordRow | undefined => {
+    // Every read of the claim starts with the replay read (a record with no replay text is then read whole).
+    const racedReplay = (scope: string, key: string): IdempotencyRecord | null | undefined => {
       reads.push(reads.length);
-      return reads.length === 1 ? undefined : sql.get(scope, key);
+      return reads.length === 1 ? undefined : sql.replay(scope, key);
     };
-    const steps = prepareClaim(database, 'records', { get: racedGet });
+    const steps = prepareClaim(database, 'records', { get: sql.get, replay: racedReplay });
     const claim = (input: ClaimInput, now: number, leaseToken: string): ClaimResult => {
       const read = steps.read(input, now, leaseToken);
       return read.answer ?? steps.write(input, now, leaseToken, read.found);

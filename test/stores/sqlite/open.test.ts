@@ -54,16 +54,18 @@ function withRedriveColumn(rows: { type: string; name: string; sql: string | nul
 }
 
 /**
- * The objects of the file at `path` (the fixture) once the record table's step 3 (the fencing token: a
- * column, the counter table and its triggers), released after the fixture was written, ran on it: that
- * step's SQL applied to a copy, nothing else.
+ * The objects of the file at `path` (the fixture) once the record table's steps 3 (the fencing token: a
+ * column, the counter table and its triggers) and 4 (the replay text column), released after the fixture
+ * was written, ran on it: those steps' SQL applied to a copy, nothing else.
  */
 function withFencingStep(path: string): { type: string; name: string; sql: string | null }[] {
   const copy = `${path}.fencing`;
   copyFileSync(path, copy);
   const database = new BetterSqlite3(copy);
   try {
-    database.exec(recordsSchema('retrysafe_records').steps.find((step) => step.name === 'fencing_token')?.sql ?? '');
+    for (const name of ['fencing_token', 'replay_text']) {
+      database.exec(recordsSchema('retrysafe_records').steps.find((step) => step.name === name)?.sql ?? '');
+    }
     return objects(database);
   } finally {
     database.close();
@@ -228,14 +230,18 @@ describe('a file the three SQLite stores wrote before they shared one routine', 
       await sessions.close();
     }
 
-    // Nothing else changed: only the inbox's step 2 and the records' step 3, released after this file was
-    // written, ran.
+    // Nothing else changed: only the inbox's step 2 and the records' steps 3 and 4, released after this
+    // file was written, ran.
     const after = new BetterSqlite3(path, { readonly: true });
     expect(schemaAfter).not.toEqual(withRedriveColumn(schemaBefore));
     expect(objects(after)).toEqual(schemaAfter);
     expect(ledgers(after)).toEqual({
       ...ledgersBefore,
-      retrysafe_records_migrations: [...ledgersBefore['retrysafe_records_migrations'] ?? [], { version: 3, name: 'fencing_token', applied_at: 1_700_000_001_000 }],
+      retrysafe_records_migrations: [
+        ...ledgersBefore['retrysafe_records_migrations'] ?? [],
+        { version: 3, name: 'fencing_token', applied_at: 1_700_000_001_000 },
+        { version: 4, name: 'replay_text', applied_at: 1_700_000_001_000 },
+      ],
       retrysafe_inbox_migrations: INBOX_LEDGER,
     });
     after.close();
@@ -254,6 +260,7 @@ describe('a file the three SQLite stores wrote before they shared one routine', 
         { version: 1, name: 'init', applied_at: 0 },
         { version: 2, name: 'abandoned_index', applied_at: 0 },
         { version: 3, name: 'fencing_token', applied_at: 0 },
+        { version: 4, name: 'replay_text', applied_at: 0 },
       ],
       retrysafe_inbox_migrations: INBOX_LEDGER,
       // The session store's ledger reads the injected clock too (it read Date.now() before).

@@ -83,6 +83,7 @@ describe('sqlite store: setup', () => {
       { version: 1, name: 'init' },
       { version: 2, name: 'abandoned_index' },
       { version: 3, name: 'fencing_token' },
+      { version: 4, name: 'replay_text' },
     ]);
     const indexes = first.database.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'retrysafe_records'").pluck().all();
     expect(indexes).toContain('retrysafe_records_expires_at');
