@@ -18,6 +18,7 @@ import type {
   preParsingHookHandler,
 } from 'fastify';
 import { BodyTooLargeError, canonicalBody, peekBodyThen, readBody, type PeekCallback } from './body.js';
+import { isJsonType, keepJsonText } from './fastify-json.js';
 import {
   IDEMPOTENCY_KEY_HEADER,
   type CapturedResponse,
@@ -57,6 +58,11 @@ declare module 'fastify' {
 export function addIdempotencyHooks(app: FastifyInstance, pipeline: HttpPipeline<FastifyRequest, unknown>): void {
   // One symbol per registration: two registrations on one instance keep apart.
   const calls = new Calls(pipeline, Symbol('retrysafe.idempotency.call'));
+  // Hot path: docs/hot-path.md#fastify-json-text
+  calls.keepsJson = keepJsonText(app, (request, text) => {
+    const call = calls.of(request);
+    if (call) call.rawText = text;
+  });
   app.decorateRequest(calls.slot, null);
   if (!app.hasRequestDecorator('idempotency')) app.decorateRequest('idempotency', undefined);
   // Hot path: docs/hot-path.md#fastify-hooks
@@ -80,6 +86,8 @@ class Call implements HttpPipelineRequest<FastifyRequest> {
   readonly headers: this = this;
   /** The raw body bytes kept by `preParsing`. */
   rawBody: Buffer | undefined;
+  /** The body text of a JSON request, kept by the plugin's JSON parser. */
+  rawText: string | undefined;
   /** Set by `preParsing` when the body was over the limit; `body()` throws it, so the pipeline answers 413. */
   tooLarge: BodyTooLargeError | undefined;
   /** Hands the captured response to the receiver; set while the handler runs under a claim. */
@@ -94,6 +102,7 @@ class Call implements HttpPipelineRequest<FastifyRequest> {
   constructor(
     readonly request: FastifyRequest,
     settings: IdempotencyRouteConfig | undefined,
+    private readonly maxBodyBytes: number,
   ) {
     this.method = request.method;
     const url = request.url;
@@ -110,7 +119,13 @@ class Call implements HttpPipelineRequest<FastifyRequest> {
 
   body(): Uint8Array | string {
     if (this.tooLarge) throw this.tooLarge;
-    return this.rawBody ?? canonicalBody(this.request.body);
+    const text = this.rawText;
+    if (text === undefined) return this.rawBody ?? canonicalBody(this.request.body);
+    // A chunked body has no Content-Length to refuse it by in `preParsing`. UTF-8 takes at most three bytes
+    // per UTF-16 unit and at least one, so the byte count is needed only in between.
+    const limit = this.maxBodyBytes;
+    if (text.length > limit || (text.length * 3 > limit && Buffer.byteLength(text) > limit)) throw new BodyTooLargeError(limit);
+    return text;
   }
 }
 
@@ -119,6 +134,9 @@ type Carrier = Record<symbol, Call | null | undefined>;
 
 /** One registration's pipeline, and the request decorator its {@link Call}s are kept in. */
 class Calls {
+  /** Whether the plugin's JSON parser is in place (see `keepJsonText`), so a JSON body needs no peek. */
+  keepsJson = false;
+
   constructor(
     readonly pipeline: HttpPipeline<FastifyRequest, unknown>,
     readonly slot: symbol,
@@ -137,7 +155,7 @@ class Calls {
   start(request: FastifyRequest): Call | undefined {
     const settings = request.routeOptions.config.idempotency;
     if (settings?.enabled === false || !this.pipeline.applies(request.method)) return undefined;
-    const call = new Call(request, settings);
+    const call = new Call(request, settings, this.pipeline.maxBodyBytes);
     (request as unknown as Carrier)[this.slot] = call;
     return call;
   }
@@ -155,11 +173,19 @@ function preParsingHook(calls: Calls): preParsingHookHandler {
       done(null, payload);
       return;
     }
+    const contentLength = request.headers['content-length'];
+    // Hot path: docs/hot-path.md#fastify-json-text
+    // A JSON body is read by the plugin's JSON parser, which keeps its text: only an announced length over
+    // the limit is refused here.
+    if (calls.keepsJson && isJsonType(request.headers['content-type'])) {
+      if (contentLength !== undefined && Number(contentLength) > pipeline.maxBodyBytes) answerTooLarge(pipeline, call, new BodyTooLargeError(pipeline.maxBodyBytes), reply, done);
+      else done(null, payload);
+      return;
+    }
     // Hot path: docs/hot-path.md#fastify-body-peek
     // The request itself, untouched so far: peeked, so Fastify reads it as it would without the plugin (a
     // new stream per request costs more than the peek). `app.inject()` and HTTP/2 requests are not one.
     const peeked = payload === request.raw && payload instanceof IncomingMessage;
-    const contentLength = request.headers['content-length'];
     const kept: PeekCallback = (error, bytes) => {
       if (error === null) {
         call.rawBody = asBuffer(bytes);
