@@ -94,6 +94,8 @@ class Call implements HttpPipelineRequest<FastifyRequest> {
   deliver: ((response: CapturedResponse) => void) | undefined;
   /** The pipeline's answer, settled once the response is saved (or released). */
   outcome: Promise<HttpPipelineOutcome> | undefined;
+  /** Set by an `onSend` that ran before `preHandler` had the outcome (a handler that answered at once). */
+  outcomeKnown: ((outcome: Promise<HttpPipelineOutcome>) => void) | undefined;
   /** Whether the handler runs under the claim (so `onSend`, not `preHandler`, settles the outcome). */
   running = false;
   /** Whether the handler threw (an `onError` hook ran). */
@@ -240,28 +242,46 @@ function preHandlerHook(calls: Calls): preHandlerHookHandler {
       done();
       return;
     }
-    const outcome = pipeline.handle(current, (context) =>
-      new Promise<CapturedResponse>((deliver) => {
-        request.idempotency = context;
-        current.deliver = deliver;
-        current.running = true;
-        done();
-      }),
-    );
+    // Hot path: docs/hot-path.md#fastify-answer-in-place
+    // An outcome known at once (a replay from the memory store, a problem) is sent in this turn. The handler
+    // may run (and even reach `onSend`) before `handleNow` returns: `onSend` then waits for `outcome`.
+    let outcome: HttpPipelineOutcome | Promise<HttpPipelineOutcome>;
+    try {
+      outcome = pipeline.handleNow(current, (context) =>
+        new Promise<CapturedResponse>((deliver) => {
+          request.idempotency = context;
+          current.deliver = deliver;
+          current.running = true;
+          done();
+        }),
+      );
+    } catch (error) {
+      if (!current.running) done(toError(error));
+      return;
+    }
+    if (!(outcome instanceof Promise)) {
+      answer(outcome, reply, done);
+      return;
+    }
     current.outcome = outcome;
+    current.outcomeKnown?.(outcome);
     // Either the handler gets to run under the claim (onSend then settles the outcome), or the pipeline
     // answers without it.
     outcome.then(
-      (answer) => {
-        if (current.running) return;
-        if (answer.kind === 'pass' || answer.kind === 'handler') done();
-        else send(reply, answer.response);
+      (answered) => {
+        if (!current.running) answer(answered, reply, done);
       },
       (error: unknown) => {
         if (!current.running) done(toError(error));
       },
     );
   };
+}
+
+/** Sends an outcome the pipeline reached without the handler, or lets the handler run (`pass`). */
+function answer(outcome: HttpPipelineOutcome, reply: FastifyReply, done: () => void): void {
+  if (outcome.kind === 'pass' || outcome.kind === 'handler') done();
+  else send(reply, outcome.response);
 }
 
 /** The `onError` hook: marks a handler that threw, so its (error) response releases the key. */
@@ -281,8 +301,7 @@ function onSendHook(calls: Calls): onSendHookHandler {
   return function onSend(request, reply, payload, done) {
     const call = calls.of(request);
     const deliver = call?.deliver;
-    const outcome = call?.outcome;
-    if (!outcome || !deliver) {
+    if (!deliver) {
       done(null, payload);
       return;
     }
@@ -295,11 +314,11 @@ function onSendHook(calls: Calls): onSendHookHandler {
       return;
     }
     if (bytes) {
-      release(call, reply, payload, bytes, deliver, outcome, done);
+      release(call, reply, payload, bytes, deliver, done);
       return;
     }
     readBody(payload as AsyncIterable<unknown>, Number.MAX_SAFE_INTEGER).then(
-      (read) => release(call, reply, payload, asBuffer(read), deliver, outcome, done),
+      (read) => release(call, reply, payload, asBuffer(read), deliver, done),
       (error: unknown) => done(toError(error)),
     );
   };
@@ -315,10 +334,15 @@ function release(
   payload: unknown,
   body: Buffer,
   deliver: (response: CapturedResponse) => void,
-  outcome: Promise<HttpPipelineOutcome>,
   done: DoneFuncWithErrOrRes,
 ): void {
   deliver({ status: reply.statusCode, headers: snapshotHeaders(reply.getHeaders()), body, failed: call.failed });
+  if (call.outcome === undefined) call.outcomeKnown = (outcome) => settle(reply, payload, body, outcome, done);
+  else settle(reply, payload, body, call.outcome, done);
+}
+
+/** Lets the payload go once `outcome` has settled, or sends the outcome's problem in its place. */
+function settle(reply: FastifyReply, payload: unknown, body: Buffer, outcome: Promise<HttpPipelineOutcome>, done: DoneFuncWithErrOrRes): void {
   outcome.then(
     (answer) => {
       if (answer.kind !== 'replay' && answer.kind !== 'problem') {

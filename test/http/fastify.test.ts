@@ -125,6 +125,23 @@ describe('fastify plugin', () => {
     expect((await client.request(json('proto', '{"b":1}'))).status).toBe(200);
   });
 
+  it('saves the response of a handler that answers at once before it is sent, and replays it in place', async () => {
+    const store = createMemoryStore();
+    let runs = 0;
+    app = Fastify({ logger: false });
+    await app.register(idempotency, { receiver: createReceiver({ store }) });
+    app.post('/now', (_request, reply) => reply.code(201).header('location', '/now/1').send({ n: ++runs }));
+    client = await injectClient(app);
+    const first = await client.request(post('/now', 'now'));
+    expect([first.status, first.body.toString('utf8')]).toEqual([201, '{"n":1}']);
+    expect((await store.get('', 'now'))?.state).toBe('completed');
+    const retries = await Promise.all([client.request(post('/now', 'now')), client.request(post('/now', 'now'))]);
+    for (const retry of retries) {
+      expect([retry.status, retry.header('location'), retry.header('idempotent-replayed'), retry.body.toString('utf8')]).toEqual([201, '/now/1', 'true', '{"n":1}']);
+    }
+    expect(runs).toBe(1);
+  });
+
   it('keeps a JSON parser of the application registered before the plugin, and fingerprints the bytes it reads', async () => {
     calls = 0;
     app = Fastify({ logger: false });
