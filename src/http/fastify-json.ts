@@ -24,7 +24,8 @@ export function keepJsonText(app: FastifyInstance, keep: (request: FastifyReques
   try {
     app.addContentTypeParser(JSON_TYPE, { parseAs: 'string' }, function keepingJsonParser(request, text, done) {
       keep(request, text as string);
-      parse(request, text as string, done);
+      // Fastify's default parser answers through `done` and returns nothing.
+      void parse(request, text as string, done);
     });
   } catch (error) {
     if ((error as { code?: unknown }).code === 'FST_ERR_CTP_ALREADY_PRESENT') return false;
