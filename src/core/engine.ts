@@ -17,7 +17,7 @@ import { claimResult, DeadlineReached, lostResult, NO_RESULT, persistBelow500, r
 import { KeepAlive } from './keep-alive.js';
 import { waitForChange } from './wait-for-change.js';
 import { randomLeaseToken } from './lease-token.js';
-import { SILENT_OBSERVER, type ReceiverObserver, type StoreCallResult, type StoreOperation } from './observer.js';
+import { SILENT_OBSERVER, type ReceiverObserver, type StoreCallObservation, type StoreCallResult, type StoreOperation } from './observer.js';
 import type {
   Execution,
   ExecutionContext,
@@ -29,6 +29,7 @@ import type {
 import { frozenResponse, type Claim, type IdempotencyRecord, type StoredResponse } from './record.js';
 import { ReplayCache } from './replay-cache.js';
 import { RequestRun } from './request-run.js';
+import { settledValue, UNSETTLED } from './settled.js';
 import { answerStanding } from './standing.js';
 import { claimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';
 import {
@@ -128,18 +129,29 @@ class Engine<Tx> implements Receiver<Tx> {
     return receiverHealth(this.store, this.writeProbe);
   }
 
-  // Hot path: docs/hot-path.md#engine-store-calls
-  /** Not an `async` function: one `then` on the attempt's promise ends the observation. */
   execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution> {
+    let answer: Execution | Promise<Execution>;
+    try {
+      answer = this.executeNow(id, work);
+    } catch (error) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passed on as it came, as an `async` function would
+      return Promise.reject(error);
+    }
+    return answer instanceof Promise ? answer : Promise.resolve(answer);
+  }
+
+  // Hot path: docs/hot-path.md#engine-store-calls
+  /** Not an `async` function: an answer the store gave at once ends the observation in place, else one `then` on the attempt's promise does. */
+  executeNow(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Execution | Promise<Execution> {
     const request = new RequestRun(this.observer.request(id.scope, id.key), work, this.options.waitTimeoutMs);
-    let attempt: Promise<Execution>;
+    let attempt: Execution | Promise<Execution>;
     try {
       attempt = request.observation.within(() => this.attempt(id, request));
     } catch (error) {
       request.ended(error);
-      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passed on as it came, as an `async` function would
-      return Promise.reject(error);
+      throw error;
     }
+    if (!(attempt instanceof Promise)) return request.answered(attempt);
     return attempt.then(
       (execution) => request.answered(execution),
       (error: unknown) => {
@@ -152,28 +164,19 @@ class Engine<Tx> implements Receiver<Tx> {
   /**
    * One attempt at `id`: a completed record in the replay cache answers at once; otherwise a claim, then
    * the work on a won claim. A claim lost to a running request is answered by {@link Engine.inFlight},
-   * which may wait and attempt again.
+   * which may wait and attempt again. Answers in place (or throws) when the store decided at once.
    */
-  private attempt(id: OperationId, request: RequestRun<Tx>): Promise<Execution> {
+  private attempt(id: OperationId, request: RequestRun<Tx>): Execution | Promise<Execution> {
     const cached = this.replays?.get(id.scope, id.key, this.options.clock.now());
-    if (cached !== undefined) {
-      try {
-        return Promise.resolve(this.answer(id, request, cached));
-      } catch (error) {
-        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the engine's own typed error (422), passed on as it came
-        return Promise.reject(error);
-      }
-    }
+    if (cached !== undefined) return this.answer(id, request, cached);
     return this.transactional ? this.attemptInTransaction(id, request) : this.attemptPlain(id, request);
   }
 
   /**
-   * A claim lost to a request still in flight: `reject` mode answers 409 at once; `wait` mode waits for
-   * the record to change, within the wait budget, and attempts again.
+   * A claim lost to a request still in flight, in `wait` mode with wait budget left (see {@link Engine.answer}):
+   * waits for the record to change, within the budget, and attempts again.
    */
   private async inFlight(id: OperationId, request: RequestRun<Tx>, holder: IdempotencyRecord): Promise<Execution> {
-    // The wait budget is counted in the time actually waited, so a fake clock cannot stall it.
-    if (this.options.inFlight === 'reject' || request.budgetMs <= 0) throw new RequestInProgressError(holder);
     // Wake no later than the holder's lease expiry, when a takeover becomes possible. A lease the store
     // called live but this clock calls over means the clocks differ (PostgreSQL and Redis decide by the
     // server's): look again after a poll interval rather than spinning on claims.
@@ -205,68 +208,136 @@ class Engine<Tx> implements Receiver<Tx> {
   /**
    * Plain mode: claim, work, complete (or release) as separate store operations. The store calls are
    * observed in place (not through {@link Engine.call}): on the path every request takes, a wrapper would
-   * cost each call one more promise.
+   * cost each call one more promise. No step is an `async` function: a store promise made by `settled`
+   * (the memory store's) is read at once, any other is chained onto once.
    */
-  private async attemptPlain(id: OperationId, request: RequestRun<Tx>): Promise<Execution> {
+  private attemptPlain(id: OperationId, request: RequestRun<Tx>): Execution | Promise<Execution> {
     const input = this.claimInput(id);
     const claimedAt = this.replays === undefined ? 0 : this.options.clock.now();
+    const claiming = this.observer.storeCall('claim');
+    let pending: Promise<ClaimResult>;
+    try {
+      pending = this.store.claim(input);
+    } catch (first) {
+      return this.claimAgain(id, request, input, claimedAt, claiming, first);
+    }
+    const result = settledValue(pending);
+    if (result !== UNSETTLED) return this.claimed(id, request, input, claimedAt, claiming, result);
+    return pending.then(
+      (value) => this.claimed(id, request, input, claimedAt, claiming, value),
+      (first: unknown) => this.claimAgain(id, request, input, claimedAt, claiming, first),
+    );
+  }
+
+  /**
+   * A claim that failed: its reply may have been lost after it committed, so it is tried once more with the
+   * same owner token, which the store then answers as this request's own claim.
+   */
+  private async claimAgain(
+    id: OperationId,
+    request: RequestRun<Tx>,
+    input: ClaimInput,
+    claimedAt: number,
+    failed: StoreCallObservation,
+    first: unknown,
+  ): Promise<Execution> {
+    failed.fail(first);
+    const claiming = this.observer.storeCall('claim');
     let result: ClaimResult;
-    let claiming = this.observer.storeCall('claim');
     try {
       result = await this.store.claim(input);
-    } catch (first) {
-      claiming.fail(first);
-      // A claim whose reply was lost may have committed: the second try, with the same owner token, is
-      // then answered as this request's own claim.
-      claiming = this.observer.storeCall('claim');
-      try {
-        result = await this.store.claim(input);
-      } catch (error) {
-        claiming.fail(error);
-        throw new StoreUnavailableError(error);
-      }
+    } catch (error) {
+      claiming.fail(error);
+      throw new StoreUnavailableError(error);
     }
+    return await this.claimed(id, request, input, claimedAt, claiming, result);
+  }
+
+  /** The plain claim's answer: the record that stood in the way answered, or the work run under the won claim. */
+  private claimed(
+    id: OperationId,
+    request: RequestRun<Tx>,
+    input: ClaimInput,
+    claimedAt: number,
+    claiming: StoreCallObservation,
+    result: ClaimResult,
+  ): Execution | Promise<Execution> {
     claiming.end(claimResult(input, result));
     if (!result.acquired) return this.lost(id, request, result.record);
     const claim = result.claim;
     if (claim.takeover) this.observer.takeover(id.scope, id.key);
-    let response: StoredResponse;
     this.keepAlive.hold(claim);
     request.workStarted();
+    let working: Promise<StoredResponse>;
     try {
-      response = await (this.maxExecutionMs === undefined ? request.work({ claim, tx: undefined as Tx }) : withDeadline(() => request.work({ claim, tx: undefined as Tx }), this.maxExecutionMs));
+      const context: ExecutionContext<Tx> = { claim, tx: undefined as Tx };
+      working = this.maxExecutionMs === undefined ? Promise.resolve(request.work(context)) : withDeadline(() => request.work(context), this.maxExecutionMs);
     } catch (error) {
-      this.keepAlive.drop(claim);
-      if (error instanceof DeadlineReached) {
-        // The work may still be under way: the key is left to its lease's end, not released for a retry.
-        throw new LeaseLostError(id.scope, id.key, 'deadline');
-      }
-      request.workFailed(error);
-      await this.release(claim);
-      throw error;
+      return this.workFailed(id, request, claim, error);
     }
+    return working.then(
+      (response) => this.worked(id, claim, claimedAt, request, response),
+      (error: unknown) => this.workFailed(id, request, claim, error),
+    );
+  }
+
+  /** The plain work threw (or ran out its `maxExecutionMs`): the key is released for a retry, or left to its lease. */
+  private async workFailed(id: OperationId, request: RequestRun<Tx>, claim: Claim, error: unknown): Promise<never> {
+    this.keepAlive.drop(claim);
+    if (error instanceof DeadlineReached) {
+      // The work may still be under way: the key is left to its lease's end, not released for a retry.
+      throw new LeaseLostError(id.scope, id.key, 'deadline');
+    }
+    request.workFailed(error);
+    await this.release(claim);
+    throw error;
+  }
+
+  /** The plain work's response: saved (completed in place when the store decides at once), or released. */
+  private worked(id: OperationId, claim: Claim, claimedAt: number, request: RequestRun<Tx>, response: StoredResponse): Execution | Promise<Execution> {
     request.workSucceeded();
     if (!this.options.shouldPersist(response)) {
       this.keepAlive.drop(claim);
-      await this.release(claim);
-      return { response, replayed: false, saved: false };
+      return this.release(claim).then(() => ({ response, replayed: false, saved: false }));
     }
     const completing = this.observer.storeCall('complete');
-    let saved: boolean;
+    let pending: Promise<boolean>;
     try {
-      saved = await this.store.complete(claim, response, this.options.retentionMs);
-      completing.end(saved);
+      pending = this.store.complete(claim, response, this.options.retentionMs);
     } catch (error) {
-      completing.fail(error);
-      const retried = await this.retryCompletion(claim, response);
-      if (retried === undefined) {
-        this.keepAlive.drop(claim);
-        return { response, replayed: false, saved: false };
-      }
-      saved = retried;
+      return this.completeAgain(id, claim, claimedAt, response, completing, error);
     }
+    const saved = settledValue(pending);
+    if (saved !== UNSETTLED) return this.completed(id, claim, claimedAt, response, completing, saved);
+    return pending.then(
+      (value) => this.completed(id, claim, claimedAt, response, completing, value),
+      (error: unknown) => this.completeAgain(id, claim, claimedAt, response, completing, error),
+    );
+  }
+
+  /** The completion's answer: the execution, or a {@link LeaseLostError} when it was fenced off. */
+  private completed(id: OperationId, claim: Claim, claimedAt: number, response: StoredResponse, completing: StoreCallObservation, saved: boolean): Execution {
+    completing.end(saved);
     this.keepAlive.drop(claim);
     if (!saved) throw new LeaseLostError(id.scope, id.key);
+    this.rememberCompleted(claim, response, claimedAt);
+    return { response, replayed: false, saved: true };
+  }
+
+  /** A completion that failed with a store error, tried again (see {@link Engine.retryCompletion}). */
+  private async completeAgain(
+    id: OperationId,
+    claim: Claim,
+    claimedAt: number,
+    response: StoredResponse,
+    completing: StoreCallObservation,
+    error: unknown,
+  ): Promise<Execution> {
+    completing.fail(error);
+    const retried = await this.retryCompletion(claim, response);
+    this.keepAlive.drop(claim);
+    if (retried === undefined) return { response, replayed: false, saved: false };
+    if (!retried) throw new LeaseLostError(id.scope, id.key);
     this.rememberCompleted(claim, response, claimedAt);
     return { response, replayed: false, saved: true };
   }
@@ -432,9 +503,15 @@ class Engine<Tx> implements Receiver<Tx> {
     return this.answer(id, request, record);
   }
 
-  /** The answer to `record` standing in the way: a replay, a reused key (422), or a request in flight. */
+  /**
+   * The answer to `record` standing in the way: a replay, a reused key (422, thrown), or a request in flight
+   * (409, thrown, unless `wait` mode waits).
+   */
   private answer(id: OperationId, request: RequestRun<Tx>, record: IdempotencyRecord): Execution | Promise<Execution> {
     const response = answerStanding(record, id);
-    return response === undefined ? this.inFlight(id, request, record) : { response, replayed: true, saved: true };
+    if (response !== undefined) return { response, replayed: true, saved: true };
+    // The wait budget is counted in the time actually waited, so a fake clock cannot stall it.
+    if (this.options.inFlight === 'reject' || request.budgetMs <= 0) throw new RequestInProgressError(record);
+    return this.inFlight(id, request, record);
   }
 }

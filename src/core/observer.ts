@@ -48,9 +48,10 @@ export type StoreCallResult = 'acquired' | 'takeover' | 'replay' | 'in_flight' |
 export interface Observation {
   /**
    * Runs the request's store calls and work inside the observation (for OpenTelemetry: with the request's
-   * span active, so spans started inside are its children); resolves or rejects as `fn` does.
+   * span active, so spans started inside are its children); returns (or throws) what `fn` does, a value
+   * or a promise.
    */
-  within<T>(fn: () => Promise<T>): Promise<T>;
+  within<T>(fn: () => T): T;
   /** The work starts under a won claim (a request may run it at most once). */
   workStarted(): void;
   /** The work ended: it returned a response (`threw: false`) or threw. */
@@ -94,7 +95,7 @@ const SILENT_CALL: StoreCallObservation = Object.freeze({
 });
 
 const SILENT_REQUEST: Observation = Object.freeze({
-  within: <T>(fn: () => Promise<T>): Promise<T> => fn(),
+  within: <T>(fn: () => T): T => fn(),
   workStarted: () => undefined,
   workEnded: () => undefined,
   end: () => undefined,

@@ -166,6 +166,15 @@ export interface Receiver<Tx = undefined> {
    */
   execute(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Promise<Execution>;
   /**
+   * {@link Receiver.execute} without the promise when the answer is known at once: on a store that decides
+   * in this process (the memory store), a replay comes back as the {@link Execution} itself and a refusal
+   * (422, 409 in `reject` mode) is thrown in place; anything that waits (the work, a store round trip, `wait`
+   * mode) comes back as the promise `execute` returns. For adapters that can answer in the same turn.
+   *
+   * @throws as {@link Receiver.execute} rejects, when the answer is known at once
+   */
+  executeNow(id: OperationId, work: (context: ExecutionContext<Tx>) => Promise<StoredResponse>): Execution | Promise<Execution>;
+  /**
    * The function API: runs `fn` once per (scope, key) and returns its result; a retry with the same key and
    * fingerprint returns the first result (JSON round-tripped) without calling `fn`.
    * Throws as {@link Receiver.execute} does.

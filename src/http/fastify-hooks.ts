@@ -18,6 +18,7 @@ import type {
   preParsingHookHandler,
 } from 'fastify';
 import { BodyTooLargeError, canonicalBody, peekBodyThen, readBody, type PeekCallback } from './body.js';
+import { isJsonType, keepJsonText } from './fastify-json.js';
 import {
   IDEMPOTENCY_KEY_HEADER,
   type CapturedResponse,
@@ -57,6 +58,11 @@ declare module 'fastify' {
 export function addIdempotencyHooks(app: FastifyInstance, pipeline: HttpPipeline<FastifyRequest, unknown>): void {
   // One symbol per registration: two registrations on one instance keep apart.
   const calls = new Calls(pipeline, Symbol('retrysafe.idempotency.call'));
+  // Hot path: docs/hot-path.md#fastify-json-text
+  calls.keepsJson = keepJsonText(app, (request, text) => {
+    const call = calls.of(request);
+    if (call) call.rawText = text;
+  });
   app.decorateRequest(calls.slot, null);
   if (!app.hasRequestDecorator('idempotency')) app.decorateRequest('idempotency', undefined);
   // Hot path: docs/hot-path.md#fastify-hooks
@@ -80,12 +86,16 @@ class Call implements HttpPipelineRequest<FastifyRequest> {
   readonly headers: this = this;
   /** The raw body bytes kept by `preParsing`. */
   rawBody: Buffer | undefined;
+  /** The body text of a JSON request, kept by the plugin's JSON parser. */
+  rawText: string | undefined;
   /** Set by `preParsing` when the body was over the limit; `body()` throws it, so the pipeline answers 413. */
   tooLarge: BodyTooLargeError | undefined;
   /** Hands the captured response to the receiver; set while the handler runs under a claim. */
   deliver: ((response: CapturedResponse) => void) | undefined;
   /** The pipeline's answer, settled once the response is saved (or released). */
   outcome: Promise<HttpPipelineOutcome> | undefined;
+  /** Set by an `onSend` that ran before `preHandler` had the outcome (a handler that answered at once). */
+  outcomeKnown: ((outcome: Promise<HttpPipelineOutcome>) => void) | undefined;
   /** Whether the handler runs under the claim (so `onSend`, not `preHandler`, settles the outcome). */
   running = false;
   /** Whether the handler threw (an `onError` hook ran). */
@@ -94,6 +104,7 @@ class Call implements HttpPipelineRequest<FastifyRequest> {
   constructor(
     readonly request: FastifyRequest,
     settings: IdempotencyRouteConfig | undefined,
+    private readonly maxBodyBytes: number,
   ) {
     this.method = request.method;
     const url = request.url;
@@ -110,7 +121,13 @@ class Call implements HttpPipelineRequest<FastifyRequest> {
 
   body(): Uint8Array | string {
     if (this.tooLarge) throw this.tooLarge;
-    return this.rawBody ?? canonicalBody(this.request.body);
+    const text = this.rawText;
+    if (text === undefined) return this.rawBody ?? canonicalBody(this.request.body);
+    // A chunked body has no Content-Length to refuse it by in `preParsing`. UTF-8 takes at most three bytes
+    // per UTF-16 unit and at least one, so the byte count is needed only in between.
+    const limit = this.maxBodyBytes;
+    if (text.length > limit || (text.length * 3 > limit && Buffer.byteLength(text) > limit)) throw new BodyTooLargeError(limit);
+    return text;
   }
 }
 
@@ -119,6 +136,9 @@ type Carrier = Record<symbol, Call | null | undefined>;
 
 /** One registration's pipeline, and the request decorator its {@link Call}s are kept in. */
 class Calls {
+  /** Whether the plugin's JSON parser is in place (see `keepJsonText`), so a JSON body needs no peek. */
+  keepsJson = false;
+
   constructor(
     readonly pipeline: HttpPipeline<FastifyRequest, unknown>,
     readonly slot: symbol,
@@ -137,7 +157,7 @@ class Calls {
   start(request: FastifyRequest): Call | undefined {
     const settings = request.routeOptions.config.idempotency;
     if (settings?.enabled === false || !this.pipeline.applies(request.method)) return undefined;
-    const call = new Call(request, settings);
+    const call = new Call(request, settings, this.pipeline.maxBodyBytes);
     (request as unknown as Carrier)[this.slot] = call;
     return call;
   }
@@ -155,11 +175,19 @@ function preParsingHook(calls: Calls): preParsingHookHandler {
       done(null, payload);
       return;
     }
+    const contentLength = request.headers['content-length'];
+    // Hot path: docs/hot-path.md#fastify-json-text
+    // A JSON body is read by the plugin's JSON parser, which keeps its text: only an announced length over
+    // the limit is refused here.
+    if (calls.keepsJson && isJsonType(request.headers['content-type'])) {
+      if (contentLength !== undefined && Number(contentLength) > pipeline.maxBodyBytes) answerTooLarge(pipeline, call, new BodyTooLargeError(pipeline.maxBodyBytes), reply, done);
+      else done(null, payload);
+      return;
+    }
     // Hot path: docs/hot-path.md#fastify-body-peek
     // The request itself, untouched so far: peeked, so Fastify reads it as it would without the plugin (a
     // new stream per request costs more than the peek). `app.inject()` and HTTP/2 requests are not one.
     const peeked = payload === request.raw && payload instanceof IncomingMessage;
-    const contentLength = request.headers['content-length'];
     const kept: PeekCallback = (error, bytes) => {
       if (error === null) {
         call.rawBody = asBuffer(bytes);
@@ -214,28 +242,46 @@ function preHandlerHook(calls: Calls): preHandlerHookHandler {
       done();
       return;
     }
-    const outcome = pipeline.handle(current, (context) =>
-      new Promise<CapturedResponse>((deliver) => {
-        request.idempotency = context;
-        current.deliver = deliver;
-        current.running = true;
-        done();
-      }),
-    );
+    // Hot path: docs/hot-path.md#fastify-answer-in-place
+    // An outcome known at once (a replay from the memory store, a problem) is sent in this turn. The handler
+    // may run (and even reach `onSend`) before `handleNow` returns: `onSend` then waits for `outcome`.
+    let outcome: HttpPipelineOutcome | Promise<HttpPipelineOutcome>;
+    try {
+      outcome = pipeline.handleNow(current, (context) =>
+        new Promise<CapturedResponse>((deliver) => {
+          request.idempotency = context;
+          current.deliver = deliver;
+          current.running = true;
+          done();
+        }),
+      );
+    } catch (error) {
+      if (!current.running) done(toError(error));
+      return;
+    }
+    if (!(outcome instanceof Promise)) {
+      answer(outcome, reply, done);
+      return;
+    }
     current.outcome = outcome;
+    current.outcomeKnown?.(outcome);
     // Either the handler gets to run under the claim (onSend then settles the outcome), or the pipeline
     // answers without it.
     outcome.then(
-      (answer) => {
-        if (current.running) return;
-        if (answer.kind === 'pass' || answer.kind === 'handler') done();
-        else send(reply, answer.response);
+      (answered) => {
+        if (!current.running) answer(answered, reply, done);
       },
       (error: unknown) => {
         if (!current.running) done(toError(error));
       },
     );
   };
+}
+
+/** Sends an outcome the pipeline reached without the handler, or lets the handler run (`pass`). */
+function answer(outcome: HttpPipelineOutcome, reply: FastifyReply, done: () => void): void {
+  if (outcome.kind === 'pass' || outcome.kind === 'handler') done();
+  else send(reply, outcome.response);
 }
 
 /** The `onError` hook: marks a handler that threw, so its (error) response releases the key. */
@@ -255,8 +301,7 @@ function onSendHook(calls: Calls): onSendHookHandler {
   return function onSend(request, reply, payload, done) {
     const call = calls.of(request);
     const deliver = call?.deliver;
-    const outcome = call?.outcome;
-    if (!outcome || !deliver) {
+    if (!deliver) {
       done(null, payload);
       return;
     }
@@ -269,11 +314,11 @@ function onSendHook(calls: Calls): onSendHookHandler {
       return;
     }
     if (bytes) {
-      release(call, reply, payload, bytes, deliver, outcome, done);
+      release(call, reply, payload, bytes, deliver, done);
       return;
     }
     readBody(payload as AsyncIterable<unknown>, Number.MAX_SAFE_INTEGER).then(
-      (read) => release(call, reply, payload, asBuffer(read), deliver, outcome, done),
+      (read) => release(call, reply, payload, asBuffer(read), deliver, done),
       (error: unknown) => done(toError(error)),
     );
   };
@@ -289,10 +334,15 @@ function release(
   payload: unknown,
   body: Buffer,
   deliver: (response: CapturedResponse) => void,
-  outcome: Promise<HttpPipelineOutcome>,
   done: DoneFuncWithErrOrRes,
 ): void {
   deliver({ status: reply.statusCode, headers: snapshotHeaders(reply.getHeaders()), body, failed: call.failed });
+  if (call.outcome === undefined) call.outcomeKnown = (outcome) => settle(reply, payload, body, outcome, done);
+  else settle(reply, payload, body, call.outcome, done);
+}
+
+/** Lets the payload go once `outcome` has settled, or sends the outcome's problem in its place. */
+function settle(reply: FastifyReply, payload: unknown, body: Buffer, outcome: Promise<HttpPipelineOutcome>, done: DoneFuncWithErrOrRes): void {
   outcome.then(
     (answer) => {
       if (answer.kind !== 'replay' && answer.kind !== 'problem') {

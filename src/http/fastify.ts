@@ -2,12 +2,21 @@
  * Idempotency-Key plugin for Fastify 5, built with `fastify-plugin` so its hooks apply to every route of
  * the instance it is registered on. Behaviour: see {@link HttpPipeline.handle}.
  *
+ * The plugin puts its own `application/json` parser in place of Fastify's default one: the same parser
+ * (Fastify's `getDefaultJsonParser`, with the instance's `onProtoPoisoning`, `onConstructorPoisoning` and
+ * `bodyLimit`), which also keeps the body text it read, so a JSON request is fingerprinted over that text
+ * without being read twice. An application with a JSON parser of its own registers it before the plugin
+ * (after `removeContentTypeParser('application/json')`); the plugin then peeks at the bytes as it does for
+ * other bodies. A JSON parser swapped in after the plugin makes the fingerprint hash the parsed body
+ * (object keys sorted) instead.
+ *
  * Hooks:
  * - `preParsing` keeps the raw body bytes for the fingerprint (only on requests that carry a key, on
- *   methods the plugin acts on; a body over `maxBodyBytes` is answered there with a 413 problem, before any
- *   claim, and the request goes no further). On a Node `IncomingMessage` that no earlier hook replaced, the
- *   bytes are peeked and pushed back onto it, so Fastify's parser reads the request itself; any other
- *   payload stream is read to its end and handed on as a new stream over the same bytes.
+ *   methods the plugin acts on, and not on a JSON body its parser reads; a body over `maxBodyBytes` is
+ *   answered there with a 413 problem, before any claim, and the request goes no further; a chunked JSON
+ *   body over it is answered so from `preHandler`). On a Node `IncomingMessage` that no earlier hook
+ *   replaced, the bytes are peeked and pushed back onto it, so Fastify's parser reads the request itself;
+ *   any other payload stream is read to its end and handed on as a new stream over the same bytes.
  * - `preHandler` claims the key and either answers (replay, problem) or lets the handler run.
  * - `onError` marks a handler that threw.
  * - `onSend` captures the serialized response, holds it until the receiver has saved it (in transactional

@@ -15,7 +15,7 @@ import { fingerprint } from '../core/fingerprint.js';
 import { parseIdempotencyKey } from '../core/key.js';
 import { describeProblem, encodeProblem, isHttpErrorCode, type ProblemShape } from '../core/problem.js';
 import { RESPONSE_NOT_KEPT_HEADER, type Claim, type StoredResponse } from '../core/record.js';
-import type { ExecutionContext, Receiver } from '../core/receiver.js';
+import type { Execution, ExecutionContext, Receiver } from '../core/receiver.js';
 import { describe } from '../core/validate.js';
 import { BodyTooLargeError } from './body.js';
 import { resolveOptions, type ResolvedOptions } from './pipeline-options.js';
@@ -219,6 +219,17 @@ export interface HttpPipeline<Req, Tx> {
     request: HttpPipelineRequest<Req>,
     run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
   ): Promise<HttpPipelineOutcome>;
+  /**
+   * {@link HttpPipeline.handle} without the promise when the outcome is known at once (`pass`, a problem,
+   * and on a store that decides in this process a replay, 422 or 409; see `Receiver.executeNow`). `run` may
+   * be called before this returns.
+   *
+   * @throws what `handle` rejects with, when the outcome is known at once
+   */
+  handleNow(
+    request: HttpPipelineRequest<Req>,
+    run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
+  ): HttpPipelineOutcome | Promise<HttpPipelineOutcome>;
 }
 
 /** Carries a failed handler's response through the receiver, which releases the key on a throw. */
@@ -263,31 +274,44 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
     return this.options.methods.has(method.toUpperCase());
   }
 
-  // Hot path: docs/hot-path.md#pipeline-context
-  // Not an `async` function: each step chains onto the promise it waits for (the receiver's, and `scope`'s
-  // or `body`'s only when they return one), where `async` layers cost a promise and a hop each.
   handle(
     request: HttpPipelineRequest<Req>,
     run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
   ): Promise<HttpPipelineOutcome> {
+    let outcome: HttpPipelineOutcome | Promise<HttpPipelineOutcome>;
     try {
-      return this.keyed(request, run);
+      outcome = this.keyed(request, run);
     } catch (error) {
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the option's own throw, passed on as an `async` function would
       return Promise.reject(error);
     }
+    return outcome instanceof Promise ? outcome : Promise.resolve(outcome);
+  }
+
+  // Hot path: docs/hot-path.md#pipeline-context
+  // Not `async` functions: each step chains onto the promise it waits for (the receiver's, and `scope`'s
+  // or `body`'s only when they return one), where `async` layers cost a promise and a hop each, and an
+  // outcome known at once is returned as it is.
+  handleNow(
+    request: HttpPipelineRequest<Req>,
+    run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
+  ): HttpPipelineOutcome | Promise<HttpPipelineOutcome> {
+    return this.keyed(request, run);
   }
 
   /** Steps 1 to 3 of {@link HttpPipeline.handle}: the method, the key, then the scope. */
-  private keyed(request: HttpPipelineRequest<Req>, run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>): Promise<HttpPipelineOutcome> {
-    if (!this.applies(request.method)) return Promise.resolve(PASS);
+  private keyed(
+    request: HttpPipelineRequest<Req>,
+    run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
+  ): HttpPipelineOutcome | Promise<HttpPipelineOutcome> {
+    if (!this.applies(request.method)) return PASS;
     const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
     if (header === null || header === undefined) {
       if (request.required ?? this.options.required) {
         this.options.receiver.observer.invalidKey();
-        return Promise.resolve(this.problemOutcome(new IdempotencyKeyMissingError()));
+        return this.problemOutcome(new IdempotencyKeyMissingError());
       }
-      return Promise.resolve(PASS);
+      return PASS;
     }
     let key: string;
     try {
@@ -295,7 +319,7 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
     } catch (error) {
       if (error instanceof IdempotencyError) {
         this.options.receiver.observer.invalidKey();
-        return Promise.resolve(this.problemOutcome(error));
+        return this.problemOutcome(error);
       }
       throw error;
     }
@@ -310,7 +334,7 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
     run: (context: IdempotencyContext<Tx>) => Promise<CapturedResponse>,
     key: string,
     scope: unknown,
-  ): Promise<HttpPipelineOutcome> {
+  ): HttpPipelineOutcome | Promise<HttpPipelineOutcome> {
     if (typeof scope !== 'string') {
       throw new TypeError(`retrysafe: the "scope" option must return a string, got ${describe(scope)}`);
     }
@@ -323,7 +347,7 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
     try {
       read = request.body();
     } catch (error) {
-      return Promise.resolve(tooLarge(error));
+      return tooLarge(error);
     }
     if (typeof read === 'string' || read instanceof Uint8Array) return this.executed(request, run, key, scope, route, read);
     return read.then((body) => this.executed(request, run, key, scope, route, body), tooLarge);
@@ -337,7 +361,7 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
     scope: string,
     route: string,
     body: Uint8Array | string,
-  ): Promise<HttpPipelineOutcome> {
+  ): HttpPipelineOutcome | Promise<HttpPipelineOutcome> {
     const id = { scope, key, fingerprint: fingerprint({ method: request.method, route, query: request.query, body }) };
     let captured: CapturedResponse | undefined;
     // Hot path: docs/hot-path.md#engine-store-calls
@@ -348,24 +372,32 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
         if (response.failed === true) throw new HandlerFailed(response);
         return this.toStored(response);
       });
-    return this.options.receiver.execute(id, work).then(
-      (execution): HttpPipelineOutcome => {
-        if (execution.replayed) {
-          const saved = execution.response;
-          const notKept = saved.headers[RESPONSE_NOT_KEPT_HEADER];
-          if (notKept !== undefined) return this.notKeptOutcome(saved, Number(notKept));
-          return { kind: 'replay', response: { status: saved.status, headers: { ...saved.headers, ...REPLAYED }, body: saved.body } };
-        }
-        // The receiver hands back what the work returned; the handler's full response (cookies too) is sent.
-        return { kind: 'handler', response: captured ?? execution.response };
-      },
-      (error: unknown): HttpPipelineOutcome => {
-        if (error instanceof HandlerFailed) return { kind: 'handler', response: error.response };
-        // Other retrysafe errors (a handler's own failed retrying fetch, say) are the handler's to answer.
-        if (error instanceof IdempotencyError && isHttpErrorCode(error.code)) return this.problemOutcome(error);
-        throw error;
-      },
-    );
+    const answered = (execution: Execution): HttpPipelineOutcome => {
+      if (execution.replayed) {
+        const saved = execution.response;
+        const notKept = saved.headers[RESPONSE_NOT_KEPT_HEADER];
+        if (notKept !== undefined) return this.notKeptOutcome(saved, Number(notKept));
+        return { kind: 'replay', response: { status: saved.status, headers: { ...saved.headers, ...REPLAYED }, body: saved.body } };
+      }
+      // The receiver hands back what the work returned; the handler's full response (cookies too) is sent.
+      return { kind: 'handler', response: captured ?? execution.response };
+    };
+    let execution: Execution | Promise<Execution>;
+    try {
+      execution = this.options.receiver.executeNow(id, work);
+    } catch (error) {
+      return this.refused(error);
+    }
+    if (!(execution instanceof Promise)) return answered(execution);
+    return execution.then(answered, (error: unknown) => this.refused(error));
+  }
+
+  /** The outcome of an execution that ended with `error`: a failed handler's response, a problem, or the error passed on. */
+  private refused(error: unknown): HttpPipelineOutcome {
+    if (error instanceof HandlerFailed) return { kind: 'handler', response: error.response };
+    // Other retrysafe errors (a handler's own failed retrying fetch, say) are the handler's to answer.
+    if (error instanceof IdempotencyError && isHttpErrorCode(error.code)) return this.problemOutcome(error);
+    throw error;
   }
 
   private problemOutcome(error: IdempotencyError): HttpPipelineOutcome {

@@ -102,7 +102,7 @@ class RequestObservation implements Observation {
     private readonly span: Span | undefined,
   ) {}
 
-  within<T>(fn: () => Promise<T>): Promise<T> {
+  within<T>(fn: () => T): T {
     return this.span === undefined ? fn() : this.observer.traces.within(this.span, fn);
   }
 

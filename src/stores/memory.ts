@@ -8,6 +8,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { randomLeaseToken } from '../core/lease-token.js';
 import { claimOf, frozenResponse, recordSlot, type Claim, type IdempotencyRecord, type StoredResponse } from '../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../core/store.js';
+import { settled } from '../core/settled.js';
 import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../core/validate.js';
 import { attempt } from './sqlite/attempt.js';
 
@@ -28,7 +29,9 @@ const SWEEP_INTERVAL_MS = 1_000;
 
 /**
  * Creates an in-memory {@link IdempotencyStore}. Operations complete synchronously under the hood, so a
- * claim is atomic within the process; `waitFor` is served from in-process notifications. The records it
+ * claim is atomic within the process; `claim`, `complete` and `release` return promises that carry their
+ * value (`settled`), which the receiver reads in the same turn; `waitFor` is served from in-process
+ * notifications. The records it
  * hands out are frozen, and a completed record holds its own copy of the response body, so no caller can
  * change what is stored.
  *
@@ -104,10 +107,10 @@ class MemoryStore implements IdempotencyStore {
     if (existing && existing.expiresAt > now && !takeover) {
       if (existing.state === 'in_progress' && existing.leaseToken === input.leaseToken && existing.fingerprint === input.fingerprint) {
         // C3: the owner's own claim again: it holds the lease, unchanged.
-        return Promise.resolve({ acquired: true, claim: claimOf(input, existing.leaseToken, existing.leaseExpiresAt, false, existing.recoveryPoint) });
+        return settled({ acquired: true, claim: claimOf(input, existing.leaseToken, existing.leaseExpiresAt, false, existing.recoveryPoint) });
       }
       // C5 to C7: the record stands (another fingerprint, completed, or a live lease).
-      return Promise.resolve({ acquired: false, record: existing });
+      return settled({ acquired: false, record: existing });
     }
     // C1 (no record), C2 (retention over: created now, no recovery point) or C4 (takeover: both kept).
     const leaseToken = input.leaseToken ?? this.generateId();
@@ -125,7 +128,7 @@ class MemoryStore implements IdempotencyStore {
       expiresAt: now + input.retentionMs,
     };
     scoped.set(input.key, Object.freeze(recoveryPoint === undefined ? record : { ...record, recoveryPoint }));
-    return Promise.resolve({ acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, takeover, recoveryPoint) });
+    return settled({ acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, takeover, recoveryPoint) });
   }
 
   /** One claim after another: each is synchronous here, so the loop is as atomic as one claim. */
@@ -135,7 +138,7 @@ class MemoryStore implements IdempotencyStore {
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
     const current = this.held(claim);
-    if (!current) return Promise.resolve(this.completedBy(claim));
+    if (!current) return settled(this.completedBy(claim));
     const now = this.clock.now();
     // Copied once on the way in and frozen, so the stored record can be handed out as is: no caller can
     // change it (the body bytes, which cannot be frozen, are the store's own copy).
@@ -157,14 +160,14 @@ class MemoryStore implements IdempotencyStore {
     );
     this.records.get(claim.scope)?.set(claim.key, stored);
     this.notify(claim.scope, claim.key, stored);
-    return Promise.resolve(true);
+    return settled(true);
   }
 
   release(claim: Claim): Promise<boolean> {
-    if (!this.held(claim)) return Promise.resolve(false);
+    if (!this.held(claim)) return settled(false);
     this.remove(claim.scope, claim.key);
     this.notify(claim.scope, claim.key, undefined);
-    return Promise.resolve(true);
+    return settled(true);
   }
 
   renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {

@@ -65,6 +65,26 @@ describe('receiver on the memory store', () => {
     store = createMemoryStore({ clock });
   });
 
+  it('executeNow answers a replay and a refusal in place, and anything that waits as a promise', async () => {
+    const receiver = createReceiver({ store, clock });
+    const first = receiver.executeNow(id, () => Promise.resolve(response()));
+    expect(first).toBeInstanceOf(Promise);
+    expect((await first).saved).toBe(true);
+    const replay = receiver.executeNow(id, () => Promise.reject(new Error('must not run')));
+    expect(replay).not.toBeInstanceOf(Promise);
+    expect(replay).toMatchObject({ replayed: true, saved: true, response: { status: 201, body: BODY } });
+    expect(() => receiver.executeNow({ ...id, fingerprint: FP_B }, () => Promise.resolve(response()))).toThrow(IdempotencyKeyReusedError);
+    const { original, hold } = await startHeld(receiver, { ...id, key: 'held' });
+    expect(() => receiver.executeNow({ ...id, key: 'held' }, () => Promise.resolve(response()))).toThrow(RequestInProgressError);
+    hold.open();
+    await original;
+    // A store whose promises carry no value: the same answers, as promises.
+    const wrapped = Object.assign(Object.create(store) as IdempotencyStore, { claim: (input: Parameters<IdempotencyStore['claim']>[0]) => store.claim(input).then((result) => result) });
+    const late = createReceiver({ store: wrapped, clock }).executeNow(id, () => Promise.reject(new Error('must not run')));
+    expect(late).toBeInstanceOf(Promise);
+    expect(await late).toMatchObject({ replayed: true });
+  });
+
   it('runs the work once and replays identical bytes', async () => {
     const receiver = createReceiver({ store, clock });
     let runs = 0;

@@ -104,6 +104,62 @@ describe('fastify plugin', () => {
     expect((await client.request({ ...post('/echo', 'e'), body: '{"a":"x","b":[1,2]}' })).status).toBe(422);
   });
 
+  it("fingerprints a JSON body as the text Fastify's parser read, with its poisoning checks and bodyLimit", async () => {
+    await start((app) => {
+      app.post('/echo', (request) => request.body);
+    });
+    const json = (key: string, body: string, type = 'application/json; charset=utf-8'): TestRequest => ({
+      method: 'POST',
+      path: '/echo',
+      headers: { 'content-type': type, 'idempotency-key': key },
+      body,
+    });
+    const first = await client.request(json('t', '{"a":"é"}'));
+    expect([first.status, first.body.toString('utf8')]).toEqual([200, '{"a":"é"}']);
+    const retry = await client.request(json('t', '{"a":"é"}', 'Application/JSON'));
+    expect(retry.header('idempotent-replayed')).toBe('true');
+    expect((await client.request(json('t', '{"a":"e"}'))).status).toBe(422);
+    // Fastify's own JSON parser answers as before: invalid JSON and __proto__ are 400s, nothing claimed.
+    expect((await client.request(json('bad', '{"a":'))).status).toBe(400);
+    expect((await client.request(json('proto', '{"__proto__":{"x":1}}'))).status).toBe(400);
+    expect((await client.request(json('proto', '{"b":1}'))).status).toBe(200);
+  });
+
+  it('saves the response of a handler that answers at once before it is sent, and replays it in place', async () => {
+    const store = createMemoryStore();
+    let runs = 0;
+    app = Fastify({ logger: false });
+    await app.register(idempotency, { receiver: createReceiver({ store }) });
+    app.post('/now', (_request, reply) => reply.code(201).header('location', '/now/1').send({ n: ++runs }));
+    client = await injectClient(app);
+    const first = await client.request(post('/now', 'now'));
+    expect([first.status, first.body.toString('utf8')]).toEqual([201, '{"n":1}']);
+    expect((await store.get('', 'now'))?.state).toBe('completed');
+    const retries = await Promise.all([client.request(post('/now', 'now')), client.request(post('/now', 'now'))]);
+    for (const retry of retries) {
+      expect([retry.status, retry.header('location'), retry.header('idempotent-replayed'), retry.body.toString('utf8')]).toEqual([201, '/now/1', 'true', '{"n":1}']);
+    }
+    expect(runs).toBe(1);
+  });
+
+  it('keeps a JSON parser of the application registered before the plugin, and fingerprints the bytes it reads', async () => {
+    calls = 0;
+    app = Fastify({ logger: false });
+    app.removeContentTypeParser('application/json');
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, text, done) => {
+      calls++;
+      done(null, { own: JSON.parse(text as string) as unknown });
+    });
+    await app.register(idempotency, { receiver: createReceiver({ store: createMemoryStore() }) });
+    app.post('/echo', (request) => request.body);
+    client = await injectClient(app);
+    const first = await client.request({ ...post('/echo', 'own'), body: '{"b":1,"a":2}' });
+    expect(JSON.parse(first.body.toString('utf8'))).toEqual({ own: { b: 1, a: 2 } });
+    expect((await client.request({ ...post('/echo', 'own'), body: '{"b":1,"a":2}' })).header('idempotent-replayed')).toBe('true');
+    expect((await client.request({ ...post('/echo', 'own'), body: '{"a":2,"b":1}' })).status).toBe(422);
+    expect(calls).toBe(3);
+  });
+
   describe('over a socket', () => {
     let server: FastifyInstance | undefined;
     afterEach(async () => {
@@ -144,6 +200,23 @@ describe('fastify plugin', () => {
       expect([retry.status, retry.replayed, retry.body]).toEqual([200, 'true', '{"n":1}']);
       expect(other.status).toBe(422);
       expect(seen).toEqual([{ amount: 1250, currency: 'EUR' }]);
+    });
+
+    it('refuses a chunked JSON body over maxBodyBytes with 413 before claiming', async () => {
+      const store = createMemoryStore();
+      server = Fastify({ logger: false });
+      await server.register(idempotency, { receiver: createReceiver({ store }), maxBodyBytes: 14 });
+      let handled = 0;
+      server.post('/echo', () => ({ n: ++handled }));
+      await server.listen({ port: 0, host: '127.0.0.1' });
+      const tooLarge = await upload(server, '/echo', 'big', ['{"amount":', '1000}'], 5);
+      expect(tooLarge.status).toBe(413);
+      expect(JSON.parse(tooLarge.body)).toMatchObject({ type: expect.stringContaining('idempotency-request-too-large') as unknown });
+      expect(await store.get('', 'big')).toBeUndefined();
+      // Multi-byte text counts in bytes: 13 characters, 15 bytes.
+      expect((await upload(server, '/echo', 'big', ['{"a":"éé', 'xxx"}'], 5)).status).toBe(413);
+      expect((await upload(server, '/echo', 'big', ['{"amount":', '100}'], 5)).status).toBe(200);
+      expect(handled).toBe(1);
     });
 
     it('fingerprints the stream an earlier preParsing hook hands on, and the parser gets it whole', async () => {
