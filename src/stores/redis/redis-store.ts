@@ -8,9 +8,9 @@ import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
-import { claimOn } from './claim.js';
+import { claimOn, plainClaimOn } from './claim.js';
 import { claimManyOn } from './claim-many.js';
-import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
+import { duplicateForSubscribe, isCluster, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
 import { decodeHead, decodeRecord, encodeTail, HEAD_READ_BYTES, type RecordHead } from './layout.js';
 import { recordKey, recordPattern } from './keys.js';
@@ -23,6 +23,7 @@ import { READ_LUA } from './scripts/read.lua.js';
 import { RELEASE_LUA } from './scripts/release.lua.js';
 import { RENEW_LUA } from './scripts/renew.lua.js';
 import { untilReady } from './ready.js';
+import { ServerClock } from './server-clock.js';
 import { recordTtlMs, REDIS_TTL_GRACE_MS } from './ttl.js';
 
 const COMPLETE = new LuaScript(COMPLETE_LUA);
@@ -69,9 +70,12 @@ export class RedisStore implements IdempotencyStore {
   private warned = false;
   /** The servers run Redis 7 or later: completions, renewals and recovery points run as `allow-oom` scripts. */
   private scriptFlags = false;
+  /** Redis's clock as bounded from its `TIME` (one Redis of version 7 or later, no injected clock). */
+  private readonly serverClock = new ServerClock();
   /** A reconnect may land on a server configured otherwise (a restart, a failover): read the policy again. */
   private readonly onReconnect = (): void => {
     this.policyAccepted = false;
+    this.serverClock.reset();
   };
 
   constructor(private readonly config: RedisStoreConfig) {
@@ -83,7 +87,12 @@ export class RedisStore implements IdempotencyStore {
   async claim(input: ClaimInput): Promise<ClaimResult> {
     const setup = this.ready();
     if (setup) await setup;
-    const result = await claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), input.leaseToken ?? this.config.generateId());
+    const { client } = this.config;
+    const key = this.key(input.scope, input.key);
+    const leaseToken = input.leaseToken ?? this.config.generateId();
+    const plainNow = this.plainNow();
+    const plain = plainNow === undefined ? undefined : await plainClaimOn(client, key, input, plainNow, leaseToken).catch(unlessOom);
+    const result = plain ?? (await claimOn(client, key, input, this.now(), leaseToken));
     if (!result.acquired || this.config.waitReplicas === 0) return result;
     const pending = result.claim;
     try {
@@ -133,7 +142,7 @@ export class RedisStore implements IdempotencyStore {
     const reply = await (this.scriptFlags ? COMPLETE_OVER_LIMIT : COMPLETE).run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
-      [claim.leaseToken, this.now(), retentionMs, recordTtlMs(retentionMs), encodeTail(response)],
+      [claim.leaseToken, this.plainNow() ?? this.now(), retentionMs, recordTtlMs(retentionMs), encodeTail(response)],
     );
     if (reply !== 1) return false;
     if (this.config.waitReplicas > 0) await this.replicated(claim, 'completion');
@@ -155,6 +164,20 @@ export class RedisStore implements IdempotencyStore {
   /** The injected clock's time, or `''`: the script then reads Redis's `TIME`. */
   private now(): number | '' {
     return this.config.clock === undefined ? '' : this.config.clock.now();
+  }
+
+  // Hot path: docs/hot-path.md#redis-plain-claim
+  /**
+   * The time a plain claim and a completion decide and write by, with no `TIME` in Redis: the injected
+   * clock's, or the upper bound of Redis's clock (`server-clock.ts`) on one Redis of version 7 or later;
+   * `undefined` elsewhere (Redis before 7 has no `SET … NX GET`; the masters of a Cluster each have a
+   * clock of their own), where the scripts read `TIME`.
+   */
+  private plainNow(): number | undefined {
+    const { clock, client } = this.config;
+    if (!this.scriptFlags) return undefined;
+    if (clock !== undefined) return clock.now();
+    return isCluster(client) ? undefined : this.serverClock.latest(client);
   }
 
   /**
@@ -370,8 +393,10 @@ export class RedisStore implements IdempotencyStore {
   }
 
   private async checkPolicy(): Promise<void> {
-    const inspection = await inspectServers(this.config.client);
+    const { client } = this.config;
+    const inspection = await inspectServers(client);
     this.scriptFlags = inspection.scriptFlags;
+    if (inspection.scriptFlags && this.config.clock === undefined && !isCluster(client)) await this.serverClock.sync(client);
     const evicting = inspection.evicting[0];
     if (evicting !== undefined) {
       const refusal = new RedisEvictionPolicyError(evicting.policy, evicting.server, { cause: evicting.cause });
@@ -414,6 +439,12 @@ export class RedisStore implements IdempotencyStore {
   private key(scope: string, key: string): string {
     return recordKey(this.config.prefix, scope, key);
   }
+}
+
+/** `undefined` for an `OOM` refusal of a plain claim (the claim script still answers a replay there); any other error is thrown again. */
+function unlessOom(error: unknown): undefined {
+  if (error instanceof Error && error.message.startsWith('OOM')) return undefined;
+  throw error;
 }
 
 /** Redis's clock (`TIME`) in milliseconds since the epoch. */
