@@ -10,7 +10,8 @@ import type { IdempotencyRecord, RecordDraft, StoredResponse } from '../../core/
  * The record's head, field by field, each with its code in Redis's built-in Lua `struct` library
  * (big-endian): the state byte (1 in progress, 2 completed; any other value is not a record this store
  * wrote); four times as IEEE 754 doubles, in ms since the epoch — the lease end, the creation, the
- * retention end, the completion (0 until completed); the fingerprint and the fencing token; a byte telling
+ * retention end, the completion (until completed: 0, or 1 once a `waitFor` listens for the completion,
+ * so the completion script publishes only then); the fingerprint and the fencing token; a byte telling
  * whether a recovery point is set (1) or not (0), and the recovery point (empty when not set); the scope
  * and the key. Each text is a 4-byte length and its bytes (`I4c0`). An in-progress record is its head
  * alone. The fields a claim decides by come first, so a script reads only as far as it needs.
@@ -183,8 +184,9 @@ export function decodeHead(start: Buffer): RecordHead | undefined {
 
 // Hot path: docs/hot-path.md#redis-plain-claim
 /**
- * The head of the record in progress `draft` ({@link HEAD_FIELDS}, completion time 0), byte for byte as
- * the scripts pack it: the value a plain claim (`SET … NX`) writes.
+ * The head of the record `draft` ({@link HEAD_FIELDS}; the completion time 0 when it has none), byte for
+ * byte as the scripts pack it: a record in progress is its head alone, the value a plain claim
+ * (`SET … NX`) writes.
  */
 export function encodeHead(draft: RecordDraft): Buffer {
   const { fingerprint, leaseToken, recoveryPoint = '', scope, key } = draft;
@@ -195,7 +197,7 @@ export function encodeHead(draft: RecordDraft): Buffer {
   head.writeDoubleBE(draft.leaseExpiresAt, 1);
   head.writeDoubleBE(draft.createdAt, 9);
   head.writeDoubleBE(draft.expiresAt, 17);
-  head.writeDoubleBE(0, 25);
+  head.writeDoubleBE(draft.completedAt ?? 0, 25);
   let at = FIXED_BYTES;
   texts.forEach((text, i) => {
     if (i === 2) head[at++] = draft.recoveryPoint === undefined ? 0 : 1;

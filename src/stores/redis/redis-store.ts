@@ -17,6 +17,7 @@ import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
 import { allowingOom, LuaScript } from './script.js';
 import { CHECKPOINT_LUA } from './scripts/checkpoint.lua.js';
+import { LISTEN_LUA } from './scripts/listen.lua.js';
 import { COMPLETE_LUA } from './scripts/complete.lua.js';
 import { REAP_LUA } from './scripts/reap.lua.js';
 import { READ_LUA } from './scripts/read.lua.js';
@@ -35,6 +36,9 @@ const COMPLETE_OVER_LIMIT = new LuaScript(allowingOom(COMPLETE_LUA));
 const CHECKPOINT_OVER_LIMIT = new LuaScript(allowingOom(CHECKPOINT_LUA));
 const RENEW_OVER_LIMIT = new LuaScript(allowingOom(RENEW_LUA));
 const READ = new LuaScript(READ_LUA);
+const LISTEN = new LuaScript(LISTEN_LUA);
+/** The waiter's mark, allowed over `maxmemory` (Redis 7 and later): a waiter refused there would miss the completion's notice. */
+const LISTEN_OVER_LIMIT = new LuaScript(allowingOom(LISTEN_LUA));
 const RENEW = new LuaScript(RENEW_LUA);
 
 /** Keys asked of each SCAN step of `reap` and `listAbandoned` (a hint to Redis, which bounds the work per step). */
@@ -338,8 +342,10 @@ export class RedisStore implements IdempotencyStore {
 
   /**
    * Resolves once the record is completed or gone, or after `timeoutMs` with the record as it stands. The
-   * record is read once before subscribing (the common case: nothing to wait for) and once more after the
-   * SUBSCRIBE is acknowledged, so a completion published in between is not lost.
+   * record is read once before subscribing (the common case: nothing to wait for), and once the SUBSCRIBE
+   * is acknowledged the listen script (`scripts/listen.lua.ts`) marks it as waited for and reads it again
+   * in the same step: a completion before the mark is read there, one after it sees the mark and
+   * publishes, so none is lost.
    */
   async waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
     const first = await this.get(scope, key);
@@ -349,7 +355,7 @@ export class RedisStore implements IdempotencyStore {
     const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
     try {
       if ((await Promise.race([subscription.ready, timeout])) !== 'timeout') {
-        const current = await this.get(scope, key);
+        const current = await this.listen(this.key(scope, key));
         if (current?.state !== 'in_progress') return current;
         await Promise.race([subscription.changed, timeout]);
       }
@@ -358,6 +364,12 @@ export class RedisStore implements IdempotencyStore {
       clearTimeout(timer);
       subscription.stop();
     }
+  }
+
+  /** The record at the Redis key `key` after the listen script marked it as waited for, or `undefined` when there is none. */
+  private async listen(key: string): Promise<IdempotencyRecord | undefined> {
+    const value = (await (this.scriptFlags ? LISTEN_OVER_LIMIT : LISTEN).run(this.config.client, [key], [])) as Buffer | null;
+    return value === null ? undefined : decodeRecord(value);
   }
 
   /** Wakes pending `waitFor` calls and closes the subscriber connection the store opened; the client stays open. */
