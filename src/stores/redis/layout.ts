@@ -182,31 +182,6 @@ export function decodeHead(start: Buffer): RecordHead | undefined {
   return reader.short ? undefined : head;
 }
 
-// Hot path: docs/hot-path.md#redis-plain-claim
-/**
- * The head of the record `draft` ({@link HEAD_FIELDS}; the completion time 0 when it has none), byte for
- * byte as the scripts pack it: a record in progress is its head alone, the value a plain claim
- * (`SET … NX`) writes.
- */
-export function encodeHead(draft: RecordDraft): Buffer {
-  const { fingerprint, leaseToken, recoveryPoint = '', scope, key } = draft;
-  const texts = [fingerprint, leaseToken, recoveryPoint, scope, key];
-  const lengths = texts.map((text) => Buffer.byteLength(text));
-  const head = Buffer.allocUnsafe(FIXED_BYTES + 1 + lengths.reduce((sum, length) => sum + 4 + length, 0));
-  head[0] = draft.state === 'completed' ? COMPLETED : IN_PROGRESS;
-  head.writeDoubleBE(draft.leaseExpiresAt, 1);
-  head.writeDoubleBE(draft.createdAt, 9);
-  head.writeDoubleBE(draft.expiresAt, 17);
-  head.writeDoubleBE(draft.completedAt ?? 0, 25);
-  let at = FIXED_BYTES;
-  texts.forEach((text, i) => {
-    if (i === 2) head[at++] = draft.recoveryPoint === undefined ? 0 : 1;
-    at = head.writeUInt32BE(lengths[i] ?? 0, at);
-    at += head.write(text, at);
-  });
-  return head;
-}
-
 // Hot path: docs/hot-path.md#redis-record-layout
 /**
  * The tail of a completed record ({@link TAIL_FORMAT}) for `response`: its status, its headers as a JSON

@@ -8,7 +8,7 @@ import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
-import { claimOn, plainClaimOn } from './claim.js';
+import { claimOn } from './claim.js';
 import { claimManyOn } from './claim-many.js';
 import { duplicateForSubscribe, isCluster, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
@@ -91,12 +91,7 @@ export class RedisStore implements IdempotencyStore {
   async claim(input: ClaimInput): Promise<ClaimResult> {
     const setup = this.ready();
     if (setup) await setup;
-    const { client } = this.config;
-    const key = this.key(input.scope, input.key);
-    const leaseToken = input.leaseToken ?? this.config.generateId();
-    const plainNow = this.plainNow();
-    const plain = plainNow === undefined ? undefined : await plainClaimOn(client, key, input, plainNow, leaseToken).catch(unlessOom);
-    const result = plain ?? (await claimOn(client, key, input, this.now(), leaseToken));
+    const result = await claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), input.leaseToken ?? this.config.generateId());
     if (!result.acquired || this.config.waitReplicas === 0) return result;
     const pending = result.claim;
     try {
@@ -146,7 +141,7 @@ export class RedisStore implements IdempotencyStore {
     const reply = await (this.scriptFlags ? COMPLETE_OVER_LIMIT : COMPLETE).run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
-      [claim.leaseToken, this.plainNow() ?? this.now(), retentionMs, recordTtlMs(retentionMs), encodeTail(response)],
+      [claim.leaseToken, this.completionNow(), retentionMs, recordTtlMs(retentionMs), encodeTail(response)],
     );
     if (reply !== 1) return false;
     if (this.config.waitReplicas > 0) await this.replicated(claim, 'completion');
@@ -170,18 +165,16 @@ export class RedisStore implements IdempotencyStore {
     return this.config.clock === undefined ? '' : this.config.clock.now();
   }
 
-  // Hot path: docs/hot-path.md#redis-plain-claim
+  // Hot path: docs/hot-path.md#redis-completion-time
   /**
-   * The time a plain claim and a completion decide and write by, with no `TIME` in Redis: the injected
-   * clock's, or the upper bound of Redis's clock (`server-clock.ts`) on one Redis of version 7 or later;
-   * `undefined` elsewhere (Redis before 7 has no `SET … NX GET`; the masters of a Cluster each have a
-   * clock of their own), where the scripts read `TIME`.
+   * The completion time, sent so the completion script reads no `TIME`: the injected clock's, or on one
+   * Redis the upper bound of its clock (`server-clock.ts`); `''` (the script reads `TIME`) on Redis
+   * Cluster, whose masters each have a clock of their own, and while there is no bound.
    */
-  private plainNow(): number | undefined {
+  private completionNow(): number | '' {
     const { clock, client } = this.config;
-    if (!this.scriptFlags) return undefined;
     if (clock !== undefined) return clock.now();
-    return isCluster(client) ? undefined : this.serverClock.latest(client);
+    return isCluster(client) ? '' : (this.serverClock.latest(client) ?? '');
   }
 
   /**
@@ -408,7 +401,8 @@ export class RedisStore implements IdempotencyStore {
     const { client } = this.config;
     const inspection = await inspectServers(client);
     this.scriptFlags = inspection.scriptFlags;
-    if (inspection.scriptFlags && this.config.clock === undefined && !isCluster(client)) await this.serverClock.sync(client);
+    // Without a bound (Redis unreachable meanwhile) the scripts read \`TIME\` until a later one arrives.
+    if (this.config.clock === undefined && !isCluster(client)) await this.serverClock.sync(client).catch(() => undefined);
     const evicting = inspection.evicting[0];
     if (evicting !== undefined) {
       const refusal = new RedisEvictionPolicyError(evicting.policy, evicting.server, { cause: evicting.cause });
@@ -451,12 +445,6 @@ export class RedisStore implements IdempotencyStore {
   private key(scope: string, key: string): string {
     return recordKey(this.config.prefix, scope, key);
   }
-}
-
-/** `undefined` for an `OOM` refusal of a plain claim (the claim script still answers a replay there); any other error is thrown again. */
-function unlessOom(error: unknown): undefined {
-  if (error instanceof Error && error.message.startsWith('OOM')) return undefined;
-  throw error;
 }
 
 /** Redis's clock (`TIME`) in milliseconds since the epoch. */

@@ -13,8 +13,8 @@ import { RequestInProgressError, StoreUnavailableError } from '../../../src/core
 import type { StoredResponse } from '../../../src/core/record.js';
 import { createReceiver } from '../../../src/receiver.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
-import { COMPLETE_LUA } from '../../../src/stores/redis/scripts/complete.lua.js';
-import { allowingOom, LuaScript } from '../../../src/stores/redis/script.js';
+import { CLAIM_LUA } from '../../../src/stores/redis/scripts/claim.lua.js';
+import { LuaScript } from '../../../src/stores/redis/script.js';
 import { deleteUnder } from '../../support/redis.js';
 import { freePort, REDIS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
 
@@ -172,11 +172,8 @@ if (await serviceAvailable('Redis', () => client.connect())) {
         };
         const before = await receiver.execute({ scope: 's', key: 'before', fingerprint: FP }, work('before'));
         expect(before.saved).toBe(true);
-        // The completion script (on Redis 7 and later its allow-oom form) runs for every new key; a claim
-        // of a new key or a replay is a plain SET there.
-        const major = Number(/^redis_version:(\d+)/m.exec(await own.info('server'))?.[1]);
-        const completeScript = new LuaScript(major >= 7 ? allowingOom(COMPLETE_LUA) : COMPLETE_LUA);
-        expect(await own.script('EXISTS', completeScript.sha)).toEqual([1]);
+        const claimScript = new LuaScript(CLAIM_LUA);
+        expect(await own.script('EXISTS', claimScript.sha)).toEqual([1]);
 
         server.kill('SIGKILL');
         await exited(server);
@@ -189,15 +186,15 @@ if (await serviceAvailable('Redis', () => client.connect())) {
         server = await startRedis(port, dir);
         await until(() => own.status === 'ready', 'the client to reconnect');
         // A restarted Redis has an empty script cache: the next EVALSHA meets NOSCRIPT and the store reloads.
-        expect(await own.script('EXISTS', completeScript.sha)).toEqual([0]);
+        expect(await own.script('EXISTS', claimScript.sha)).toEqual([0]);
         const replay = await receiver.execute({ scope: 's', key: 'before', fingerprint: FP }, work('again'));
         expect(replay.replayed).toBe(true);
         expect(decoder.decode(replay.response.body)).toBe('before');
+        expect(await own.script('EXISTS', claimScript.sha)).toEqual([1]);
 
-        // Nothing was left claimed by the failed attempt: the key runs now, once, its completion script reloaded.
+        // Nothing was left claimed by the failed attempt: the key runs now, once.
         const during = await receiver.execute({ scope: 's', key: 'during', fingerprint: FP }, work('during'));
         expect(during).toMatchObject({ replayed: false, saved: true });
-        expect(await own.script('EXISTS', completeScript.sha)).toEqual([1]);
         expect(runs).toBe(2);
         expect((await receiver.execute({ scope: 's', key: 'during', fingerprint: FP }, work('x'))).replayed).toBe(true);
         expect(runs).toBe(2);

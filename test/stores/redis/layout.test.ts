@@ -4,7 +4,7 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decodeHead, decodeRecord, encodeHead, encodeTail, HEAD_READ_BYTES } from '../../../src/stores/redis/layout.js';
+import { decodeHead, decodeRecord, encodeTail, HEAD_READ_BYTES } from '../../../src/stores/redis/layout.js';
 import { packHeadLua, packTailLua } from '../../../src/stores/redis/scripts/record.lua.js';
 import { REDIS_URL, serviceAvailable } from '../../support/services.js';
 
@@ -112,33 +112,6 @@ if (await serviceAvailable('Redis', () => client.connect())) {
         headers: {},
         body: Buffer.alloc(0),
       });
-    });
-  });
-
-  describe('encodeHead', () => {
-    it('packs a head byte for byte as Redis packs it, UTF-8 texts, times past 2^32 ms and a recovery point (an empty one included) too', async () => {
-      const heads: Head[] = [
-        base,
-        { ...base, lease: 5_000_000_000_123, created: 5_000_000_000_000, expires: 5_000_086_400_000, scope: 'tenant ключ', key: 'naïve' },
-        { ...base, rp: 'step-2' },
-        { ...base, rp: '' },
-        { ...base, state: 2, completed: 950, fp: '', scope: '' },
-      ];
-      for (const head of heads) {
-        const draft = {
-          scope: head.scope,
-          key: head.key,
-          fingerprint: head.fp,
-          state: head.state === 2 ? ('completed' as const) : ('in_progress' as const),
-          leaseToken: head.token,
-          leaseExpiresAt: head.lease,
-          createdAt: head.created,
-          expiresAt: head.expires,
-          ...(head.rp !== null && { recoveryPoint: head.rp }),
-          ...(head.completed !== 0 && { completedAt: head.completed }),
-        };
-        expect(encodeHead(draft)).toEqual(await pack(head));
-      }
     });
   });
 

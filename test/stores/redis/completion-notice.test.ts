@@ -1,12 +1,10 @@
 /**
- * The plain claim on Redis 7 and later: a new key costs one `SET … NX GET` and one completion script, a
- * replay or a refusal one `SET` and no script (counted by the private server's `INFO commandstats`); a
- * lease that may be over still goes to the claim script, which reports the takeover; and a process whose
- * own clock is an hour off still writes Redis's time.
+ * The completion on one Redis: its script reads no `TIME` (the store sends a bound of Redis's clock) and
+ * publishes only for a record a `waitFor` marked, counted by a private server's `INFO commandstats`; a
+ * process whose own clock is an hour off still completes on Redis's time.
  */
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { ManualClock } from '../../../src/core/clock.js';
 import type { StoredResponse } from '../../../src/core/record.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
 import { startPrivateRedis } from '../../support/redis-server.js';
@@ -14,7 +12,7 @@ import { startPrivateRedis } from '../../support/redis-server.js';
 const HOUR_MS = 3_600_000;
 const FP = 'p'.repeat(64);
 const OK: StoredResponse = { status: 201, headers: { 'content-type': 'text/plain' }, body: new TextEncoder().encode('ok') };
-const input = (key: string, leaseMs = 30_000) => ({ scope: 'plain', key, fingerprint: FP, leaseMs, retentionMs: HOUR_MS });
+const input = (key: string) => ({ scope: 'plain', key, fingerprint: FP, leaseMs: 30_000, retentionMs: HOUR_MS });
 
 const server = await startPrivateRedis([]);
 afterAll(() => server?.stop());
@@ -26,34 +24,35 @@ async function commandCalls(client: Redis): Promise<Record<string, number>> {
   return calls;
 }
 
-describe.runIf(server !== undefined)('redis store: the plain claim', () => {
+describe.runIf(server !== undefined)('redis store: the completion', () => {
   afterEach(() => {
     vi.restoreAllMocks();
   });
 
-  it('claims and completes a new key with one SET and one script, replays and refuses with one SET and none, and calls no TIME', async () => {
+  it('claims and completes a new key with two scripts and no PUBLISH, the completion without TIME, and replays with one script', async () => {
     const client = await server!.connect();
     const store = createRedisStore({ client, prefix: 'count' });
     await store.ping();
     await client.config('RESETSTAT');
     const won = await store.claim(input('new'));
     if (!won.acquired) throw new Error('the new key was not claimed');
-    expect(won.claim.takeover).toBe(false);
-    const held = await store.claim(input('new'));
-    expect(held).toMatchObject({ acquired: false, record: { state: 'in_progress', leaseToken: won.claim.leaseToken } });
     expect(await store.complete(won.claim, OK, HOUR_MS)).toBe(true);
     const replay = await store.claim(input('new'));
     expect(replay).toMatchObject({ acquired: false, record: { state: 'completed', response: { status: 201 } } });
     const calls = await commandCalls(client);
-    // Three plain claims (a win, a refusal, a replay), and one completion script (loaded by EVAL after
-    // EVALSHA met NOSCRIPT) with its SET; nobody waited, so it published nothing.
-    expect({ set: calls.set, evalsha: calls.evalsha, eval: calls.eval, time: calls.time, publish: calls.publish }).toEqual({
-      set: 4,
-      evalsha: 1,
-      eval: 1,
-      time: undefined,
-      publish: undefined,
-    });
+    // Each script met NOSCRIPT once and was loaded by EVAL; nobody waited, so the completion published nothing.
+    expect({ evalsha: calls.evalsha, eval: calls.eval, publish: calls.publish }).toEqual({ evalsha: 3, eval: 2, publish: undefined });
+    // Each claim reads TIME; the completion reads it only while the store's bound of Redis's clock is too
+    // loose (a slow TIME reply on a loaded host), so of a few new keys at least one completes without it.
+    let completionTimes = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < 10 && completionTimes > 0; i++) {
+      const next = await store.claim(input(`next-${i}`));
+      if (!next.acquired) throw new Error('the new key was not claimed');
+      await client.config('RESETSTAT');
+      expect(await store.complete(next.claim, OK, HOUR_MS)).toBe(true);
+      completionTimes = (await commandCalls(client)).time ?? 0;
+    }
+    expect(completionTimes).toBe(0);
     await store.close();
   });
 
@@ -77,25 +76,8 @@ describe.runIf(server !== undefined)('redis store: the plain claim', () => {
     await store.close();
   });
 
-  it('leaves a lease that may be over to the claim script, which reports the takeover, and fences the crashed holder', async () => {
-    const client = await server!.connect();
-    const clock = new ManualClock(1_800_000_000_000);
-    const store = createRedisStore({ client, prefix: 'takeover', clock });
-    const first = await store.claim(input('k', 1_000));
-    if (!first.acquired) throw new Error('the key was not claimed');
-    clock.advance(1_000);
-    const second = await store.claim(input('k', 1_000));
-    if (!second.acquired) throw new Error('the expired lease was not taken over');
-    expect(second.claim.takeover).toBe(true);
-    expect(second.claim.leaseExpiresAt).toBe(clock.now() + 1_000);
-    expect(await store.complete(first.claim, OK, HOUR_MS)).toBe(false);
-    expect(await store.complete(second.claim, OK, HOUR_MS)).toBe(true);
-    expect(await store.get('plain', 'k')).toMatchObject({ state: 'completed', leaseToken: second.claim.leaseToken, completedAt: clock.now() });
-    await store.close();
-  });
-
   for (const offset of [HOUR_MS, -HOUR_MS]) {
-    it(`writes Redis's time from a process whose clock is an hour ${offset > 0 ? 'ahead' : 'behind'}`, async () => {
+    it(`completes on Redis's time from a process whose clock is an hour ${offset > 0 ? 'ahead' : 'behind'}`, async () => {
       const client = await server!.connect();
       const realNow = Date.now.bind(Date);
       vi.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
