@@ -2,6 +2,8 @@
 // spare port runs under callgrind, and the Redis store of a checkout drives it, one operation at a time on
 // one connection. `new` claims and completes a new key; `replay` claims one of 64 completed keys (the claim
 // is refused with the record). User space only: the kernel's share of each round trip is not counted.
+// `commands` is Redis's `INFO commandstats` over the measured operations, in calls per operation (commands
+// run inside scripts counted too).
 //
 //   node bench/redis-instructions.mjs <checkout with a built dist/> <new|replay> [measured] [warm-up] [port]
 //
@@ -46,9 +48,14 @@ for (let attempt = 0; ; attempt++) {
 const store = createRedisStore({ client, prefix: 'bench' });
 const one = await storeWorkload(store, phase, { completedKeys: 64, response: benchResponse() });
 for (let i = 0; i < warm; i++) await one();
+await client.config('RESETSTAT');
 execFileSync('callgrind_control', ['-i', 'on', String(server.pid)], { stdio: 'ignore' });
 for (let i = 0; i < measured; i++) await one();
 execFileSync('callgrind_control', ['-i', 'off', String(server.pid)], { stdio: 'ignore' });
+const commands = {};
+for (const [, name, calls] of (await client.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+  if (!name.startsWith('config') && name !== 'info') commands[name] = Math.round((Number(calls) / measured) * 100) / 100;
+}
 await store.close();
 await client.shutdown('NOSAVE').catch(() => undefined);
 client.disconnect();
@@ -56,4 +63,4 @@ await exited;
 const annotated = execFileSync('callgrind_annotate', ['--threshold=100', out], { encoding: 'utf8', maxBuffer: 1 << 28 });
 rmSync(out, { force: true });
 const total = Number(/([\d,]+)\s+\([^)]*\)\s+PROGRAM TOTALS/.exec(annotated)?.[1].replaceAll(',', '') ?? Number.NaN);
-process.stdout.write(`${JSON.stringify({ root, phase, measured, redisInstructions: Math.round(total / measured) })}\n`);
+process.stdout.write(`${JSON.stringify({ root, phase, measured, redisInstructions: Math.round(total / measured), commands })}\n`);

@@ -10,7 +10,8 @@ import type { IdempotencyRecord, RecordDraft, StoredResponse } from '../../core/
  * The record's head, field by field, each with its code in Redis's built-in Lua `struct` library
  * (big-endian): the state byte (1 in progress, 2 completed; any other value is not a record this store
  * wrote); four times as IEEE 754 doubles, in ms since the epoch — the lease end, the creation, the
- * retention end, the completion (0 until completed); the fingerprint and the fencing token; a byte telling
+ * retention end, the completion (until completed: 0, or 1 once a `waitFor` listens for the completion,
+ * so the completion script publishes only then); the fingerprint and the fencing token; a byte telling
  * whether a recovery point is set (1) or not (0), and the recovery point (empty when not set); the scope
  * and the key. Each text is a 4-byte length and its bytes (`I4c0`). An in-progress record is its head
  * alone. The fields a claim decides by come first, so a script reads only as far as it needs.

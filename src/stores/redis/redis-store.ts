@@ -10,19 +10,21 @@ import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../
 import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn } from './claim.js';
 import { claimManyOn } from './claim-many.js';
-import { duplicateForSubscribe, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
+import { duplicateForSubscribe, isCluster, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
 import { decodeHead, decodeRecord, encodeTail, HEAD_READ_BYTES, type RecordHead } from './layout.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
 import { allowingOom, LuaScript } from './script.js';
 import { CHECKPOINT_LUA } from './scripts/checkpoint.lua.js';
+import { LISTEN_LUA } from './scripts/listen.lua.js';
 import { COMPLETE_LUA } from './scripts/complete.lua.js';
 import { REAP_LUA } from './scripts/reap.lua.js';
 import { READ_LUA } from './scripts/read.lua.js';
 import { RELEASE_LUA } from './scripts/release.lua.js';
 import { RENEW_LUA } from './scripts/renew.lua.js';
 import { untilReady } from './ready.js';
+import { ServerClock } from './server-clock.js';
 import { recordTtlMs, REDIS_TTL_GRACE_MS } from './ttl.js';
 
 const COMPLETE = new LuaScript(COMPLETE_LUA);
@@ -34,6 +36,9 @@ const COMPLETE_OVER_LIMIT = new LuaScript(allowingOom(COMPLETE_LUA));
 const CHECKPOINT_OVER_LIMIT = new LuaScript(allowingOom(CHECKPOINT_LUA));
 const RENEW_OVER_LIMIT = new LuaScript(allowingOom(RENEW_LUA));
 const READ = new LuaScript(READ_LUA);
+const LISTEN = new LuaScript(LISTEN_LUA);
+/** The waiter's mark, allowed over `maxmemory` (Redis 7 and later): a waiter refused there would miss the completion's notice. */
+const LISTEN_OVER_LIMIT = new LuaScript(allowingOom(LISTEN_LUA));
 const RENEW = new LuaScript(RENEW_LUA);
 
 /** Keys asked of each SCAN step of `reap` and `listAbandoned` (a hint to Redis, which bounds the work per step). */
@@ -69,9 +74,12 @@ export class RedisStore implements IdempotencyStore {
   private warned = false;
   /** The servers run Redis 7 or later: completions, renewals and recovery points run as `allow-oom` scripts. */
   private scriptFlags = false;
+  /** Redis's clock as bounded from its `TIME` (one Redis of version 7 or later, no injected clock). */
+  private readonly serverClock = new ServerClock();
   /** A reconnect may land on a server configured otherwise (a restart, a failover): read the policy again. */
   private readonly onReconnect = (): void => {
     this.policyAccepted = false;
+    this.serverClock.reset();
   };
 
   constructor(private readonly config: RedisStoreConfig) {
@@ -133,7 +141,7 @@ export class RedisStore implements IdempotencyStore {
     const reply = await (this.scriptFlags ? COMPLETE_OVER_LIMIT : COMPLETE).run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
-      [claim.leaseToken, this.now(), retentionMs, recordTtlMs(retentionMs), encodeTail(response)],
+      [claim.leaseToken, this.completionNow(), retentionMs, recordTtlMs(retentionMs), encodeTail(response)],
     );
     if (reply !== 1) return false;
     if (this.config.waitReplicas > 0) await this.replicated(claim, 'completion');
@@ -155,6 +163,18 @@ export class RedisStore implements IdempotencyStore {
   /** The injected clock's time, or `''`: the script then reads Redis's `TIME`. */
   private now(): number | '' {
     return this.config.clock === undefined ? '' : this.config.clock.now();
+  }
+
+  // Hot path: docs/hot-path.md#redis-completion-time
+  /**
+   * The completion time, sent so the completion script reads no `TIME`: the injected clock's, or on one
+   * Redis the upper bound of its clock (`server-clock.ts`); `''` (the script reads `TIME`) on Redis
+   * Cluster, whose masters each have a clock of their own, and while there is no bound.
+   */
+  private completionNow(): number | '' {
+    const { clock, client } = this.config;
+    if (clock !== undefined) return clock.now();
+    return isCluster(client) ? '' : (this.serverClock.latest(client) ?? '');
   }
 
   /**
@@ -315,8 +335,10 @@ export class RedisStore implements IdempotencyStore {
 
   /**
    * Resolves once the record is completed or gone, or after `timeoutMs` with the record as it stands. The
-   * record is read once before subscribing (the common case: nothing to wait for) and once more after the
-   * SUBSCRIBE is acknowledged, so a completion published in between is not lost.
+   * record is read once before subscribing (the common case: nothing to wait for), and once the SUBSCRIBE
+   * is acknowledged the listen script (`scripts/listen.lua.ts`) marks it as waited for and reads it again
+   * in the same step: a completion before the mark is read there, one after it sees the mark and
+   * publishes, so none is lost.
    */
   async waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
     const first = await this.get(scope, key);
@@ -326,7 +348,7 @@ export class RedisStore implements IdempotencyStore {
     const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
     try {
       if ((await Promise.race([subscription.ready, timeout])) !== 'timeout') {
-        const current = await this.get(scope, key);
+        const current = await this.listen(this.key(scope, key));
         if (current?.state !== 'in_progress') return current;
         await Promise.race([subscription.changed, timeout]);
       }
@@ -335,6 +357,12 @@ export class RedisStore implements IdempotencyStore {
       clearTimeout(timer);
       subscription.stop();
     }
+  }
+
+  /** The record at the Redis key `key` after the listen script marked it as waited for, or `undefined` when there is none. */
+  private async listen(key: string): Promise<IdempotencyRecord | undefined> {
+    const value = (await (this.scriptFlags ? LISTEN_OVER_LIMIT : LISTEN).run(this.config.client, [key], [])) as Buffer | null;
+    return value === null ? undefined : decodeRecord(value);
   }
 
   /** Wakes pending `waitFor` calls and closes the subscriber connection the store opened; the client stays open. */
@@ -370,8 +398,11 @@ export class RedisStore implements IdempotencyStore {
   }
 
   private async checkPolicy(): Promise<void> {
-    const inspection = await inspectServers(this.config.client);
+    const { client } = this.config;
+    const inspection = await inspectServers(client);
     this.scriptFlags = inspection.scriptFlags;
+    // Without a bound (Redis unreachable meanwhile) the scripts read \`TIME\` until a later one arrives.
+    if (this.config.clock === undefined && !isCluster(client)) await this.serverClock.sync(client).catch(() => undefined);
     const evicting = inspection.evicting[0];
     if (evicting !== undefined) {
       const refusal = new RedisEvictionPolicyError(evicting.policy, evicting.server, { cause: evicting.cause });

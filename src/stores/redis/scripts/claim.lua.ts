@@ -34,8 +34,8 @@ import { packHeadLua, READ_RECORD_LUA, unpackHeadLua } from './record.lua.js';
  *
  * Takes over when the retention expired (any fingerprint: the key is new again, so the record restarts
  * without a recovery point) or when the record is `in_progress` with an expired lease and the same
- * fingerprint (a crashed holder, or one that handed its lease back at a recovery point: the creation time
- * and the recovery point are kept). The takeover flag comes from the branch taken, never from comparing
+ * fingerprint (a crashed holder, or one that handed its lease back at a recovery point: the creation time,
+ * the recovery point and a waiter's mark are kept). The takeover flag comes from the branch taken, never from comparing
  * times, so a takeover in the same millisecond as a zero-lease hand-back is still reported as one.
  *
  * A record already held under ARGV[3] is the caller's own claim run a second time: ioredis resends a
@@ -50,7 +50,7 @@ ${nowLua(1)}
 ${READ_RECORD_LUA}
 -- Rows C1 to C7 of the claim decision table (docs/semantics.md); C3 is tried before C4.
 -- A takeover keeps the record's creation time and recovery point; a new or replaced record starts now.
-local takeover, point, made = 0, nil, now
+local takeover, point, made, waited = 0, nil, now, 0
 if v then
   ${unpackHeadLua('rp')}
   if expires > now then
@@ -64,7 +64,8 @@ if v then
       return {1, took, decided, rp}
     elseif state == 1 and lease <= now and fp == ARGV[2] then
       -- C4: the lease over under the same fingerprint.
-      takeover, point, made = 1, rp, created
+      -- A waiter's mark (the completion field of a record in progress) is kept: it still listens.
+      takeover, point, made, waited = 1, rp, created, completed
     else
       -- C5 to C7: the record stands.
       return {0, v}
@@ -77,7 +78,7 @@ redis.call('SET', KEYS[1], ${packHeadLua({
   lease: 'now + tonumber(ARGV[4])',
   created: 'made',
   expires: 'now + tonumber(ARGV[5])',
-  completed: '0',
+  completed: 'waited',
   fp: 'ARGV[2]',
   token: 'ARGV[3]',
   rp: 'point',

@@ -19,7 +19,8 @@ import { READ_RECORD_LUA, repackFixedLua, unpackHeadLua } from './record.lua.js'
  * ARGV[5] — the response packed as a completed record's tail (status, headers as a JSON object, body:
  *   `encodeTail` in `layout.ts`), appended to the head as it is: the script packs no response field.
  *
- * Returns 1 when saved (and publishes `completed` on KEYS[1]); 0, changing nothing, when the record is
+ * Returns 1 when saved (and publishes `completed` on KEYS[1] when a `waitFor` marked the record: see
+ * `scripts/listen.lua.ts`; an unmarked record has no listener to wake); 0, changing nothing, when the record is
  * absent, completed under another token, or held under another token.
  *
  * A record already completed under ARGV[1] answers 1 and changes nothing: that is this completion run a
@@ -40,6 +41,7 @@ local record = ${repackFixedLua(
   'v',
 )} .. ARGV[5]
 redis.call('SET', KEYS[1], record, 'PX', ARGV[4])
-redis.call('PUBLISH', KEYS[1], 'completed')
+-- Hot path: docs/hot-path.md#redis-completion-notice
+if completed ~= 0 then redis.call('PUBLISH', KEYS[1], 'completed') end
 return 1
 `;

@@ -22,7 +22,7 @@ interface HeldLeaseArgs {
 /**
  * Lua that returns 0, changing nothing, unless `KEYS[1]` holds an in-flight record under the fencing token
  * `ARGV[1]`; then sets the lease end to now plus the lease, stretches the retention end to the lease end
- * when that is later (never shortened), stores the recovery point `args.rp`, resets the key's real TTL to
+ * when that is later (never shortened), stores the recovery point `args.rp` (a waiter's mark is kept), resets the key's real TTL to
  * the retention end plus the grace, and returns the new lease end (integer text, milliseconds since the
  * epoch).
  */
@@ -40,7 +40,7 @@ local record = ${packHeadLua({
   lease: 'lease_end',
   created: 'created',
   expires: 'expires',
-  completed: '0',
+  completed: 'completed',
   fp: 'fp',
   token: 'token',
   rp: args.rp,
