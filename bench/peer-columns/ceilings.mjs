@@ -59,6 +59,10 @@ const tx = (txId, plainId) => rounds.map((r) => normalised(txId, 'w1', r) / norm
 const ours = tx('ours-postgres-tx', 'ours-postgres');
 const least = tx('ceiling-postgres-tx', 'ceiling-postgres-claim-first');
 out.push(`| PostgreSQL transactional ÷ plain | new keys | ≥ 0.85 | ${cell(ours)} | ${cell(least)} | ${cell(ours.map((x, i) => x / least[i]))} |`);
+if (raw.http.some((x) => x.id === 'ours-postgres-tx-locked')) {
+  const locked = tx('ours-postgres-tx-locked', 'ours-postgres');
+  out.push(`| PostgreSQL transactional, \`transactionalClaim: 'locked'\`, ÷ plain | new keys | ≥ 0.85 | ${cell(locked)} | ${cell(least)} | ${cell(locked.map((x, i) => x / least[i]))} |`);
+}
 // The replay cache's own columns, when the run has them (the targets are read with it off, above).
 const cached = [
   ['SQLite ÷ bare Fastify', versus('bare-fastify'), 'ours-sqlite-replay-cache', 'ours-sqlite'],
