@@ -9,11 +9,11 @@
 // the handler INSERTs one row through its transaction: claim, BEGIN, INSERT, complete, COMMIT) and
 // `replay` (64 completed keys claimed again). Prints one JSON line per measurement, then the medians.
 // env: BENCH_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test), BENCH_NEW (3000), BENCH_REPLAY (8000).
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { pathToFileURL } from 'node:url';
+import { countingPool, serverCpu } from './pg-backends.mjs';
 
 const [rootArg = '.', roundsArg = '3', sizesArg = '4,8,16,32', callersArg = '32'] = process.argv.slice(2);
 const root = resolve(rootArg);
@@ -25,32 +25,8 @@ const imp = (p) => import(pathToFileURL(join(root, 'dist', p)).href);
 const { createReceiver } = await imp('index.js');
 const { createPostgresStore, migrate } = await imp('postgres.js');
 
-/** CPU time (µs) the backends `pids` used so far; 0 for a backend this host cannot see. */
-function serverCpu(pids) {
-  let total = 0;
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      total += ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100; // utime + stime, in clock ticks of 10 ms
-    } catch {
-      // A backend this host cannot see (a remote server): its CPU is not counted.
-    }
-  }
-  return total;
-}
-
 async function measure(workload, max, callers) {
-  const pool = new pg.Pool({ connectionString: url, max });
-  const pids = new Set();
-  let statements = 0;
-  pool.on('connect', (client) => {
-    pids.add(client.processID);
-    const query = client.query.bind(client);
-    client.query = (...args) => {
-      statements++;
-      return query(...args);
-    };
-  });
+  const { pool, pids, counter } = countingPool(pg, url, max);
   const schema = `bench_pool_${process.pid}_${max}_${workload}`;
   await migrate({ pool, schema });
   await pool.query(`CREATE TABLE "${schema}".charges (id text PRIMARY KEY, amount integer)`);
@@ -74,7 +50,7 @@ async function measure(workload, max, callers) {
   };
   await loop(Math.min(1000, counts[workload]));
   const n = counts[workload];
-  statements = 0;
+  counter.statements = 0;
   const s0 = serverCpu(pids);
   const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
@@ -90,7 +66,7 @@ async function measure(workload, max, callers) {
     max,
     callers,
     opsPerSec: Math.round(n / seconds),
-    statementsPerOp: +(statements / n).toFixed(2),
+    statementsPerOp: +(counter.statements / n).toFixed(2),
     clientCpuUs: +((c1.user + c1.system) / n).toFixed(1),
     serverCpuUs: +((s1 - s0) / n).toFixed(1),
   };

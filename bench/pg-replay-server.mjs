@@ -9,11 +9,11 @@
 // rounds: 3; operations: 20000 per row and round; callers: 4 in flight on a pool of 4.
 // env: BENCH_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test).
 import { Buffer } from 'node:buffer';
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { pathToFileURL } from 'node:url';
+import { serverCpu } from './pg-backends.mjs';
 
 const [rootArg = '.', roundsArg = '3', opsArg = '20000', callersArg = '4'] = process.argv.slice(2);
 const root = resolve(rootArg);
@@ -25,19 +25,6 @@ const { createPostgresStore, migrate } = await imp('postgres.js');
 const operations = Number(opsArg);
 const callers = Number(callersArg);
 const FP = 'f'.repeat(64);
-
-function serverCpu(pids) {
-  let total = 0;
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      total += ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
-    } catch {
-      // Gone, or on another host: not counted.
-    }
-  }
-  return total;
-}
 
 const schema = `bench_pgreplay_${process.pid}`;
 const pool = new pg.Pool({ connectionString: url, max: callers });

@@ -13,13 +13,13 @@
 // completed, COMMIT); the transactional handler INSERTs one row through its transaction. Prints one JSON
 // line per measurement, then the medians.
 // env: BENCH_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test).
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
+import { countingPool, serverCpu } from './pg-backends.mjs';
 
 const [rootArg = '.', roundsArg = '3', keysArg = '2000', callersArg = '16', poolArg = '16'] = process.argv.slice(2);
 const root = resolve(rootArg);
@@ -31,20 +31,6 @@ const { createReceiver } = await imp('index.js');
 const { createPostgresStore, migrate } = await imp('postgres.js');
 const keys = Number(keysArg);
 const callers = Number(callersArg);
-
-/** CPU time (µs) the backends `pids` used so far; 0 for a backend this host cannot see. */
-function serverCpu(pids) {
-  let total = 0;
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      total += ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
-    } catch {
-      // Gone, or on another host: not counted.
-    }
-  }
-  return total;
-}
 
 /** The database-wide WAL counters, once every backend that wrote has reported them (stats flush at most every second, and at exit). */
 async function wal(admin) {
@@ -58,17 +44,7 @@ async function measure(admin, workload, round) {
   await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   await migrate({ pool: admin, schema });
   await admin.query(`CREATE TABLE "${schema}".charges (id text PRIMARY KEY, amount integer)`);
-  const pool = new pg.Pool({ connectionString: url, max: Number(poolArg) });
-  const pids = new Set();
-  let statements = 0;
-  pool.on('connect', (client) => {
-    pids.add(client.processID);
-    const query = client.query.bind(client);
-    client.query = (...args) => {
-      statements++;
-      return query(...args);
-    };
-  });
+  const { pool, pids, counter } = countingPool(pg, url, Number(poolArg));
   const store = createPostgresStore({ pool, schema, transactionalClaim: workload === 'locked' ? 'locked' : 'apart' });
   const receiver = createReceiver(workload === 'plain' ? { store } : { store, transactional: true });
   const charge = `INSERT INTO "${schema}".charges (id, amount) VALUES ($1, $2)`;
@@ -90,13 +66,13 @@ async function measure(admin, workload, round) {
   };
   await drive('warm', 200);
   const before = await wal(admin);
-  const statementsBefore = statements;
+  const statementsBefore = counter.statements;
   const cpuBefore = serverCpu(pids);
   const started = performance.now();
   await drive('k', keys);
   const seconds = (performance.now() - started) / 1000;
   const cpu = serverCpu(pids) - cpuBefore;
-  const sent = statements - statementsBefore;
+  const sent = counter.statements - statementsBefore;
   await store.close();
   await pool.end();
   const after = await wal(admin);
