@@ -166,7 +166,7 @@ describe.runIf(available)('gateway in front of the Python upstream', () => {
   });
 
   it('releases through the reconcile hook when the upstream never executed the request, and sends it once more', async () => {
-    const first = await post('/reconciled/b', 'hang-1', '{}', { 'x-fault': 'hang=1500' });
+    const first = await post('/reconciled/b', 'hang-1', '{}', { 'x-fault': 'hang=4000' });
     expect(first.status).toBe(504);
     await new Promise((resolve) => setTimeout(resolve, 700));
     const retry = await post('/reconciled/b', 'hang-1', '{}');
