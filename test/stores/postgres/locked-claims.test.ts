@@ -14,6 +14,7 @@ import { LeaseLostError, RequestInProgressError } from '../../../src/core/errors
 import type { OperationId } from '../../../src/core/receiver.js';
 import { createReceiver } from '../../../src/receiver.js';
 import { createPostgresStore, type PostgresStore } from '../../../src/stores/postgres/index.js';
+import { trackedGates } from '../../support/gates.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
 import { POSTGRES_URL } from '../../support/services.js';
 
@@ -22,16 +23,8 @@ const CHILD = fileURLToPath(new URL('./fixtures/child.ts', import.meta.url));
 const FP = 'c'.repeat(64);
 const encoder = new TextEncoder();
 
-/** A promise and the function that resolves it; every one made is opened after each test. */
-const gates: (() => void)[] = [];
-function gate(): { readonly opened: Promise<void>; open(): void } {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  gates.push(open);
-  return { opened, open };
-}
+/** Every gate made is opened after each test, so a failed test never leaves a transaction open. */
+const { gate, openAll } = trackedGates();
 
 describe.runIf(available)('PostgreSQL locked claims', () => {
   let db: TestSchema;
@@ -50,7 +43,7 @@ describe.runIf(available)('PostgreSQL locked claims', () => {
   beforeEach(() => {
     store = createPostgresStore({ pool: db.pool, schema: db.schema, transactionalClaim: 'locked' });
     return async () => {
-      for (const open of gates.splice(0)) open();
+      openAll();
       await store.close();
     };
   });

@@ -9,23 +9,15 @@ import { LeaseLostError, RequestInProgressError, StoreUnavailableError, Transact
 import { type OperationId } from '../../../src/core/receiver.js';
 import { createReceiver } from '../../../src/receiver.js';
 import { createPostgresStore, type PostgresStore } from '../../../src/stores/postgres/index.js';
+import { trackedGates } from '../../support/gates.js';
 import { createTestSchema, postgresAvailable, type TestSchema } from '../../support/postgres-schema.js';
 
 const available = await postgresAvailable();
 
 const FP = 'c'.repeat(64);
 
-/** Every gate made, opened after each test so a failed test never leaves a transaction open. */
-const gates: (() => void)[] = [];
-
-function gate(): { readonly opened: Promise<void>; open(): void } {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  gates.push(open);
-  return { opened, open };
-}
+/** Every gate made is opened after each test, so a failed test never leaves a transaction open. */
+const { gate, openAll } = trackedGates();
 
 describe.runIf(available)('PostgreSQL transactional mode', () => {
   let db: TestSchema;
@@ -47,7 +39,7 @@ describe.runIf(available)('PostgreSQL transactional mode', () => {
     store = createPostgresStore({ pool: db.pool, schema: db.schema, clock });
     await db.pool.query(`TRUNCATE "${db.schema}".payments`);
     return async () => {
-      for (const open of gates.splice(0)) open();
+      openAll();
       await store.close();
     };
   });
