@@ -10,13 +10,11 @@
  * @module
  */
 import { runBatch, type BatchContext, type BatchItem, type BatchOptions, type BatchOutcome } from './batch.js';
-import { systemClock } from './clock.js';
 import { IdempotencyError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
 import { receiverHealth, WriteProbe, type ReceiverHealth } from './health.js';
-import { claimResult, DeadlineReached, lostResult, NO_RESULT, persistBelow500, retryFor, Rollback, TOOK_EFFECT, withDeadline, WorkFailed } from './attempt-end.js';
+import { claimResult, DeadlineReached, lostResult, NO_RESULT, retryFor, Rollback, TOOK_EFFECT, withDeadline, WorkFailed } from './attempt-end.js';
 import { KeepAlive } from './keep-alive.js';
 import { waitForChange } from './wait-for-change.js';
-import { randomLeaseToken } from './lease-token.js';
 import { SILENT_OBSERVER, type ReceiverObserver, type StoreCallObservation, type StoreCallResult, type StoreOperation } from './observer.js';
 import type {
   Execution,
@@ -26,23 +24,14 @@ import type {
   Receiver,
   TransactionalEngineOptions,
 } from './receiver.js';
-import { frozenResponse, type Claim, type IdempotencyRecord, type StoredResponse } from './record.js';
-import { ReplayCache } from './replay-cache.js';
+import type { Claim, IdempotencyRecord, StoredResponse } from './record.js';
+import type { ReplayCache } from './replay-cache.js';
+import { observedCall } from './observed-call.js';
+import { resolveEngineOptions } from './engine-options.js';
 import { RequestRun } from './request-run.js';
 import { settledValue, UNSETTLED } from './settled.js';
 import { answerStanding } from './standing.js';
 import { claimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';
-import {
-  requireAtMost,
-  requireClock,
-  requireDurationMs,
-  requireFunction,
-  requireGenerateId,
-  requireIdempotencyStore,
-  requireNonNegativeMs,
-  requireOneOf,
-  requireOptions,
-} from './validate.js';
 
 /**
  * Creates the engine over a store, reporting to the observer `observe` returns (called once, with the
@@ -63,11 +52,6 @@ const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' });
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/**
- * The default `maxExecutionMs` of transactional mode, in milliseconds (or `leaseMs`, when longer): how
- * long a transaction may stay open, so none pins the database's snapshot for ever.
- */
-const DEFAULT_TRANSACTION_BOUND_MS = 60_000;
 
 class Engine<Tx> implements Receiver<Tx> {
   readonly options: Receiver<Tx>['options'];
@@ -87,41 +71,14 @@ class Engine<Tx> implements Receiver<Tx> {
     options: PlainEngineOptions | TransactionalEngineOptions<Tx>,
     observe: (store: IdempotencyStore) => ReceiverObserver,
   ) {
-    requireOptions('createReceiver', options);
-    this.store = requireIdempotencyStore(options.store);
-    this.transactional = options.transactional === true;
-    if (this.transactional && typeof (options.store as Partial<TransactionalStore<Tx>>).claimTransaction !== 'function') {
-      throw new TypeError('retrysafe: option "transactional" is true but the store has no claimTransaction() method');
-    }
-    const leaseMs = requireDurationMs('leaseMs', options.leaseMs ?? 30_000);
-    const retentionMs = requireDurationMs('retentionMs', options.retentionMs ?? 86_400_000);
-    requireAtMost('leaseMs', leaseMs, 'retentionMs', retentionMs);
-    const inFlight = requireOneOf('inFlight', options.inFlight ?? 'reject', ['reject', 'wait']);
-    const shouldPersist = requireFunction<(response: StoredResponse) => boolean>('shouldPersist', options.shouldPersist ?? persistBelow500);
-    const clock = requireClock(options.clock ?? systemClock);
-    const generateId = requireGenerateId(options.generateId ?? randomLeaseToken);
-    this.replays = options.replayCache === undefined ? undefined : new ReplayCache(options.replayCache);
-    this.maxExecutionMs =
-      options.maxExecutionMs !== undefined
-        ? requireDurationMs('maxExecutionMs', options.maxExecutionMs)
-        : this.transactional
-          ? Math.max(DEFAULT_TRANSACTION_BOUND_MS, leaseMs)
-          : undefined;
-    this.options = Object.freeze({
-      generateId,
-      leaseMs,
-      retentionMs,
-      inFlight,
-      waitTimeoutMs: requireDurationMs('waitTimeoutMs', options.waitTimeoutMs ?? 10_000),
-      pollIntervalMs: requireDurationMs('pollIntervalMs', options.pollIntervalMs ?? 25),
-      shouldPersist,
-      clock,
-      replayCache: this.replays?.options,
-      maxExecutionMs: this.maxExecutionMs,
-      completionRetryMs: requireNonNegativeMs('completionRetryMs', options.completionRetryMs ?? 10_000),
-    });
+    const resolved = resolveEngineOptions(options);
+    this.store = resolved.store;
+    this.transactional = resolved.transactional;
+    this.replays = resolved.replays;
+    this.maxExecutionMs = resolved.maxExecutionMs;
+    this.options = resolved.options;
     this.observer = observe(options.store);
-    this.keepAlive = new KeepAlive(this.store, leaseMs, this.observer);
+    this.keepAlive = new KeepAlive(this.store, this.options.leaseMs, this.observer);
   }
 
   health(): Promise<ReceiverHealth> {
@@ -437,32 +394,9 @@ class Engine<Tx> implements Receiver<Tx> {
     await this.call('release', () => this.store.release(claim), TOOK_EFFECT).catch(() => false);
   }
 
-  // Hot path: docs/hot-path.md#engine-store-calls
-  /**
-   * Makes one store call, observed as `operation`; `result` tells the observer how it ended. Not an `async`
-   * function: it chains once onto the store's own promise, where an `async` wrapper would cost every store
-   * call one more promise and hop.
-   */
+  /** One store call, observed (see {@link observedCall}). */
   private call<T>(operation: StoreOperation, call: () => Promise<T>, result: (value: T) => StoreCallResult): Promise<T> {
-    const observation = this.observer.storeCall(operation);
-    let pending: Promise<T>;
-    try {
-      pending = Promise.resolve(call());
-    } catch (error) {
-      observation.fail(error);
-      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the store's own throw, passed on as it came, as an `async` function would
-      return Promise.reject(error);
-    }
-    return pending.then(
-      (value) => {
-        observation.end(result(value));
-        return value;
-      },
-      (error: unknown) => {
-        observation.fail(error);
-        throw error;
-      },
-    );
+    return observedCall(this.observer, operation, call, result);
   }
 
   /** The claim input of `id`, with a fresh owner token for this attempt. */
@@ -470,31 +404,9 @@ class Engine<Tx> implements Receiver<Tx> {
     return claimInputOf(id, this.options, this.options.generateId());
   }
 
-  /**
-   * Keeps the record this receiver just completed in the replay cache (when there is one), so the first
-   * retry is answered from it too. Its times are this receiver's: claimed at `claimedAt`, completed now,
-   * retained `retentionMs` from now. A takeover's record is left out: its first claim's time is not known
-   * here.
-   */
+  /** Keeps the record just completed in the replay cache, when there is one (see {@link ReplayCache.rememberCompleted}). */
   private rememberCompleted(claim: Claim, response: StoredResponse, claimedAt: number): void {
-    if (this.replays === undefined || claim.takeover) return;
-    const now = this.options.clock.now();
-    this.replays.remember(
-      {
-        scope: claim.scope,
-        key: claim.key,
-        fingerprint: claim.fingerprint,
-        state: 'completed',
-        leaseToken: claim.leaseToken,
-        leaseExpiresAt: claim.leaseExpiresAt,
-        // Its own copy: the work's response object goes back to the caller, who may change or reuse it.
-        response: frozenResponse(response),
-        createdAt: claimedAt,
-        completedAt: now,
-        expiresAt: now + this.options.retentionMs,
-      },
-      now,
-    );
+    this.replays?.rememberCompleted(claim, response, claimedAt, this.options.clock.now(), this.options.retentionMs);
   }
 
   /** The answer to a claim lost to `record`, which the store returned (and the replay cache keeps if completed). */

@@ -15,7 +15,7 @@
  * @module
  */
 import { requireCount, requireDurationMs, requireObject } from './validate.js';
-import { recordSlot, type IdempotencyRecord } from './record.js';
+import { frozenResponse, recordSlot, type Claim, type IdempotencyRecord, type StoredResponse } from './record.js';
 
 /** Options of the receiver's replay cache (its `replayCache` option). Durations are in milliseconds. */
 export interface ReplayCacheOptions {
@@ -83,5 +83,30 @@ export class ReplayCache {
   /** How many records are cached (expired ones included until they are looked up or pushed out). */
   get size(): number {
     return this.entries.size;
+  }
+
+  /**
+   * Keeps the record a receiver just completed under `claim`, so the first retry is answered from it too.
+   * Its times are the receiver's: claimed at `claimedAt`, completed at `now`, retained `retentionMs` from
+   * then (all ms). A takeover's record is left out: its first claim's time is not known there.
+   */
+  rememberCompleted(claim: Claim, response: StoredResponse, claimedAt: number, now: number, retentionMs: number): void {
+    if (claim.takeover) return;
+    this.remember(
+      {
+        scope: claim.scope,
+        key: claim.key,
+        fingerprint: claim.fingerprint,
+        state: 'completed',
+        leaseToken: claim.leaseToken,
+        leaseExpiresAt: claim.leaseExpiresAt,
+        // Its own copy: the work's response object goes back to the caller, who may change or reuse it.
+        response: frozenResponse(response),
+        createdAt: claimedAt,
+        completedAt: now,
+        expiresAt: now + retentionMs,
+      },
+      now,
+    );
   }
 }
