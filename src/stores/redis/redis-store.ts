@@ -15,31 +15,10 @@ import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
 import { decodeHead, decodeRecord, encodeTail, HEAD_READ_BYTES, type RecordHead } from './layout.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
-import { allowingOom, LuaScript } from './script.js';
-import { CHECKPOINT_LUA } from './scripts/checkpoint.lua.js';
-import { LISTEN_LUA } from './scripts/listen.lua.js';
-import { COMPLETE_LUA } from './scripts/complete.lua.js';
-import { REAP_LUA } from './scripts/reap.lua.js';
-import { READ_LUA } from './scripts/read.lua.js';
-import { RELEASE_LUA } from './scripts/release.lua.js';
-import { RENEW_LUA } from './scripts/renew.lua.js';
 import { untilReady } from './ready.js';
+import { CHECKPOINT, CHECKPOINT_OVER_LIMIT, COMPLETE, COMPLETE_OVER_LIMIT, LISTEN, LISTEN_OVER_LIMIT, READ, REAP, RELEASE, RENEW, RENEW_OVER_LIMIT } from './store-scripts.js';
 import { ServerClock } from './server-clock.js';
 import { recordTtlMs, REDIS_TTL_GRACE_MS } from './ttl.js';
-
-const COMPLETE = new LuaScript(COMPLETE_LUA);
-const RELEASE = new LuaScript(RELEASE_LUA);
-const REAP = new LuaScript(REAP_LUA);
-const CHECKPOINT = new LuaScript(CHECKPOINT_LUA);
-/** The same writes, allowed to run over `maxmemory` (Redis 7 and later; see `allowingOom`). */
-const COMPLETE_OVER_LIMIT = new LuaScript(allowingOom(COMPLETE_LUA));
-const CHECKPOINT_OVER_LIMIT = new LuaScript(allowingOom(CHECKPOINT_LUA));
-const RENEW_OVER_LIMIT = new LuaScript(allowingOom(RENEW_LUA));
-const READ = new LuaScript(READ_LUA);
-const LISTEN = new LuaScript(LISTEN_LUA);
-/** The waiter's mark, allowed over `maxmemory` (Redis 7 and later): a waiter refused there would miss the completion's notice. */
-const LISTEN_OVER_LIMIT = new LuaScript(allowingOom(LISTEN_LUA));
-const RENEW = new LuaScript(RENEW_LUA);
 
 /** Keys asked of each SCAN step of `reap` and `listAbandoned` (a hint to Redis, which bounds the work per step). */
 const SCAN_COUNT = 250;
