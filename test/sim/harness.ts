@@ -25,6 +25,7 @@ import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import type { IdempotencyStore, TransactionalStore } from '../../src/core/store.js';
 import { POSTGRES_URL, REDIS_URL, uniqueName } from '../support/services.js';
 import { ProcessClockSkew } from './process-clock.js';
+import { boundLeadMs, timeRoundTrips } from './time-round-trips.js';
 
 /** Where a run starts on the injected clock (milliseconds since the epoch). */
 export const SIM_EPOCH = 1_700_000_000_000;
@@ -70,6 +71,13 @@ export interface SimHarness {
   committedEffects(scope: string, key: string): Promise<string[]>;
   /** Kills the store's server connections (no-op for in-process stores); later calls must recover. */
   dropConnections(): Promise<void>;
+  /**
+   * How far, in milliseconds, a deadline the store stamps may lie past its duration from the server's time
+   * read after the operation (`now`): the lead of the store's bound of the server's clock, for a store that
+   * stamps by one (Redis on its server's clock: see `boundLeadMs`); 0 (or absent) for a store that reads
+   * the server's clock, or the injected one, as it decides.
+   */
+  stampLeadMs?(): number;
   close(): Promise<void>;
 }
 
@@ -244,6 +252,7 @@ async function redisHarness(serverClock: boolean, storeTime: StoreTime = 'server
       if (keys.length > 0) await admin.del(...keys);
     } while (cursor !== '0');
   };
+  const times = timeRoundTrips(client);
   let run = 0;
   class RedisHarness extends LedgerHarness implements SimHarness {
     readonly name = serverClock ? 'redis-server-clock' : 'redis';
@@ -268,10 +277,15 @@ async function redisHarness(serverClock: boolean, storeTime: StoreTime = 'server
     }
     private open(): IdempotencyStore {
       this.plantTokens = tokens('p');
+      times.restart();
       return createRedisStore({ client, prefix: this.prefix, generateId: tokens(), ...clockOption(serverClock, storeTime, this.clock) });
     }
+    stampLeadMs(): number {
+      return serverClock && storeTime === 'server' ? boundLeadMs(times) : 0;
+    }
+    /** On `admin`, which is never dropped: the store's own `TIME`s on `client` are what `times` counts. */
     protected override async serverNow(): Promise<number> {
-      const [seconds, micros] = await persistently(() => client.time());
+      const [seconds, micros] = await persistently(() => admin.time());
       return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     }
     async dropConnections(): Promise<void> {

@@ -24,7 +24,9 @@
  * "now" from this process would hand out a live lease or stamp a deadline off by the jump. Planted records
  * (claimed ten minutes ago by the server's clock, as a crashed holder leaves them) are taken over by the
  * server's clock. Instead of waiting out lease + retention at the end, every deadline the store reports is
- * checked against the server's time: none may lie further ahead than its duration.
+ * checked against the server's time: none may lie further ahead than its duration, plus the lead of a bound
+ * of the server's clock for a store that stamps by one (`SimHarness.stampLeadMs`); a lease never ends before
+ * its duration from the time read before the claim.
  */
 import fc from 'fast-check';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../src/core/record.js';
@@ -99,7 +101,11 @@ interface Held {
 
 /** What the store may answer next, learnt from its earlier answers. */
 export class SimModel {
-  constructor(readonly t: SimTiming) {}
+  constructor(
+    readonly t: SimTiming,
+    /** How far past its duration from the latest "now" a deadline the store stamps may lie (`SimHarness.stampLeadMs`). */
+    readonly lead: () => number = () => 0,
+  ) {}
   readonly records = new Map<string, ModelRecord>();
   readonly workers: (Held | undefined)[] = Array.from({ length: WORKERS }, () => undefined);
   /** Every fencing token handed out, with its key and generation. */
@@ -186,9 +192,10 @@ function observeRecord(m: SimModel, key: string, found: IdempotencyRecord | unde
   // No key stuck past lease + retention: no deadline lies further ahead of the latest "now" than its
   // duration (a store stamping deadlines by a clock that runs ahead breaks this).
   const { leaseMs, retentionMs, completedRetentionMs, plantRetentionMs } = m.t;
-  if (found.leaseExpiresAt > m.horizon + leaseMs) violation(`${how}: the lease of ${key} ends at ${found.leaseExpiresAt}, over ${leaseMs} ms after the latest now ${m.horizon}`);
+  const lead = m.lead();
+  if (found.leaseExpiresAt > m.horizon + leaseMs + lead) violation(`${how}: the lease of ${key} ends at ${found.leaseExpiresAt}, over ${leaseMs} ms (+ ${lead} ms of lead) after the latest now ${m.horizon}`);
   const longest = Math.max(retentionMs, completedRetentionMs, plantRetentionMs);
-  if (found.expiresAt > m.horizon + longest) violation(`${how}: the retention of ${key} ends at ${found.expiresAt}, over ${longest} ms after the latest now ${m.horizon}`);
+  if (found.expiresAt > m.horizon + longest + lead) violation(`${how}: the retention of ${key} ends at ${found.expiresAt}, over ${longest} ms (+ ${lead} ms of lead) after the latest now ${m.horizon}`);
 }
 
 /** Checks a claim's answer against the model and records what it changed. */
@@ -201,7 +208,11 @@ function observeClaim(m: SimModel, key: string, fp: string, lo: number, hi: numb
     if (!mayAcquire) violation(`${how}: claim of ${key} was granted over a live record (${show(rec)}): double execution`);
     if (m.tokens.has(claim.leaseToken)) violation(`${how}: fencing token ${claim.leaseToken} handed out twice`);
     const { leaseMs, retentionMs } = m.t;
-    if (claim.leaseExpiresAt < lo + leaseMs || claim.leaseExpiresAt > hi + leaseMs) violation(`${how}: lease ends at ${claim.leaseExpiresAt}, not ${leaseMs} ms from now (${lo}…${hi})`);
+    // Never earlier than asked; later only by the lead of a bound of the server's clock the store stamps by.
+    const lead = m.lead();
+    if (claim.leaseExpiresAt < lo + leaseMs || claim.leaseExpiresAt > hi + leaseMs + lead) {
+      violation(`${how}: lease ends at ${claim.leaseExpiresAt}, not ${leaseMs} ms from now (${lo}…${hi}, + ${lead} ms of lead)`);
+    }
     const takeover = rec !== undefined && rec.expiresAt > lo && rec.state === 'in_progress' && rec.fp === fp;
     if (claim.takeover && !(rec && rec.state === 'in_progress' && rec.fp === fp)) violation(`${how}: claim of ${key} says takeover over ${show(rec)}`);
     const gen = claim.takeover && takeover ? rec.gen : ++m.nextGen;
@@ -551,7 +562,7 @@ export function storeCommands(maxCommands = 40, replayPath?: string, serverClock
 export async function runHistory(real: Real, commands: Iterable<Cmd>): Promise<void> {
   await real.reset();
   const t = timingOf(real);
-  const m = new SimModel(t);
+  const m = new SimModel(t, () => real.stampLeadMs?.() ?? 0);
   await fc.asyncModelRun(() => ({ model: m, real }), commands);
   if (real.serverClock) {
     // The server's clock cannot be moved: every record read back must keep its deadlines within lease and

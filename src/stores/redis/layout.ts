@@ -182,6 +182,42 @@ export function decodeHead(start: Buffer): RecordHead | undefined {
   return reader.short ? undefined : head;
 }
 
+// Hot path: docs/hot-path.md#redis-set-claim
+/**
+ * The value of a new record in progress with `head`'s fields, laid out as the claim script packs one
+ * ({@link HEAD_FIELDS}): no recovery point, the completion field 0 (no waiter has marked it yet), the texts
+ * as UTF-8. The store's plain `SET` claim writes it (`claim.ts`), so a record it writes is byte for byte
+ * the one the claim script writes for a new key at the same times.
+ */
+export function encodeNewHead(head: Omit<RecordHead, 'state' | 'recoveryPoint'>): Buffer {
+  const { fingerprint, leaseToken, scope, key } = head;
+  const fpBytes = Buffer.byteLength(fingerprint);
+  const tokenBytes = Buffer.byteLength(leaseToken);
+  const scopeBytes = Buffer.byteLength(scope);
+  const keyBytes = Buffer.byteLength(key);
+  // The fixed fields, five 4-byte lengths, the recovery-point flag byte, and the texts.
+  const value = Buffer.allocUnsafe(FIXED_BYTES + 21 + fpBytes + tokenBytes + scopeBytes + keyBytes);
+  value[0] = IN_PROGRESS;
+  value.writeDoubleBE(head.leaseExpiresAt, 1);
+  value.writeDoubleBE(head.createdAt, 9);
+  value.writeDoubleBE(head.expiresAt, 17);
+  value.writeDoubleBE(0, 25);
+  let at = writeText(value, FIXED_BYTES, fingerprint, fpBytes);
+  at = writeText(value, at, leaseToken, tokenBytes);
+  value[at] = 0;
+  at = writeText(value, at + 1, '', 0);
+  at = writeText(value, at, scope, scopeBytes);
+  writeText(value, at, key, keyBytes);
+  return value;
+}
+
+/** Writes `text` (`bytes` long in UTF-8) at `at` as a length-prefixed field (`I4c0`); returns where the next field starts. */
+function writeText(value: Buffer, at: number, text: string, bytes: number): number {
+  value.writeUInt32BE(bytes, at);
+  value.write(text, at + 4);
+  return at + 4 + bytes;
+}
+
 // Hot path: docs/hot-path.md#redis-record-layout
 /**
  * The tail of a completed record ({@link TAIL_FORMAT}) for `response`: its status, its headers as a JSON

@@ -8,7 +8,7 @@ import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
-import { claimOn } from './claim.js';
+import { claimOn, setClaimOn } from './claim.js';
 import { claimManyOn } from './claim-many.js';
 import { duplicateForSubscribe, isCluster, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
@@ -51,9 +51,9 @@ export class RedisStore implements IdempotencyStore {
   /** The policy check in progress, shared by the operations that arrive meanwhile. */
   private policyCheck: Promise<void> | undefined;
   private warned = false;
-  /** The servers run Redis 7 or later: completions, renewals and recovery points run as `allow-oom` scripts. */
+  /** The servers run Redis 7 or later: `allow-oom` scripts for completions, renewals and recovery points; the plain `SET` claim. */
   private scriptFlags = false;
-  /** Redis's clock as bounded from its `TIME` (one Redis of version 7 or later, no injected clock). */
+  /** Redis's clock as bounded from its `TIME` (one Redis, no injected clock): claims and completions decide and stamp by it. */
   private readonly serverClock = new ServerClock();
   /** A reconnect may land on a server configured otherwise (a restart, a failover): read the policy again. */
   private readonly onReconnect = (): void => {
@@ -70,7 +70,7 @@ export class RedisStore implements IdempotencyStore {
   async claim(input: ClaimInput): Promise<ClaimResult> {
     const setup = this.ready();
     if (setup) await setup;
-    const result = await claimOn(this.config.client, this.key(input.scope, input.key), input, this.now(), input.leaseToken ?? this.config.generateId());
+    const result = await this.claimOnce(input, this.key(input.scope, input.key), input.leaseToken ?? this.config.generateId());
     if (!result.acquired || this.config.waitReplicas === 0) return result;
     const pending = result.claim;
     try {
@@ -82,6 +82,21 @@ export class RedisStore implements IdempotencyStore {
       throw error;
     }
     return { acquired: true, claim: pending };
+  }
+
+  // Hot path: docs/hot-path.md#redis-set-claim
+  /**
+   * One claim of `input` at the Redis key `key` under `leaseToken`: a plain `SET … NX GET` deciding by the
+   * bound of Redis's clock (`setClaimOn` in `claim.ts`) on one Redis of version 7 or later (`SET` takes `NX`
+   * with `GET` since 7.0) with no injected clock, once there is a bound; else the claim script.
+   */
+  private claimOnce(input: ClaimInput, key: string, leaseToken: string): Promise<ClaimResult> {
+    const { client, clock } = this.config;
+    if (clock === undefined && this.scriptFlags && !isCluster(client)) {
+      const bound = this.serverClock.latest(client);
+      if (bound !== undefined) return setClaimOn(client, key, input, leaseToken, bound);
+    }
+    return claimOn(client, key, input, this.now(), leaseToken);
   }
 
   /**

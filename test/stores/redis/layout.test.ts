@@ -4,7 +4,7 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decodeHead, decodeRecord, encodeTail, HEAD_READ_BYTES } from '../../../src/stores/redis/layout.js';
+import { decodeHead, decodeRecord, encodeNewHead, encodeTail, HEAD_READ_BYTES } from '../../../src/stores/redis/layout.js';
 import { packHeadLua, packTailLua } from '../../../src/stores/redis/scripts/record.lua.js';
 import { REDIS_URL, serviceAvailable } from '../../support/services.js';
 
@@ -112,6 +112,36 @@ if (await serviceAvailable('Redis', () => client.connect())) {
         headers: {},
         body: Buffer.alloc(0),
       });
+    });
+  });
+
+  describe('encodeNewHead', () => {
+    it('packs a new record in progress byte for byte as the claim script packs one, UTF-8 texts and times past 2^32 ms included', async () => {
+      const head = { lease: 1_700_000_030_000, created: 1_700_000_000_000, expires: 1_700_003_600_000, fp: 'f'.repeat(64), token: 'tøken', scope: 'tenant ключ', key: 'k€y' };
+      const lua = await pack({ ...head, state: 1, completed: 0, rp: null });
+      const encoded = encodeNewHead({
+        scope: head.scope,
+        key: head.key,
+        fingerprint: head.fp,
+        leaseToken: head.token,
+        leaseExpiresAt: head.lease,
+        createdAt: head.created,
+        expiresAt: head.expires,
+      });
+      expect(encoded).toEqual(lua);
+      expect(decodeRecord(encoded)).toEqual({
+        scope: head.scope,
+        key: head.key,
+        fingerprint: head.fp,
+        state: 'in_progress',
+        leaseToken: head.token,
+        leaseExpiresAt: head.lease,
+        createdAt: head.created,
+        expiresAt: head.expires,
+      });
+      expect(encodeNewHead({ scope: '', key: '', fingerprint: '', leaseToken: '', leaseExpiresAt: 0, createdAt: 0, expiresAt: 0 })).toEqual(
+        await pack({ ...base, state: 1, lease: 0, created: 0, expires: 0, completed: 0, fp: '', token: '', rp: null, scope: '', key: '' }),
+      );
     });
   });
 
