@@ -272,8 +272,9 @@ async function redisHarness(serverClock: boolean, storeTime: StoreTime = 'server
       this.ledger = new Map();
     }
     override plant(input: PlantInput, at: number): Promise<ClaimResult> {
+      // Closed after its one claim: an open store keeps a `ready` listener on the shared client.
       const planter = createRedisStore({ client, prefix: this.prefix, clock: new ManualClock(at), generateId: this.plantTokens });
-      return planter.claim(input);
+      return planter.claim(input).finally(() => planter.close());
     }
     private open(): IdempotencyStore {
       this.plantTokens = tokens('p');
@@ -494,7 +495,8 @@ async function postgresHarness(serverClock: boolean, storeTime: StoreTime = 'ser
       this.store = this.open();
     }
     override plant(input: PlantInput, at: number): Promise<ClaimResult> {
-      return createPostgresStore({ pool, schema, clock: new ManualClock(at), generateId: this.plantTokens }).claim(input);
+      const planter = createPostgresStore({ pool, schema, clock: new ManualClock(at), generateId: this.plantTokens });
+      return planter.claim(input).finally(() => planter.close());
     }
     private open(): ReturnType<typeof createPostgresStore> {
       this.plantTokens = tokens('p');
