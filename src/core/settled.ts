@@ -1,6 +1,7 @@
 /**
  * Promises that carry their value where the caller can read it at once: what a store that decides in this
- * process (the memory store) returns from `claim`, `complete` and `release`, so the engine goes on in the
+ * process returns when it has the answer at the call (the memory store from `claim`, `complete` and
+ * `release`; the SQLite store from a `claim` that a standing record refuses), so the engine goes on in the
  * same turn instead of waiting a microtask for a value it already has. A caller that does not look (any
  * other code, a wrapper that chains its own `then`) sees an ordinary resolved promise.
  *

@@ -10,6 +10,7 @@ import type { Clock } from '../../core/clock.js';
 import { LeaseLostError, StoreClosedError, StoreMisuseError } from '../../core/errors.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimedTransaction, ClaimInput, ClaimResult, RecordQuery, TransactionBounds, TransactionView } from '../../core/store.js';
+import { settled } from '../../core/settled.js';
 import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { asError, attempt } from './attempt.js';
 import type { ClaimFound, SqliteClaim } from './claim.js';
@@ -101,16 +102,18 @@ export class SqliteStore implements SqliteStoreContract {
     const leaseToken = input.leaseToken ?? this.generateId();
     /** What a read made ahead found standing in no one's way; `undefined` when none was made. */
     let found: ClaimFound | undefined;
+    // Hot path: docs/hot-path.md#sqlite-replay-in-the-same-turn
     if (!this.commits.open && this.mutex.idle) {
       // Nothing queued and no transaction open: read now, and answer a record that stands without waiting
-      // for the write lock or a group.
+      // for the write lock or a group, carried by the promise (`settled`) so the receiver replays it in this
+      // turn. Not while a group gathers: a read then would cost each new key of a busy store a missed SELECT.
       let read;
       try {
         read = this.claimRow.read(input, this.clock.now(), leaseToken);
       } catch (error) {
         return Promise.reject(asError(error));
       }
-      if (read.answer !== undefined) return Promise.resolve(read.answer);
+      if (read.answer !== undefined) return settled(read.answer);
       found = read.found;
     }
     return this.write(
@@ -141,7 +144,7 @@ export class SqliteStore implements SqliteStoreContract {
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-    return this.write(() => this.completeNow(claim, response, retentionMs), this.completed, this.settled());
+    return this.write(() => this.completeNow(claim, response, retentionMs), this.completed, this.claimDone());
   }
 
   renew(claim: Claim, leaseMs: number): Promise<Claim | undefined> {
@@ -149,7 +152,7 @@ export class SqliteStore implements SqliteStoreContract {
   }
 
   release(claim: Claim): Promise<boolean> {
-    return this.write(() => this.releaseNow(claim), this.announced, this.settled());
+    return this.write(() => this.releaseNow(claim), this.announced, this.claimDone());
   }
 
   get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
@@ -324,7 +327,7 @@ export class SqliteStore implements SqliteStoreContract {
    * A request in flight is done with its claim (completing or releasing it); returns whether its write
    * runs alone (no other request in flight: see {@link alone}).
    */
-  private settled(): boolean {
+  private claimDone(): boolean {
     const others = this.inFlight > 1;
     if (this.inFlight > 0) this.inFlight--;
     return this.alone(others);
