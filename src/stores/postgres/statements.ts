@@ -19,7 +19,7 @@ const { escapeIdentifier, escapeLiteral } = pg;
 
 /** The statements for one schema. */
 export interface Statements {
-  /** The claim's read-or-insert statement; see `claim.ts`. */
+  /** The claim's first step, `read_or_insert()` (migration 0015); see `claim.ts`. */
   readonly claim: Statement;
   /** The claim's second step, `claim()`, for what the first one leaves to it; see `claim.ts`. */
   readonly claimFunction: Statement;
@@ -34,7 +34,7 @@ export interface Statements {
    * completed row no bytes, where a bigint after the body costs it up to 15.
    *
    * A plain `UPDATE`, not a CTE with a second branch for the completion run again: a new key's backend
-   * work fell from about 514,000 to 465,000 instructions (`bench/pg-backend-instructions.mjs . new`). It
+   * work fell from 514,035 to 464,250 instructions (`bench/pg-backend-instructions.mjs . new`). It
    * is not a HOT update, and cannot be one: it sets `expires_at` (indexed for the reaper) and
    * `completed_at` (in the predicate of `records_abandoned_idx`).
    */
@@ -126,6 +126,7 @@ export function statements(names: SchemaNames, prepared: boolean): Statements {
   const unnamed = (text: string): Statement => statement(text, false);
   return Object.freeze({
     ...claimStatements(s, prepared),
+    // Hot path: docs/hot-path.md#postgresql-completion
     complete: named(`UPDATE ${s}.records
       SET completed_at = clock.ms, expires_at = clock.ms + $5::bigint, status = $6, headers = $7::json, body = $8, fence = NULL
       FROM (SELECT ${nowOf('$4')} AS ms) AS clock
