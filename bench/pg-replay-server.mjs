@@ -1,4 +1,4 @@
-// PostgreSQL server CPU per replay: the store's claim of a completed key (its read-or-insert statement,
+// PostgreSQL server CPU per replay: the store's claim of a completed key (its `read_or_insert()`,
 // `claim.ts`), the store's `get`, and a bare prepared primary-key SELECT of the columns a replay sends
 // (status, headers, body), on the same pool and keys. The backends' CPU is read from /proc (so only with
 // the server on this host); it moves with the machine's load, so the rows alternate in rounds and the

@@ -123,6 +123,44 @@ END
 $$;
 
 --
+-- Name: read_or_insert(text, text, bytea, bytea, bigint, bigint, bigint); Type: FUNCTION; Schema: retrysafe; Owner: -
+--
+
+CREATE FUNCTION retrysafe.read_or_insert(p_scope text, p_key text, p_fingerprint bytea, p_lease_token bytea, p_now bigint, p_lease_ms bigint, p_retention_ms bigint) RETURNS json
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+  r retrysafe.records%ROWTYPE;
+  v_fence bigint;
+BEGIN
+  SELECT * INTO r FROM retrysafe.records AS t WHERE t.scope = p_scope AND t.key = p_key;
+  IF NOT FOUND THEN
+    INSERT INTO retrysafe.records AS t (scope, key, fingerprint, lease_token, lease_expires_at, created_at, expires_at)
+    VALUES (p_scope, p_key, p_fingerprint, p_lease_token, p_now + p_lease_ms, p_now, p_now + p_retention_ms)
+    ON CONFLICT (scope, key) DO NOTHING
+    RETURNING t.fence INTO v_fence;
+    IF FOUND THEN
+      RETURN json_build_array(true, p_now + p_lease_ms, v_fence::text);
+    END IF;
+    RETURN NULL;
+  END IF;
+  RETURN json_build_array(false,
+    r.expires_at > p_now
+      AND NOT (r.completed_at IS NULL AND r.fingerprint = p_fingerprint
+               AND (r.lease_expires_at <= p_now OR r.lease_token = p_lease_token)),
+    r.lease_expires_at, encode(r.fingerprint, 'hex'), encode(r.lease_token, 'hex'),
+    r.created_at, r.expires_at, r.completed_at, r.status, r.headers, r.recovery_point, encode(r.body, 'base64'));
+END
+$$;
+
+--
+-- Name: FUNCTION read_or_insert(p_scope text, p_key text, p_fingerprint bytea, p_lease_token bytea, p_now bigint, p_lease_ms bigint, p_retention_ms bigint); Type: COMMENT; Schema: retrysafe; Owner: -
+--
+
+COMMENT ON FUNCTION retrysafe.read_or_insert(p_scope text, p_key text, p_fingerprint bytea, p_lease_token bytea, p_now bigint, p_lease_ms bigint, p_retention_ms bigint) IS 'retrysafe: the claim''s first step: the record as read, or inserted when the key had none; NULL leaves the claim to claim().';
+
+--
 -- Name: session_advance(text, bigint, bigint, bigint); Type: FUNCTION; Schema: retrysafe; Owner: -
 --
 

@@ -70,9 +70,9 @@ describe.runIf(pgAvailable)('an indeterminate claim on PostgreSQL', () => {
       const store = createPostgresStore({ pool, schema: db.schema, preparedStatements: false });
       try {
         const receiver = transactional ? createReceiver({ store, transactional: true }) : createReceiver({ store });
-        // A new key's claim is the read-or-insert statement (the claim() function serves takeovers and the
-        // owner's claim again): its INSERT's column list names it.
-        await lostClaimReply(receiver, store, proxy, '.records (scope, key, fingerprint, lease_token');
+        // A new key's claim is read_or_insert() (the claim() function serves takeovers and the owner's claim
+        // again): its call names it.
+        await lostClaimReply(receiver, store, proxy, '.read_or_insert(');
       } finally {
         await store.close();
       }

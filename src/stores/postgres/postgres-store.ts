@@ -84,11 +84,13 @@ export class PostgresStore implements PostgresStoreContract {
     return this.completeOn(this.pool, claim, response, retentionMs);
   }
 
+  /** The fenced completion; when it changed nothing, whether it had already been made under this lease token. */
   async completeOn(db: Queryable, claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
+    const token = encodeToken(claim.leaseToken);
     const result = await run(db, this.sql.complete, [
       claim.scope,
       claim.key,
-      encodeToken(claim.leaseToken),
+      token,
       this.now(),
       retentionMs,
       response.status,
@@ -96,7 +98,8 @@ export class PostgresStore implements PostgresStoreContract {
       Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength),
       topicOf(claim.scope, claim.key),
     ]);
-    return result.rowCount === 1;
+    if (result.rowCount === 1) return true;
+    return (await run(db, this.sql.completedAgain, [claim.scope, claim.key, token])).rowCount === 1;
   }
 
   release(claim: Claim): Promise<boolean> {

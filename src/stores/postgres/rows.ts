@@ -18,7 +18,7 @@ export const RECORD_COLUMNS =
 
 /**
  * A record as {@link RECORD_COLUMNS} reads it and node-postgres returns it: `bigint` columns arrive as
- * decimal strings, `json` parsed, `bytea` as a Buffer. The claim's read-or-insert statement returns the
+ * decimal strings, `json` parsed, `bytea` as a Buffer. The claim's `read_or_insert()` returns the
  * times inside a JSON array, so as numbers (`claim.ts`).
  */
 export interface RecordRow {

@@ -83,11 +83,11 @@ describe.runIf(available)('PostgreSQL store', () => {
     expect(await claimAndComplete(false)).toEqual([]);
   });
 
-  it('claims in one round trip for a new key and for a record that stands, with no PL/pgSQL; takeovers and the owner go on to claim()', async () => {
+  it('claims in one round trip for a new key and for a record that stands (read_or_insert()); takeovers and the owner go on to claim(); completes in one', async () => {
     const statements: string[] = [];
     const pool = {
       query: (config: pg.QueryConfig) => {
-        statements.push(/\.claim\(/.test(config.text) ? 'claim()' : config.text.trimStart().slice(0, 4));
+        statements.push(/\.(claim|read_or_insert)\(/.exec(config.text)?.[0].slice(1).concat(')') ?? config.text.trimStart().slice(0, 4));
         return db.pool.query(config);
       },
       connect: () => Promise.reject(new Error('not used')),
@@ -104,22 +104,27 @@ describe.runIf(available)('PostgreSQL store', () => {
 
     const [won, wonTrips] = await trips(() => store.claim({ ...input, leaseToken: 'owner' }));
     expect(won).toMatchObject({ acquired: true, claim: { leaseToken: 'owner', leaseExpiresAt: 1_700_000_001_000, takeover: false } });
-    expect(wonTrips).toEqual(['WITH']);
+    expect(wonTrips).toEqual(['read_or_insert()']);
     const [busy, busyTrips] = await trips(() => store.claim(input));
     expect(busy).toMatchObject({ acquired: false, record: { state: 'in_progress', leaseToken: 'owner' } });
-    expect(busyTrips).toEqual(['WITH']);
+    expect(busyTrips).toEqual(['read_or_insert()']);
     const [again, againTrips] = await trips(() => store.claim({ ...input, leaseToken: 'owner' }));
     expect(again).toMatchObject({ acquired: true, claim: { leaseToken: 'owner', takeover: false } });
-    expect(againTrips).toEqual(['WITH', 'claim()']);
+    expect(againTrips).toEqual(['read_or_insert()', 'claim()']);
     clock.advance(1_000);
     const [takeover, takeoverTrips] = await trips(() => store.claim({ ...input, leaseToken: 'next' }));
     expect(takeover).toMatchObject({ acquired: true, claim: { leaseToken: 'next', takeover: true } });
-    expect(takeoverTrips).toEqual(['WITH', 'claim()']);
+    expect(takeoverTrips).toEqual(['read_or_insert()', 'claim()']);
     if (!takeover.acquired) throw new Error('expected the takeover');
-    await store.complete(takeover.claim, { status: 201, headers: { a: 'b' }, body: new Uint8Array([0, 255]) }, 60_000);
+    const response = { status: 201, headers: { a: 'b' }, body: new Uint8Array([0, 255]) };
+    expect(await trips(() => store.complete(takeover.claim, response, 60_000))).toEqual([true, ['UPDA']]);
+    // The same completion run again (its first reply lost) answers success; a lost lease does not.
+    expect(await trips(() => store.complete(takeover.claim, response, 60_000))).toEqual([true, ['UPDA', 'SELE']]);
+    expect(await trips(() => store.complete({ ...takeover.claim, leaseToken: 'other' }, response, 60_000))).toEqual([false, ['UPDA', 'SELE']]);
     const [replay, replayTrips] = await trips(() => store.claim({ ...input, fingerprint: 'e'.repeat(64) }));
     expect(replay).toMatchObject({ acquired: false, record: { state: 'completed', fingerprint: 'f'.repeat(64), response: { status: 201 } } });
-    expect(replayTrips).toEqual(['WITH']);
+    expect(replayTrips).toEqual(['read_or_insert()']);
+    expect(replay.acquired ? undefined : [...(replay.record.response?.body ?? [])]).toEqual([0, 255]);
   });
 
   describe('recovery points (migration 0004)', () => {
@@ -252,7 +257,7 @@ describe.runIf(available)('PostgreSQL store', () => {
       try {
         await createSchemaAt(quoted, 7);
         expect(await functions()).toContain('require_empty_transaction');
-        expect(await migrate({ pool: db.pool, schema })).toEqual({ schema, applied: ['0008_drop_claim_guard', '0009_claim_owner', '0010_sessions_client_id_c', '0011_inbox_redrive_requested_at', '0012_events', '0013_fencing_token', '0014_response_bodies'], version: MIGRATIONS.length });
+        expect(await migrate({ pool: db.pool, schema })).toEqual({ schema, applied: ['0008_drop_claim_guard', '0009_claim_owner', '0010_sessions_client_id_c', '0011_inbox_redrive_requested_at', '0012_events', '0013_fencing_token', '0014_response_bodies', '0015_read_or_insert'], version: MIGRATIONS.length });
         expect(await functions()).not.toContain('require_empty_transaction');
         expect(await functions()).toContain('claim');
         const store = createPostgresStore({ pool: db.pool, schema });
