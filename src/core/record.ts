@@ -153,17 +153,26 @@ export function claimOf(
 }
 
 /**
- * A copy of `response` that no caller can change: frozen, with its own headers object and its own body
- * bytes (a `Buffer` stays a `Buffer`). What an in-process keeper of records (the memory store, the
- * receiver's replay cache) holds, so the work's response object can be changed or reused afterwards.
+ * A copy of `response` with its own headers object and its own body bytes (a `Buffer` stays a `Buffer`), not
+ * frozen: what the memory store keeps, freezing it only when it first hands it out.
  */
-export function frozenResponse(response: StoredResponse): StoredResponse {
-  return Object.freeze({
+export function copiedResponse(response: StoredResponse): StoredResponse {
+  return {
     status: response.status,
-    headers: Object.freeze({ ...response.headers }),
+    headers: { ...response.headers },
     // Buffer#slice is a view, not a copy; Buffer.from copies (small bodies into Node's shared pool).
     body: Buffer.isBuffer(response.body) ? Buffer.from(response.body) : response.body.slice(),
-  });
+  };
+}
+
+/**
+ * A copy of `response` that no caller can change: {@link copiedResponse}, frozen with its headers. What the
+ * receiver's replay cache holds, so the work's response object can be changed or reused afterwards.
+ */
+export function frozenResponse(response: StoredResponse): StoredResponse {
+  const copy = copiedResponse(response);
+  Object.freeze(copy.headers);
+  return Object.freeze(copy);
 }
 
 /**

@@ -243,6 +243,21 @@ class HandlerFailed extends Error {
 const PASS: HttpPipelineOutcome = Object.freeze({ kind: 'pass' });
 const REPLAYED = Object.freeze({ [REPLAYED_HEADER]: 'true' });
 
+// Hot path: docs/hot-path.md#fastify-memory-path
+/**
+ * The replay answer of each frozen saved response (the memory store's and the replay cache's records,
+ * which never change): built on its first replay, then sent as it is by every later one.
+ */
+const replays = new WeakMap<StoredResponse, HttpPipelineOutcome>();
+
+/** The replay answer to `saved`: its status, its headers with `idempotent-replayed: true`, its body. */
+function replayOutcome(saved: StoredResponse): HttpPipelineOutcome {
+  const headers = Object.freeze({ ...saved.headers, ...REPLAYED });
+  const outcome: HttpPipelineOutcome = Object.freeze({ kind: 'replay', response: Object.freeze({ status: saved.status, headers, body: saved.body }) });
+  if (Object.isFrozen(saved)) replays.set(saved, outcome);
+  return outcome;
+}
+
 /**
  * Validates the adapter options once and builds the shared pipeline.
  *
@@ -375,9 +390,11 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
     const answered = (execution: Execution): HttpPipelineOutcome => {
       if (execution.replayed) {
         const saved = execution.response;
+        const kept = replays.get(saved);
+        if (kept !== undefined) return kept;
         const notKept = saved.headers[RESPONSE_NOT_KEPT_HEADER];
         if (notKept !== undefined) return this.notKeptOutcome(saved, Number(notKept));
-        return { kind: 'replay', response: { status: saved.status, headers: { ...saved.headers, ...REPLAYED }, body: saved.body } };
+        return replayOutcome(saved);
       }
       // The receiver hands back what the work returned; the handler's full response (cookies too) is sent.
       return { kind: 'handler', response: captured ?? execution.response };

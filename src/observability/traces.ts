@@ -44,11 +44,18 @@ export class ReceiverTraces {
    * Starts a span under the active one (or `parent`); `undefined` when the API is not installed, or when
    * the span does not record (no SDK registered, or sampled out): such a span would carry nothing, so
    * nothing is set on it, ended or made active. The global provider is asked at each call (the API's
-   * proxy), so an SDK registered after the receiver was created is used from then on.
+   * proxy), so an SDK registered after the receiver was created is used from then on; while that proxy has
+   * no SDK's provider behind it, no span is started at all.
    */
   start(name: string, parent?: Context): Span | undefined {
     if (otel === undefined) return undefined;
-    this.tracer ??= (this.options.tracerProvider ?? otel.trace.getTracerProvider()).getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+    if (this.tracer === undefined) {
+      const provider = this.options.tracerProvider ?? otel.trace.getTracerProvider();
+      // Hot path: docs/hot-path.md#fastify-memory-path
+      // The API's global proxy without a delegate (no SDK registered) makes only non-recording spans.
+      if (this.options.tracerProvider === undefined && !delegates(provider)) return undefined;
+      this.tracer = provider.getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+    }
     const span = this.tracer.startSpan(name, SPAN_OPTIONS, parent ?? otel.context.active());
     return span.isRecording() ? span : undefined;
   }
@@ -68,4 +75,15 @@ export function endFailed(span: Span | undefined, error: unknown): void {
     span.setStatus({ code: otel.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
   }
   span.end();
+}
+
+/** The API's global provider: a proxy that hands out an SDK's tracers once one is registered. */
+interface DelegatingProvider {
+  getDelegateTracer?(name: string, version?: string): Tracer | undefined;
+}
+
+/** Whether `provider` is not the API's proxy, or is one with an SDK's provider behind it. */
+function delegates(provider: TracerProvider): boolean {
+  const proxy = provider as DelegatingProvider;
+  return typeof proxy.getDelegateTracer !== 'function' || proxy.getDelegateTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION) !== undefined;
 }

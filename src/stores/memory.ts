@@ -6,7 +6,7 @@
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { randomLeaseToken } from '../core/lease-token.js';
-import { claimOf, frozenResponse, recordSlot, type Claim, type IdempotencyRecord, type StoredResponse } from '../core/record.js';
+import { claimOf, copiedResponse, recordSlot, type Claim, type IdempotencyRecord, type StoredResponse } from '../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore } from '../core/store.js';
 import { settled } from '../core/settled.js';
 import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../core/validate.js';
@@ -110,7 +110,7 @@ class MemoryStore implements IdempotencyStore {
         return settled({ acquired: true, claim: claimOf(input, existing.leaseToken, existing.leaseExpiresAt, false, existing.recoveryPoint) });
       }
       // C5 to C7: the record stands (another fingerprint, completed, or a live lease).
-      return settled({ acquired: false, record: existing });
+      return settled({ acquired: false, record: handedOut(existing) });
     }
     // C1 (no record), C2 (retention over: created now, no recovery point) or C4 (takeover: both kept).
     const leaseToken = input.leaseToken ?? this.generateId();
@@ -127,7 +127,7 @@ class MemoryStore implements IdempotencyStore {
       createdAt: takeover ? existing.createdAt : now,
       expiresAt: now + input.retentionMs,
     };
-    scoped.set(input.key, Object.freeze(recoveryPoint === undefined ? record : { ...record, recoveryPoint }));
+    scoped.set(input.key, recoveryPoint === undefined ? record : { ...record, recoveryPoint });
     return settled({ acquired: true, claim: claimOf(input, leaseToken, leaseExpiresAt, takeover, recoveryPoint) });
   }
 
@@ -137,12 +137,13 @@ class MemoryStore implements IdempotencyStore {
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-    const current = this.held(claim);
-    if (!current) return settled(this.completedBy(claim));
+    const scoped = this.records.get(claim.scope);
+    const current = scoped?.get(claim.key);
+    if (scoped === undefined || current?.state !== 'in_progress' || current.leaseToken !== claim.leaseToken) return settled(this.completedBy(claim));
     const now = this.clock.now();
-    // Copied once on the way in and frozen, so the stored record can be handed out as is: no caller can
-    // change it (the body bytes, which cannot be frozen, are the store's own copy).
-    const saved = frozenResponse(response);
+    // Copied once on the way in, so the work's response object can be changed afterwards; frozen when the
+    // record is first handed out (the body bytes, which cannot be frozen, are the store's own copy).
+    const saved = copiedResponse(response);
     const completed: IdempotencyRecord = {
       scope: current.scope,
       key: current.key,
@@ -155,10 +156,8 @@ class MemoryStore implements IdempotencyStore {
       completedAt: now,
       expiresAt: now + retentionMs,
     };
-    const stored = Object.freeze(
-      current.recoveryPoint === undefined ? completed : { ...completed, recoveryPoint: current.recoveryPoint },
-    );
-    this.records.get(claim.scope)?.set(claim.key, stored);
+    const stored = current.recoveryPoint === undefined ? completed : { ...completed, recoveryPoint: current.recoveryPoint };
+    scoped.set(claim.key, stored);
     this.notify(claim.scope, claim.key, stored);
     return settled(true);
   }
@@ -176,11 +175,11 @@ class MemoryStore implements IdempotencyStore {
       const current = this.held(claim);
       if (!current) return undefined;
       const leaseExpiresAt = this.clock.now() + leaseMs;
-      this.records.get(claim.scope)?.set(claim.key, Object.freeze({
+      this.records.get(claim.scope)?.set(claim.key, {
         ...current,
         leaseExpiresAt,
         expiresAt: Math.max(current.expiresAt, leaseExpiresAt),
-      }));
+      });
       return { ...claim, leaseExpiresAt };
     });
   }
@@ -191,12 +190,12 @@ class MemoryStore implements IdempotencyStore {
       const current = this.held(claim);
       if (!current) return undefined;
       const leaseExpiresAt = this.clock.now() + leaseMs;
-      this.records.get(claim.scope)?.set(claim.key, Object.freeze({
+      this.records.get(claim.scope)?.set(claim.key, {
         ...current,
         recoveryPoint,
         leaseExpiresAt,
         expiresAt: Math.max(current.expiresAt, leaseExpiresAt),
-      }));
+      });
       return { ...claim, leaseExpiresAt, recoveryPoint };
     });
   }
@@ -213,12 +212,12 @@ class MemoryStore implements IdempotencyStore {
           record.expiresAt > now,
       );
       abandoned.sort((a, b) => a.leaseExpiresAt - b.leaseExpiresAt);
-      return abandoned.slice(0, limit);
+      return abandoned.slice(0, limit).map(handedOut);
     });
   }
 
   get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-    return Promise.resolve(this.records.get(scope)?.get(key));
+    return Promise.resolve(handedOutIfAny(this.records.get(scope)?.get(key)));
   }
 
   reap(limit: number): Promise<number> {
@@ -240,7 +239,7 @@ class MemoryStore implements IdempotencyStore {
 
   waitFor(scope: string, key: string, timeoutMs: number): Promise<IdempotencyRecord | undefined> {
     const current = this.records.get(scope)?.get(key);
-    if (current?.state !== 'in_progress') return Promise.resolve(current);
+    if (current?.state !== 'in_progress') return Promise.resolve(handedOutIfAny(current));
     const id = recordSlot(scope, key);
     return new Promise((resolve) => {
       const waiters = this.waiters.get(id) ?? new Set<Waiter>();
@@ -251,7 +250,7 @@ class MemoryStore implements IdempotencyStore {
         if (waiters.size === 0) this.waiters.delete(id);
         resolve(record);
       };
-      const timer = setTimeout(() => done(this.records.get(scope)?.get(key)), timeoutMs);
+      const timer = setTimeout(() => done(handedOutIfAny(this.records.get(scope)?.get(key))), timeoutMs);
       waiters.add(done);
     });
   }
@@ -292,15 +291,35 @@ class MemoryStore implements IdempotencyStore {
   private notify(scope: string, key: string, record: IdempotencyRecord | undefined): void {
     if (this.waiters.size === 0) return;
     const waiters = this.waiters.get(recordSlot(scope, key));
-    if (waiters) for (const done of [...waiters]) done(record);
+    if (waiters) for (const done of [...waiters]) done(handedOutIfAny(record));
   }
 
   /** The record under a {@link slot} id. */
   private recordAt(id: string): IdempotencyRecord | undefined {
     const colon = id.indexOf(':');
     const end = colon + 1 + Number(id.slice(0, colon));
-    return this.records.get(id.slice(colon + 1, end))?.get(id.slice(end));
+    return handedOutIfAny(this.records.get(id.slice(colon + 1, end))?.get(id.slice(end)));
   }
+}
+
+// Hot path: docs/hot-path.md#fastify-memory-path
+/**
+ * `record` as the store hands it out: frozen, with its response and the response's headers. Frozen on its
+ * first hand-out (a claim that lost to it, `get`, `waitFor`, `listAbandoned`), not when stored: a record
+ * only the store holds cannot be changed by anyone, and most in-progress records are never handed out.
+ */
+function handedOut(record: IdempotencyRecord): IdempotencyRecord {
+  if (Object.isFrozen(record)) return record;
+  const response = record.response;
+  if (response !== undefined) {
+    Object.freeze(response.headers);
+    Object.freeze(response);
+  }
+  return Object.freeze(record);
+}
+
+function handedOutIfAny(record: IdempotencyRecord | undefined): IdempotencyRecord | undefined {
+  return record === undefined ? undefined : handedOut(record);
 }
 
 /** Expired, and not under a live lease (a lease may outlast the retention; its holder may still complete). */

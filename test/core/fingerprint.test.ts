@@ -9,6 +9,16 @@ describe('fingerprint', () => {
     expect(fingerprint({ ...base })).toBe(fingerprint(base));
   });
 
+  it('keeps the fingerprints records were stored with (fixed vectors: text with non-ASCII and a lone surrogate, bytes)', () => {
+    expect(fingerprint({ method: 'post', route: '/payments', query: 'b=2&a=1', body: '{"amount":100,"note":"café ✓"}' })).toBe(
+      '0e6e3d390093c3b59268a69f358db806b5cb75ad927313b26a68a42fca2fd41b',
+    );
+    expect(fingerprint({ method: 'PATCH', route: '/pé', body: new Uint8Array([0, 1, 2, 255]) })).toBe(
+      '9e362db8e0b3587ab14b12c1e32106fab640b2ce5410744129ac297c21b4cbe7',
+    );
+    expect(fingerprint({ method: 'POST', route: '/p', body: 'a\ud800b' })).toBe('599a2e467fcf260a0552546657624cd10f67a4c75e610b9d5b122564a13cfa7d');
+  });
+
   it('compares the method case-insensitively', () => {
     expect(fingerprint({ ...base, method: 'post' })).toBe(fingerprint(base));
     expect(fingerprint({ ...base, method: 'PUT' })).not.toBe(fingerprint(base));
