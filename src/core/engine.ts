@@ -31,7 +31,7 @@ import { resolveEngineOptions } from './engine-options.js';
 import { RequestRun } from './request-run.js';
 import { settledValue, UNSETTLED } from './settled.js';
 import { answerStanding } from './standing.js';
-import { ownedClaimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';
+import { claimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';
 
 /**
  * Creates the engine over a store, reporting to the observer `observe` returns (called once, with the
@@ -399,9 +399,9 @@ class Engine<Tx> implements Receiver<Tx> {
     return observedCall(this.observer, operation, call, result);
   }
 
-  /** The claim input of `id`, with a fresh owner token for this attempt, drawn when the store reads it. */
+  /** The claim input of `id`, with a fresh owner token for this attempt. */
   private claimInput(id: OperationId): ClaimInput {
-    return ownedClaimInputOf(id, this.options, this.options.generateId);
+    return claimInputOf(id, this.options, this.options.generateId());
   }
 
   /** Keeps the record just completed in the replay cache, when there is one (see {@link ReplayCache.rememberCompleted}). */

@@ -57,43 +57,6 @@ export function claimInputOf(
   return { scope: id.scope, key: id.key, fingerprint: id.fingerprint, leaseMs: lease.leaseMs, retentionMs: lease.retentionMs, leaseToken };
 }
 
-// Hot path: docs/hot-path.md#fastify-memory-path
-/**
- * The claim input of the operation `id` under `lease`, whose owner token is drawn from `generate` when a
- * store first reads `leaseToken` and is the same on every later read (a claim tried again presents the
- * token of the first try). A claim answered by a completed record without reading it (a memory-store
- * replay) draws none. The receiver claims through it.
- */
-export function ownedClaimInputOf(
-  id: Pick<ClaimInput, 'scope' | 'key' | 'fingerprint'>,
-  lease: Pick<ClaimInput, 'leaseMs' | 'retentionMs'>,
-  generate: () => string,
-): ClaimInput {
-  return new OwnedClaimInput(id.scope, id.key, id.fingerprint, lease.leaseMs, lease.retentionMs, generate);
-}
-
-/** A {@link ClaimInput} whose owner token is drawn on first read (see {@link ownedClaimInputOf}). */
-class OwnedClaimInput implements ClaimInput {
-  #token: string | undefined;
-  readonly #generate: () => string;
-
-  constructor(
-    readonly scope: string,
-    readonly key: string,
-    readonly fingerprint: string,
-    readonly leaseMs: number,
-    readonly retentionMs: number,
-    generate: () => string,
-  ) {
-    this.#generate = generate;
-  }
-
-  get leaseToken(): string {
-    this.#token ??= this.#generate();
-    return this.#token;
-  }
-}
-
 /**
  * The answer to a claim: either the caller won the lease (`acquired: true`) or the record that stands in
  * its way (`acquired: false`) — completed, in progress under a live lease, or carrying another fingerprint.
