@@ -154,7 +154,8 @@ if (await redisAvailable()) {
     where: () => prefix,
     open: (clock) => {
       const store = createRedisStore({ client, prefix, clock });
-      return Promise.resolve({ store, runner: createPhaseRunner({ store }), close: () => Promise.resolve() });
+      // Closed with the case: an open store keeps a `ready` listener on the shared client.
+      return Promise.resolve({ store, runner: createPhaseRunner({ store }), close: () => store.close() });
     },
   });
 }
