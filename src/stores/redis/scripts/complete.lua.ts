@@ -19,6 +19,8 @@ import { READ_RECORD_LUA } from './record.lua.js';
  *   4-byte length and its bytes (`encodeIdentity` in `layout.ts`), compared with the head's bytes from
  *   byte 34 on. A record under this token holds this claim's fingerprint too (a claim writes both; a
  *   takeover writes a new token), so the comparison fences by the token as a comparison of the token alone.
+ *   (`string.find` anchored at byte 34 makes no substring; for a record of another token it may scan on
+ *   through the value, on that path alone.)
  * ARGV[2] — the retention end and the completion time, two doubles as the head holds them
  *   (`encodeCompletionTimes` in `layout.ts`): from the store's injected clock, or the upper bound of
  *   Redis's clock (`server-clock.ts`); or empty, and the script reads Redis's `TIME` and works out the
