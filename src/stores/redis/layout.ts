@@ -211,6 +211,32 @@ export function encodeNewHead(head: Omit<RecordHead, 'state' | 'recoveryPoint'>)
   return value;
 }
 
+// Hot path: docs/hot-path.md#redis-completion-script
+/**
+ * The fingerprint and fencing token of a claim laid out as a record's head holds them, from its first text
+ * on: each a 4-byte length and its UTF-8 bytes. The completion script compares them with the record's
+ * bytes there rather than unpacking the head.
+ */
+export function encodeIdentity(fingerprint: string, leaseToken: string): Buffer {
+  const fpBytes = Buffer.byteLength(fingerprint);
+  const tokenBytes = Buffer.byteLength(leaseToken);
+  const identity = Buffer.allocUnsafe(8 + fpBytes + tokenBytes);
+  writeText(identity, writeText(identity, 0, fingerprint, fpBytes), leaseToken, tokenBytes);
+  return identity;
+}
+
+/**
+ * The retention end and completion time of a record completed at `now` (ms since the epoch) and retained
+ * `retentionMs` after it, as the head holds them: two big-endian doubles, which the completion script
+ * writes in place of the head's third and fourth times.
+ */
+export function encodeCompletionTimes(now: number, retentionMs: number): Buffer {
+  const times = Buffer.allocUnsafe(16);
+  times.writeDoubleBE(now + retentionMs, 0);
+  times.writeDoubleBE(now, 8);
+  return times;
+}
+
 /** Writes `text` (`bytes` long in UTF-8) at `at` as a length-prefixed field (`I4c0`); returns where the next field starts. */
 function writeText(value: Buffer, at: number, text: string, bytes: number): number {
   value.writeUInt32BE(bytes, at);

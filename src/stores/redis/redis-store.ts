@@ -12,7 +12,7 @@ import { claimOn, setClaimOn } from './claim.js';
 import { claimManyOn } from './claim-many.js';
 import { duplicateForSubscribe, isCluster, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
-import { decodeHead, decodeRecord, encodeTail, HEAD_READ_BYTES, type RecordHead } from './layout.js';
+import { decodeHead, decodeRecord, encodeCompletionTimes, encodeIdentity, encodeTail, HEAD_READ_BYTES, type RecordHead } from './layout.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
 import { untilReady } from './ready.js';
@@ -132,10 +132,16 @@ export class RedisStore implements IdempotencyStore {
   async complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
     const setup = this.ready();
     if (setup) await setup;
+    const now = this.completionNow();
     const reply = await (this.scriptFlags ? COMPLETE_OVER_LIMIT : COMPLETE).run(
       this.config.client,
       [this.key(claim.scope, claim.key)],
-      [claim.leaseToken, this.completionNow(), retentionMs, recordTtlMs(retentionMs), encodeTail(response)],
+      [
+        encodeIdentity(claim.fingerprint, claim.leaseToken),
+        now === '' ? '' : encodeCompletionTimes(now, retentionMs),
+        recordTtlMs(retentionMs),
+        encodeTail(response),
+      ],
     );
     if (reply !== 1) return false;
     if (this.config.waitReplicas > 0) await this.replicated(claim, 'completion');
