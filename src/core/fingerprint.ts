@@ -6,6 +6,8 @@
  *
  * @module
  */
+// Hot path: docs/hot-path.md#fastify-memory-path (the global `Buffer` is an accessor, which optimised code reads at each use)
+import { Buffer } from 'node:buffer';
 import { hash } from 'node:crypto';
 
 /** What a fingerprint covers. */
@@ -32,6 +34,19 @@ export function canonicalQuery(query: string): string {
   return new URLSearchParams(pairs).toString();
 }
 
+// Hot path: docs/hot-path.md#fastify-memory-path
+/**
+ * `method` in upper case: as it is when it has no lower-case or non-ASCII character (a method as Node
+ * parsed it), so the usual one costs no call into V8's runtime, which `toUpperCase` always makes.
+ */
+function upperCased(method: string): string {
+  for (let i = 0; i < method.length; i++) {
+    const code = method.charCodeAt(i);
+    if ((code >= 97 && code <= 122) || code > 127) return method.toUpperCase();
+  }
+  return method;
+}
+
 /**
  * Computes a request's fingerprint.
  *
@@ -40,7 +55,7 @@ export function canonicalQuery(query: string): string {
 export function fingerprint(input: FingerprintInput): string {
   // Lengths prefix each field so that no two different inputs concatenate alike. The prefixes and the
   // short fields go into one string, hashed in one call with the body (the same bytes as one update each).
-  const method = input.method.toUpperCase();
+  const method = upperCased(input.method);
   const route = input.route;
   const query = input.query ? canonicalQuery(input.query) : '';
   const body = input.body ?? '';

@@ -5,6 +5,8 @@
  *
  * @module
  */
+// Hot path: docs/hot-path.md#fastify-memory-path (the global `Buffer` is an accessor, which optimised code reads at each use)
+import { Buffer } from 'node:buffer';
 import { IncomingMessage, type OutgoingHttpHeader } from 'node:http';
 import { Readable } from 'node:stream';
 import type {

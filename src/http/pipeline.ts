@@ -286,7 +286,10 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
   }
 
   applies(method: string): boolean {
-    return this.options.methods.has(method.toUpperCase());
+    // Hot path: docs/hot-path.md#fastify-memory-path
+    // A method as Node parsed it is upper case already: `toUpperCase` (a call into V8's runtime) only when it is not.
+    const methods = this.options.methods;
+    return methods.has(method) || methods.has(method.toUpperCase());
   }
 
   handle(

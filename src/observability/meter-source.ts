@@ -6,7 +6,7 @@
  * @module
  */
 import type { Meter, MeterProvider } from '@opentelemetry/api';
-import { otel } from './api.js';
+import { metricsApi } from './api.js';
 import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from './scope.js';
 
 /**
@@ -38,7 +38,7 @@ export class MeterSource<T> {
    * provider changed.
    */
   instruments(): T | undefined {
-    const source = this.explicit ?? otel?.metrics.getMeterProvider();
+    const source = this.explicit ?? metricsApi?.getMeterProvider();
     if (source === this.made) return this.current;
     if (this.current !== undefined) this.detach?.(this.current);
     this.made = source;

@@ -8,7 +8,7 @@
  * @module
  */
 import type { Context, Span, SpanOptions, Tracer, TracerProvider } from '@opentelemetry/api';
-import { otel } from './api.js';
+import { otel, traceApi } from './api.js';
 import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from './scope.js';
 
 /** Span names of the receiver. */
@@ -48,9 +48,9 @@ export class ReceiverTraces {
    * no SDK's provider behind it, no span is started at all.
    */
   start(name: string, parent?: Context): Span | undefined {
-    if (otel === undefined) return undefined;
+    if (otel === undefined || traceApi === undefined) return undefined;
     if (this.tracer === undefined) {
-      const provider = this.options.tracerProvider ?? otel.trace.getTracerProvider();
+      const provider = this.options.tracerProvider ?? traceApi.getTracerProvider();
       // Hot path: docs/hot-path.md#fastify-memory-path
       // The API's global proxy without a delegate (no SDK registered) makes only non-recording spans.
       if (this.options.tracerProvider === undefined && !delegates(provider)) return undefined;

@@ -22,6 +22,10 @@ describe('fingerprint', () => {
   it('compares the method case-insensitively', () => {
     expect(fingerprint({ ...base, method: 'post' })).toBe(fingerprint(base));
     expect(fingerprint({ ...base, method: 'PUT' })).not.toBe(fingerprint(base));
+    expect(fingerprint({ ...base, method: 'pOsT' })).toBe(fingerprint(base));
+    // Past ASCII the method is upper-cased as `toUpperCase` does it ('é' → 'É', 'ß' → 'SS').
+    expect(fingerprint({ ...base, method: 'Xé' })).toBe(fingerprint({ ...base, method: 'XÉ' }));
+    expect(fingerprint({ ...base, method: 'ß' })).toBe(fingerprint({ ...base, method: 'SS' }));
   });
 
   it('distinguishes routes, queries and bodies', () => {

@@ -54,6 +54,30 @@ describe('fastify plugin', () => {
     expect(calls).toBe(4);
   });
 
+  it("replays the first response's bytes many times, and the application's onSend hooks see each replay as a Buffer", async () => {
+    const seen: string[] = [];
+    await start((app) => {
+      app.addHook('onSend', (_request, reply, payload, done) => {
+        if (reply.getHeader('idempotent-replayed') === 'true') {
+          seen.push(`${Buffer.isBuffer(payload)} ${Object.prototype.toString.call(payload)} ${Object.keys(payload as object).length}`);
+        }
+        done(null, payload);
+      });
+      app.post('/charge', (_request, reply) => reply.code(201).send({ n: ++calls, note: 'café ✓' }));
+    });
+    const first = await client.request(post('/charge', 'k-bytes'));
+    const replays = [await client.request(post('/charge', 'k-bytes')), await client.request(post('/charge', 'k-bytes'))];
+    for (const replay of replays) {
+      expect(replay.status).toBe(201);
+      expect(replay.header('idempotent-replayed')).toBe('true');
+      expect(replay.header('content-type')).toBe(first.header('content-type'));
+      expect(replay.body).toEqual(first.body);
+    }
+    expect(calls).toBe(1);
+    const keys = first.body.byteLength;
+    expect(seen).toEqual([`true [object Uint8Array] ${keys}`, `true [object Uint8Array] ${keys}`]);
+  });
+
   it('a route can require a key the plugin leaves optional', async () => {
     await start(
       (app) => {
