@@ -63,3 +63,10 @@ export async function startPrivateRedis(settings: readonly string[]): Promise<Pr
     },
   };
 }
+
+/** Calls per command since the last reset, from `INFO commandstats` (`set`, `evalsha`, `time` …), scripts' own commands included. */
+export async function commandCalls(client: Redis): Promise<Record<string, number>> {
+  const calls: Record<string, number> = {};
+  for (const [, name, count] of (await client.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[name ?? ''] = Number(count);
+  return calls;
+}

@@ -4,11 +4,10 @@
  * sends a bound of Redis's clock) and publishes only for a record a `waitFor` marked; a process whose own
  * clock is an hour off still claims and completes on Redis's time.
  */
-import type { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import type { StoredResponse } from '../../../src/core/record.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
-import { startPrivateRedis } from '../../support/redis-server.js';
+import { commandCalls, startPrivateRedis } from '../../support/redis-server.js';
 
 const HOUR_MS = 3_600_000;
 const FP = 'p'.repeat(64);
@@ -18,12 +17,6 @@ const input = (key: string) => ({ scope: 'plain', key, fingerprint: FP, leaseMs:
 const server = await startPrivateRedis([]);
 afterAll(() => server?.stop());
 
-/** Calls per command since the last reset, from `INFO commandstats` (`set`, `evalsha`, `time` …). */
-async function commandCalls(client: Redis): Promise<Record<string, number>> {
-  const calls: Record<string, number> = {};
-  for (const [, name, count] of (await client.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[name ?? ''] = Number(count);
-  return calls;
-}
 
 describe.runIf(server !== undefined)('redis store: the completion', () => {
   afterEach(() => {

@@ -13,7 +13,7 @@ import { createReceiver } from '../../../src/receiver.js';
 import { setClaimOn } from '../../../src/stores/redis/claim.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
 import { recordKey } from '../../../src/stores/redis/keys.js';
-import { startPrivateRedis } from '../../support/redis-server.js';
+import { commandCalls, startPrivateRedis } from '../../support/redis-server.js';
 
 const FP = 's'.repeat(64);
 const OK: StoredResponse = { status: 201, headers: { 'content-type': 'text/plain' }, body: new TextEncoder().encode('ok') };
@@ -24,12 +24,6 @@ const input = (key: string, leaseToken?: string) => ({ scope: 'sc', key, fingerp
 const server = await startPrivateRedis([]);
 afterAll(() => server?.stop());
 
-/** Calls per command since the last reset, from `INFO commandstats`. */
-async function commandCalls(client: Redis): Promise<Record<string, number>> {
-  const calls: Record<string, number> = {};
-  for (const [, name, count] of (await client.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[name ?? ''] = Number(count);
-  return calls;
-}
 
 /** Script calls since the last reset (`EVALSHA` and `EVAL`). */
 async function scriptCalls(client: Redis): Promise<number> {
