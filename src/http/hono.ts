@@ -171,8 +171,13 @@ async function capture(c: Context): Promise<CapturedResponse> {
   return { status: res.status, headers, body, failed: c.error !== undefined };
 }
 
+/**
+ * The fetch `Response` of `response`, with a headers object of its own: a runtime may add to the one it is
+ * given (@hono/node-server 1.x adds `Content-Length` to it), and a replay's headers are shared by every
+ * replay of its record, and frozen.
+ */
 function toResponse(response: OutgoingResponse): Response {
-  return new Response(responseBody(response.status, response.body), { status: response.status, headers: response.headers });
+  return new Response(responseBody(response.status, response.body), { status: response.status, headers: { ...response.headers } });
 }
 
 /** A fetch `Response` refuses a body, even an empty one, on a null-body status. */

@@ -53,6 +53,34 @@ describe('hono middleware', () => {
     expect(calls).toBe(1);
   });
 
+  it('gives each response a headers object of its own, which a runtime may add to (as @hono/node-server 1.x adds Content-Length), replay after replay', async () => {
+    const app = new Hono();
+    let calls = 0;
+    app.use(idempotency({ receiver: receiver() }));
+    app.post('/charge', (c) => c.json({ n: ++calls }, 201));
+    const fetchResponse = globalThis.Response;
+    class AddingResponse extends fetchResponse {
+      constructor(body?: ConstructorParameters<typeof Response>[0], init?: ResponseInit) {
+        if (init?.headers !== undefined && !(init.headers instanceof Headers) && !Array.isArray(init.headers)) {
+          (init.headers as Record<string, string>)['content-length'] = '7';
+        }
+        super(body, init);
+      }
+    }
+    globalThis.Response = AddingResponse;
+    try {
+      await app.request(post('/charge', 'k-own-headers'));
+      for (let i = 0; i < 2; i++) {
+        const replay = await app.request(post('/charge', 'k-own-headers'));
+        expect(replay.status).toBe(201);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      }
+    } finally {
+      globalThis.Response = fetchResponse;
+    }
+    expect(calls).toBe(1);
+  });
+
   it('serves the same app over a real socket with @hono/node-server', async () => {
     const app = new Hono();
     app.use(idempotency({ receiver: receiver() }));
