@@ -252,8 +252,8 @@ const replays = new WeakMap<StoredResponse, HttpPipelineOutcome>();
 
 /** The replay answer to `saved`: its status, its headers with `idempotent-replayed: true`, its body. */
 function replayOutcome(saved: StoredResponse): HttpPipelineOutcome {
-  const headers = Object.freeze({ ...saved.headers, ...REPLAYED });
-  const outcome: HttpPipelineOutcome = Object.freeze({ kind: 'replay', response: Object.freeze({ status: saved.status, headers, body: saved.body }) });
+  const response = Object.freeze({ status: saved.status, headers: Object.freeze({ ...saved.headers, ...REPLAYED }), body: saved.body });
+  const outcome: HttpPipelineOutcome = Object.freeze({ kind: 'replay', response });
   if (Object.isFrozen(saved)) replays.set(saved, outcome);
   return outcome;
 }
@@ -286,10 +286,8 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
   }
 
   applies(method: string): boolean {
-    // Hot path: docs/hot-path.md#fastify-memory-path
-    // A method as Node parsed it is upper case already: `toUpperCase` (a call into V8's runtime) only when it is not.
-    const methods = this.options.methods;
-    return methods.has(method) || methods.has(method.toUpperCase());
+    // Hot path: docs/hot-path.md#fastify-memory-path (Node's parsed method is upper case: no `toUpperCase` call)
+    return this.options.methods.has(method) || this.options.methods.has(method.toUpperCase());
   }
 
   handle(
@@ -393,11 +391,9 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
     const answered = (execution: Execution): HttpPipelineOutcome => {
       if (execution.replayed) {
         const saved = execution.response;
-        const kept = replays.get(saved);
-        if (kept !== undefined) return kept;
         const notKept = saved.headers[RESPONSE_NOT_KEPT_HEADER];
         if (notKept !== undefined) return this.notKeptOutcome(saved, Number(notKept));
-        return replayOutcome(saved);
+        return replays.get(saved) ?? replayOutcome(saved);
       }
       // The receiver hands back what the work returned; the handler's full response (cookies too) is sent.
       return { kind: 'handler', response: captured ?? execution.response };

@@ -137,9 +137,8 @@ class MemoryStore implements IdempotencyStore {
   }
 
   complete(claim: Claim, response: StoredResponse, retentionMs: number): Promise<boolean> {
-    const scoped = this.records.get(claim.scope);
-    const current = scoped?.get(claim.key);
-    if (scoped === undefined || current?.state !== 'in_progress' || current.leaseToken !== claim.leaseToken) return settled(this.completedBy(claim));
+    const current = this.held(claim);
+    if (!current) return settled(this.completedBy(claim));
     const now = this.clock.now();
     // Copied once on the way in, so the work's response object can be changed afterwards; frozen when the
     // record is first handed out (the body bytes, which cannot be frozen, are the store's own copy).
@@ -157,7 +156,7 @@ class MemoryStore implements IdempotencyStore {
       expiresAt: now + retentionMs,
     };
     const stored = current.recoveryPoint === undefined ? completed : { ...completed, recoveryPoint: current.recoveryPoint };
-    scoped.set(claim.key, stored);
+    this.records.get(claim.scope)?.set(claim.key, stored);
     this.notify(claim.scope, claim.key, stored);
     return settled(true);
   }

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import type { Redis } from 'ioredis';
 import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
@@ -12,11 +13,12 @@ import { claimOn, setClaimOn } from './claim.js';
 import { claimManyOn } from './claim-many.js';
 import { duplicateForSubscribe, isCluster, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
-import { decodeHead, decodeRecord, encodeCompletionTimes, encodeIdentity, encodeTail, HEAD_READ_BYTES, type RecordHead } from './layout.js';
+import { decodeRecord, encodeCompletionTimes, encodeIdentity, encodeTail } from './layout.js';
+import { readHead, readRecord } from './record-read.js';
 import { recordKey, recordPattern } from './keys.js';
 import { Notifier } from './notifications.js';
 import { untilReady } from './ready.js';
-import { CHECKPOINT, CHECKPOINT_OVER_LIMIT, COMPLETE, COMPLETE_OVER_LIMIT, LISTEN, LISTEN_OVER_LIMIT, READ, REAP, RELEASE, RENEW, RENEW_OVER_LIMIT } from './store-scripts.js';
+import { CHECKPOINT, CHECKPOINT_OVER_LIMIT, COMPLETE, COMPLETE_OVER_LIMIT, LISTEN, LISTEN_OVER_LIMIT, REAP, RELEASE, RENEW, RENEW_OVER_LIMIT } from './store-scripts.js';
 import { ServerClock } from './server-clock.js';
 import { recordTtlMs, REDIS_TTL_GRACE_MS } from './ttl.js';
 
@@ -91,12 +93,9 @@ export class RedisStore implements IdempotencyStore {
    * with `GET` since 7.0) with no injected clock, once there is a bound; else the claim script.
    */
   private claimOnce(input: ClaimInput, key: string, leaseToken: string): Promise<ClaimResult> {
-    const { client, clock } = this.config;
-    if (clock === undefined && this.scriptFlags && !isCluster(client)) {
-      const bound = this.serverClock.latest(client);
-      if (bound !== undefined) return setClaimOn(client, key, input, leaseToken, bound);
-    }
-    return claimOn(client, key, input, this.now(), leaseToken);
+    const node = this.scriptFlags ? this.boundedNode() : undefined;
+    const bound = node && this.serverClock.latest(node);
+    return node === undefined || bound === undefined ? claimOn(this.config.client, key, input, this.now(), leaseToken) : setClaimOn(node, key, input, leaseToken, bound);
   }
 
   /**
@@ -157,7 +156,7 @@ export class RedisStore implements IdempotencyStore {
   async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
     const setup = this.ready();
     if (setup) await setup;
-    return this.record(this.key(scope, key));
+    return readRecord(this.config.client, this.key(scope, key));
   }
 
   /** The injected clock's time, or `''`: the script then reads Redis's `TIME`. */
@@ -167,14 +166,28 @@ export class RedisStore implements IdempotencyStore {
 
   // Hot path: docs/hot-path.md#redis-completion-time
   /**
-   * The completion time, sent so the completion script reads no `TIME`: the injected clock's, or on one
-   * Redis the upper bound of its clock (`server-clock.ts`); `''` (the script reads `TIME`) on Redis
-   * Cluster, whose masters each have a clock of their own, and while there is no bound.
+   * The completion time, sent so the completion script reads no `TIME`: the injected clock's, else
+   * {@link RedisStore.serverBound}; `''` (the script reads `TIME`) when there is neither.
    */
   private completionNow(): number | '' {
+    const { clock } = this.config;
+    return clock !== undefined ? clock.now() : (this.serverBound() ?? '');
+  }
+
+  /**
+   * With no injected clock, on one Redis, the upper bound of its clock (`server-clock.ts`, ms since the
+   * epoch); `undefined` on Redis Cluster (whose masters each have a clock of their own), with an injected
+   * clock, and while there is no bound.
+   */
+  private serverBound(): number | undefined {
+    const node = this.boundedNode();
+    return node && this.serverClock.latest(node);
+  }
+
+  /** The one Redis whose clock the store bounds: with no injected clock and not on Redis Cluster; else `undefined`. */
+  private boundedNode(): Redis | undefined {
     const { clock, client } = this.config;
-    if (clock !== undefined) return clock.now();
-    return isCluster(client) ? '' : (this.serverClock.latest(client) ?? '');
+    return clock === undefined && !isCluster(client) ? client : undefined;
   }
 
   /**
@@ -243,7 +256,7 @@ export class RedisStore implements IdempotencyStore {
     const now = this.config.clock?.now() ?? (await serverTime(client));
     const expired = new Set<string>();
     for await (const keys of scanKeys(client, recordPattern(this.config.prefix), SCAN_COUNT)) {
-      const heads = await Promise.all(keys.map((key) => this.head(key)));
+      const heads = await Promise.all(keys.map((key) => readHead(this.config.client, key)));
       keys.forEach((key, i) => {
         const head = heads[i];
         if (head?.state === 'in_progress' && head.leaseExpiresAt <= now && head.expiresAt > now) expired.add(key);
@@ -269,7 +282,7 @@ export class RedisStore implements IdempotencyStore {
     // Redis key → (scope, key); SCAN may return a key twice, the map keeps it once.
     let page = new Map<string, readonly [string, string]>();
     for await (const keys of scanKeys(client, recordPattern(this.config.prefix), SCAN_COUNT)) {
-      const heads = await Promise.all(keys.map((key) => this.head(key)));
+      const heads = await Promise.all(keys.map((key) => readHead(this.config.client, key)));
       keys.forEach((redisKey, i) => {
         const head = heads[i];
         if (head === undefined) return;
@@ -282,7 +295,7 @@ export class RedisStore implements IdempotencyStore {
       });
       if (page.size > limit) page = new Map([...page].sort((a, b) => (before(a[1], b[1]) ? -1 : 1)).slice(0, limit));
     }
-    const records = await Promise.all([...page.keys()].map((key) => this.record(key)));
+    const records = await Promise.all([...page.keys()].map((key) => readRecord(this.config.client, key)));
     return records
       .filter((record): record is IdempotencyRecord => record !== undefined && (query.state === undefined || record.state === query.state))
       .sort((a, b) => (before([a.scope, a.key], [b.scope, b.key]) ? -1 : 1));
@@ -311,7 +324,7 @@ export class RedisStore implements IdempotencyStore {
     // Redis key → lease end; SCAN may return a key twice, the map keeps it once.
     let oldest = new Map<string, number>();
     for await (const keys of scanKeys(client, recordPattern(this.config.prefix), SCAN_COUNT)) {
-      const heads = await Promise.all(keys.map((key) => this.head(key)));
+      const heads = await Promise.all(keys.map((key) => readHead(this.config.client, key)));
       keys.forEach((key, i) => {
         const head = heads[i];
         if (head?.state === 'in_progress' && head.recoveryPoint !== undefined && head.leaseExpiresAt <= now && head.expiresAt > now) {
@@ -320,7 +333,7 @@ export class RedisStore implements IdempotencyStore {
       });
       if (oldest.size > limit) oldest = new Map([...oldest].sort((a, b) => a[1] - b[1]).slice(0, limit));
     }
-    const records = await Promise.all([...oldest.keys()].map((key) => this.record(key)));
+    const records = await Promise.all([...oldest.keys()].map((key) => readRecord(this.config.client, key)));
     return records
       .filter(
         (record): record is IdempotencyRecord =>
@@ -402,7 +415,8 @@ export class RedisStore implements IdempotencyStore {
     const inspection = await inspectServers(client);
     this.scriptFlags = inspection.scriptFlags;
     // Without a bound (Redis unreachable meanwhile) the scripts read \`TIME\` until a later one arrives.
-    if (this.config.clock === undefined && !isCluster(client)) await this.serverClock.sync(client).catch(() => undefined);
+    const node = this.boundedNode();
+    if (node) await this.serverClock.sync(node).catch(() => undefined);
     const evicting = inspection.evicting[0];
     if (evicting !== undefined) {
       const refusal = new RedisEvictionPolicyError(evicting.policy, evicting.server, { cause: evicting.cause });
@@ -413,33 +427,6 @@ export class RedisStore implements IdempotencyStore {
       }
     }
     this.policyAccepted = true;
-  }
-
-  /**
-   * The record at the Redis key `key`, or `undefined` when there is none. A retrysafe 0.1.0 record hash
-   * answers `GET` with `WRONGTYPE`: the read script then rewrites it as a record value and returns that.
-   */
-  private async record(key: string): Promise<IdempotencyRecord | undefined> {
-    const value = await this.config.client.getBuffer(key).catch((error: unknown) => this.readOldLayout(key, error));
-    return value === null ? undefined : decodeRecord(value);
-  }
-
-  /**
-   * The head of the record at the Redis key `key` (everything but the response), from its first
-   * {@link HEAD_READ_BYTES} bytes, or from the whole value when the head is longer; `undefined` when there
-   * is no record. Listings read heads so a walk over many records does not carry their bodies.
-   */
-  private async head(key: string): Promise<RecordHead | undefined> {
-    const start = await this.config.client.getrangeBuffer(key, 0, HEAD_READ_BYTES - 1).catch((error: unknown) => this.readOldLayout(key, error));
-    // GETRANGE answers an empty string for a missing key.
-    if (start === null || start.length === 0) return undefined;
-    return decodeHead(start) ?? (await this.record(key));
-  }
-
-  /** After a read failed with `error`: the record value the read script makes of a 0.1.0 record hash, if that was the cause. */
-  private async readOldLayout(key: string, error: unknown): Promise<Buffer | null> {
-    if (!(error instanceof Error) || !error.message.startsWith('WRONGTYPE')) throw error;
-    return (await READ.run(this.config.client, [key], [])) as Buffer | null;
   }
 
   private key(scope: string, key: string): string {
