@@ -11,7 +11,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, POSTGRES_URL, postgresAvailable, REDIS_URL, redisAvailable, uniqueName } from '../support/services.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { executed, gatewayInProcess, gatewayProcess, pythonAvailable, route, send, startPython, workDir, writeConfig, type Answer, type UpstreamProcess } from './support.js';
+import { executed, gatewayInProcess, gatewayProcess, held, pythonAvailable, release, route, send, startPython, workDir, writeConfig, type Answer, type UpstreamProcess } from './support.js';
 
 const python = await pythonAvailable();
 const postgres = python && (await postgresAvailable());
@@ -53,16 +53,20 @@ describe.runIf(python)('gateway processes', () => {
       routes: [route('py', '/held'), route('py', '/reconciled', { reconcile: '/reconcile' })],
     }, 'crash.yaml');
     let gateway = await gatewayProcess(path, port);
+    const crashed = ['crash-held', 'crash-done', 'crash-never'];
+    // The upstream holds each request until released: the first two after executing, the third before it
+    // executes anything. The gateway is killed once the upstream holds all three, so each is in flight then.
     const doomed = [
-      send(`${gateway.url}/held`, { key: 'crash-held', headers: { 'x-fault': 'sleep=1500' } }).catch(() => undefined),
-      send(`${gateway.url}/reconciled`, { key: 'crash-done', headers: { 'x-fault': 'sleep=1500' } }).catch(() => undefined),
-      send(`${gateway.url}/reconciled`, { key: 'crash-never', headers: { 'x-fault': 'hang=1500' } }).catch(() => undefined),
+      send(`${gateway.url}/held`, { key: 'crash-held', headers: { 'x-fault': 'sleep=held' } }).catch(() => undefined),
+      send(`${gateway.url}/reconciled`, { key: 'crash-done', headers: { 'x-fault': 'sleep=held' } }).catch(() => undefined),
+      send(`${gateway.url}/reconciled`, { key: 'crash-never', headers: { 'x-fault': 'hang=held' } }).catch(() => undefined),
     ];
-    await executed(upstream, 'crash-held');
-    await executed(upstream, 'crash-done');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    for (const key of crashed) await held(upstream, key);
     await gateway.stop('SIGKILL');
     expect(await Promise.all(doomed)).toEqual([undefined, undefined, undefined]);
+    // Released only now, to a gateway already gone: the first two answer a closed connection, the third
+    // answers 503 without executing.
+    for (const key of crashed) await release(upstream, key);
     gateway = await gatewayProcess(path, port);
     try {
       // No reconcile hook: the record is held, whatever the upstream did.
@@ -78,7 +82,6 @@ describe.runIf(python)('gateway processes', () => {
       const never = await retryUntilSettled(() => send(`${gateway.url}/reconciled`, { key: 'crash-never' }));
       expect(never.status).toBe(201);
       expect(never.headers['idempotent-replayed']).toBeUndefined();
-      await new Promise((resolve) => setTimeout(resolve, 1_200));
       expect(await upstream.executions('crash-held')).toBe(1);
       expect(await upstream.executions('crash-done')).toBe(1);
       expect(await upstream.executions('crash-never')).toBe(1);

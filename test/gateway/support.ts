@@ -127,6 +127,25 @@ export async function executed(upstream: UpstreamProcess, key: string): Promise<
   throw new Error(`the upstream never executed ${key}`);
 }
 
+/**
+ * Resolves once the Python upstream holds a request of `key` (sent with `x-fault: sleep=held` or
+ * `hang=held`): it has reached the upstream and is not answered until {@link release}; throws after 10 s.
+ */
+export async function held(upstream: UpstreamProcess, key: string): Promise<void> {
+  for (let i = 0; i < 200; i += 1) {
+    const reply = (await (await fetch(`${upstream.url}/held?key=${encodeURIComponent(key)}`)).json()) as { held: number };
+    if (reply.held > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`the upstream never held ${key}`);
+}
+
+/** Ends every hold of `key` on the Python upstream, now and to come: those requests go on as their fault says. */
+export async function release(upstream: UpstreamProcess, key: string): Promise<void> {
+  const response = await fetch(`${upstream.url}/release?key=${encodeURIComponent(key)}`, { method: 'POST' });
+  if (response.status !== 200) throw new Error(`the upstream did not release ${key}: ${response.status}`);
+}
+
 /** Writes `config` as YAML into `dir` and returns its path. */
 export async function writeConfig(dir: string, config: object, name = 'gateway.yaml'): Promise<string> {
   const path = join(dir, name);

@@ -6,7 +6,10 @@ before the response is written. A request's ``x-fault`` header picks a fault:
 - ``sleep=<ms>``: commit, then sleep before answering (past the gateway's timeout);
 - ``reset``: commit, then reset the connection without answering;
 - ``500``: answer 500 without committing anything;
-- ``hang=<ms>``: sleep, then answer 503 without committing anything.
+- ``hang=<ms>``: sleep, then answer 503 without committing anything;
+- ``sleep=held`` and ``hang=held``: as above, the sleep lasting until ``POST /release?key=K`` (a test
+  observes with ``GET /held?key=K``, which answers ``{"held": n}``, that n requests of key K are being
+  held, so they are in flight for as long as it wants).
 
 The ``Idempotency-Key`` header is an RFC 9651 sf-string (``"pay-1"``; a bare ``pay-1`` is taken as is);
 rows and ``GET /reconcile?key=K`` use the decoded key, as the gateway's reconcile hook sends it.
@@ -27,6 +30,9 @@ import urllib.parse
 PORT = int(sys.argv[1])
 DATABASE = sys.argv[2]
 LOCK = threading.Lock()
+# Per key: how many requests reached their hold, and the event that ends every hold of that key.
+HELD = {}
+RELEASES = {}
 
 with sqlite3.connect(DATABASE) as db:
     db.execute("CREATE TABLE IF NOT EXISTS executions (id INTEGER PRIMARY KEY, key TEXT, path TEXT, status INTEGER, body TEXT)")
@@ -37,6 +43,19 @@ def idempotency_key(header):
     if len(header) >= 2 and header[0] == '"' and header[-1] == '"':
         return header[1:-1].replace('\\"', '"').replace('\\\\', '\\')
     return header
+
+
+def release_of(key):
+    with LOCK:
+        return RELEASES.setdefault(key, threading.Event())
+
+
+def hold(key):
+    """Counts this request as held, then blocks until ``POST /release?key=K``."""
+    released = release_of(key)
+    with LOCK:
+        HELD[key] = HELD.get(key, 0) + 1
+    released.wait()
 
 
 def execute(key, path, status, body):
@@ -72,6 +91,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if row is None:
                 return self.answer(404, '{"found":false}')
             return self.answer(row[0], row[1])
+        if url.path == "/held":
+            key = urllib.parse.parse_qs(url.query).get("key", [""])[0]
+            with LOCK:
+                held = HELD.get(key, 0)
+            return self.answer(200, json.dumps({"held": held}))
         self.answer(404, '{"error":"not found"}')
 
     def do_POST(self):
@@ -84,18 +108,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 break
             digest.update(chunk)
             remaining -= len(chunk)
+        url = urllib.parse.urlparse(self.path)
+        if url.path == "/release":
+            release_of(urllib.parse.parse_qs(url.query).get("key", [""])[0]).set()
+            return self.answer(200, '{"released":true}')
         key = idempotency_key(self.headers.get("idempotency-key", ""))
         fault = self.headers.get("x-fault", "")
         if fault == "500":
             return self.answer(500, '{"error":"failed before committing"}')
         if fault.startswith("hang="):
-            time.sleep(int(fault[5:]) / 1000)
+            if fault == "hang=held":
+                hold(key)
+            else:
+                time.sleep(int(fault[5:]) / 1000)
             return self.answer(503, '{"error":"gave up before committing"}')
         row = execute(key, self.path, 201, "")
         body = json.dumps({"id": row, "key": key, "path": self.path, "bytes": length, "sha256": digest.hexdigest()}, sort_keys=True)
         with LOCK, sqlite3.connect(DATABASE) as db:
             db.execute("UPDATE executions SET body = ? WHERE id = ?", (body, row))
-        if fault.startswith("sleep="):
+        if fault == "sleep=held":
+            hold(key)
+        elif fault.startswith("sleep="):
             time.sleep(int(fault[6:]) / 1000)
         if fault == "reset":
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
