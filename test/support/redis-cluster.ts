@@ -21,6 +21,14 @@ const run = promisify(execFile);
 /** A one-shot probe connection: no retries, no queue. */
 const PROBE = { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null };
 const ROOT = join(tmpdir(), 'retrysafe-redis-cluster');
+/**
+ * Node ports are drawn from [FIRST_PORT, FIRST_PORT + PORT_SPAN), so a node's port and its cluster bus port
+ * (port + 10000) both stay below Linux's default ephemeral range (32768–60999, `net.ipv4.ip_local_port_range`):
+ * no outgoing connection on the machine takes either while a killed node is down, and its restart on the
+ * same ports (its `nodes.conf` names them) finds them free.
+ */
+const FIRST_PORT = 10_000;
+const PORT_SPAN = 12_768;
 /** Milliseconds without an answer before the cluster deems a node failed and promotes its replica. */
 export const NODE_TIMEOUT_MS = 1_000;
 
@@ -88,7 +96,7 @@ function portFree(port: number): Promise<boolean> {
 async function freePorts(count: number): Promise<number[]> {
   const ports: number[] = [];
   while (ports.length < count) {
-    const port = 20_000 + Math.floor(Math.random() * 9_000);
+    const port = FIRST_PORT + Math.floor(Math.random() * PORT_SPAN);
     if (ports.includes(port)) continue;
     if ((await portFree(port)) && (await portFree(port + 10_000))) ports.push(port);
   }
@@ -127,16 +135,20 @@ export async function startRedisCluster(): Promise<LocalRedisCluster | undefined
       { stdio: 'ignore' },
     );
     await writeFile(join(dir, `${port}.pid`), String(child.pid));
+    // A port taken meanwhile makes the node exit; the server that answers there must be this child.
+    const gone = (): boolean => child.exitCode !== null || child.signalCode !== null;
     await until(`node ${port} did not answer`, async () => {
+      if (gone()) return true;
       const probe = new Redis(port, '127.0.0.1', PROBE);
       try {
         probe.on('error', () => undefined);
         await probe.connect();
-        return (await probe.ping()) === 'PONG';
+        return String(await probe.info('server')).includes(`process_id:${child.pid}\r`);
       } finally {
         probe.disconnect();
       }
     }, 10_000);
+    if (gone()) throw new Error(`redis cluster: node ${port} exited (${String(child.exitCode ?? child.signalCode)}) before answering; see redis-${port}.log`);
     return child;
   };
 
