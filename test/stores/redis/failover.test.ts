@@ -5,6 +5,7 @@
  * `waitReplicas: 1` the work runs only on a claim a replica holds, and a claim no replica acknowledges is
  * refused (503) instead.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Cluster } from 'ioredis';
 import { Hono } from 'hono';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -19,7 +20,7 @@ import { uniqueName } from '../../support/services.js';
 const FILE_PREFIX = uniqueName('rs_failover');
 const FP = 'f'.repeat(64);
 const LEASE_MS = 8_000;
-/** The storm's `waitReplicasTimeoutMs`. */
+/** The storm's `waitReplicasTimeoutMs`: short, as a replica-less master's `WAIT`s run one after another (see `storm`). */
 const WAIT_TIMEOUT_MS = 300;
 const cluster = await startRedisCluster();
 
@@ -37,6 +38,9 @@ async function shardOf(client: Cluster, key: string): Promise<{ master: number; 
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Per request of the storm: whether the store refused one of its claims for want of a replica. */
+const requests = new AsyncLocalStorage<{ unreplicated: boolean }>();
 
 if (cluster) {
   const client = await cluster.connect({
@@ -140,13 +144,15 @@ if (cluster) {
    * apart, so the shard meets claims while it fails over and while it has no replica, however slowly the
    * machine runs. Every duplicate retries (503 and 409 alike, 50 ms apart) until one duplicate of its key
    * has an answer, as a client stops once answered. The killed node is started again (it rejoins as the
-   * promoted master's replica): without `waitReplicas` at once; with it only once a key of that shard met a
-   * 503 on an attempt begun after the failover settled, so the shard is seen refusing claims while it has
-   * no replica. That 503 is certain but comes late: `WAIT` blocks the one connection to that master, so
-   * its keys' `WAIT`s run one after another, each `WAIT_TIMEOUT_MS`, and a request answers 503 only once
-   * both its claim attempts (the engine tries a failed claim once more) met one. The wait for it is bounded
-   * by two attempts each behind a claim's and a completion's `WAIT` per key of the shard; past that bound
-   * the node is restarted anyway and the run fails its check.
+   * promoted master's replica): without `waitReplicas` at once; with it only once a request on a key of
+   * that shard was answered 503 after the store refused its claim for want of a replica (a claim sent after
+   * the kill, so on the promoted replica serving alone), so the run sees that window whatever the machine's
+   * speed. That 503 is certain but late: `WAIT` blocks the one connection to that master, so the `WAIT`s of
+   * its keys' claims run one after another (`WAIT_TIMEOUT_MS` each), every hand-back waits behind them, and
+   * a request answers 503 once both its claim attempts (the engine tries a failed claim once more) were
+   * refused: about 2 × keys × `WAIT_TIMEOUT_MS` after the failover, 8–9 s on a machine loaded six times over.
+   * The wait ends 15 s before the storm's deadline at the latest, so a store that never refuses fails the
+   * check instead of hanging.
    *
    * A claim the failover interrupted before its `WAIT` returned may survive on the promoted replica although
    * its work never ran: its key answers 409 until the lease ends, then a retry takes it over. The lease runs
@@ -154,16 +160,46 @@ if (cluster) {
    * duplicates hold their next attempt meanwhile): on the wall clock a starved machine can keep a holder in
    * its completion past any fixed lease, and a takeover then runs the work again as the lease allows — a
    * run about the slow machine, not about the failover. Returns the executions per key, the keys answered,
-   * and how many attempts begun after the failover settled met a 503 on a key of the shard that lost its
-   * master.
+   * how many requests on a key of the shard that lost its master were answered 503 after a claim of theirs
+   * was refused for want of a replica, and the keys of that shard whose claim, sent after the kill, was
+   * accepted before the restart began (no replica of that shard existed then to acknowledge it).
    */
   const running = cluster;
   async function storm(
     prefix: string,
     waitReplicas: number,
-  ): Promise<{ executions: Map<string, number>; answered: Set<string>; refused: number; timeline: string[] }> {
+  ): Promise<{ executions: Map<string, number>; answered: Set<string>; refused: number; acceptedAlone: string[]; timeline: string[] }> {
     const clock = new ManualClock(Date.now());
-    const receiver = createReceiver({ store: createRedisStore({ client, prefix, waitReplicas, waitReplicasTimeoutMs: WAIT_TIMEOUT_MS, clock }), leaseMs: LEASE_MS });
+    const keys = Array.from({ length: 40 }, (_, i) => `"storm-${i}"`);
+    const shards = (await client.call('CLUSTER', 'SLOTS')) as Shard[];
+    const master = shards.find((shard) => shard[3] !== undefined)?.[2]?.[1];
+    if (master === undefined) throw new Error('no master has a replica');
+    /** The keys whose records the killed master holds (the scope is the middleware's default, ''). */
+    const orphaned = new Set<string>();
+    for (const key of keys) if ((await shardOf(client, recordKey(prefix, '', key.slice(1, -1)))).master === master) orphaned.add(key);
+    // The keys started after the kill are what makes the window certain: at least one must be on that shard.
+    if (!keys.slice(20).some((key) => orphaned.has(key))) throw new Error(`no key started after the kill is on the master on port ${master}`);
+    const store = createRedisStore({ client, prefix, waitReplicas, waitReplicasTimeoutMs: WAIT_TIMEOUT_MS, clock });
+    let killedYet = false;
+    let restarting = false;
+    const acceptedAlone: string[] = [];
+    // Observed, not altered: a claim sent after the kill and refused because no replica acknowledged it
+    // marks the request it belongs to; one on the killed master's shard accepted before the restart began
+    // is noted.
+    const claim = store.claim.bind(store);
+    store.claim = async (input) => {
+      const afterKill = killedYet;
+      try {
+        const result = await claim(input);
+        if (afterKill && !restarting && result.acquired && orphaned.has(`"${input.key}"`)) acceptedAlone.push(input.key);
+        return result;
+      } catch (error) {
+        const request = requests.getStore();
+        if (request && afterKill && error instanceof Error && /reached \d+ of \d+ replicas/.test(error.message)) request.unreplicated = true;
+        throw error;
+      }
+    };
+    const receiver = createReceiver({ store, leaseMs: LEASE_MS });
     const executions = new Map<string, number>();
     const answered = new Set<string>();
     let refused = 0;
@@ -175,8 +211,6 @@ if (cluster) {
     const statuses = new Map<number, number>();
     const timeline: string[] = [];
     const mark = (what: string): void => void timeline.push(`${Date.now() - startedAt} ms ${what}`);
-    /** The failover has settled: the promoted replica serves the killed master's slots, with no replica of its own. */
-    let failedOver = false;
     /** Requests sent and not yet answered; and, while set, the duplicates hold their next attempt. */
     let inFlight = 0;
     let holding: Promise<void> | undefined;
@@ -188,15 +222,6 @@ if (cluster) {
       await sleep(80);
       return c.json({ charged: key }, 201);
     });
-    const keys = Array.from({ length: 40 }, (_, i) => `"storm-${i}"`);
-    const shards = (await client.call('CLUSTER', 'SLOTS')) as Shard[];
-    const master = shards.find((shard) => shard[3] !== undefined)?.[2]?.[1];
-    if (master === undefined) throw new Error('no master has a replica');
-    /** The keys whose records the killed master holds (the scope is the middleware's default, ''). */
-    const orphaned = new Set<string>();
-    for (const key of keys) if ((await shardOf(client, recordKey(prefix, '', key.slice(1, -1)))).master === master) orphaned.add(key);
-    // The keys started after the kill are what makes the window certain: at least one must be on that shard.
-    if (!keys.slice(20).some((key) => orphaned.has(key))) throw new Error(`no key started after the kill is on the master on port ${master}`);
     // A bound, so a bug fails instead of hanging; a starved machine takes a while to restart and resync a node.
     const deadline = Date.now() + 45_000;
     const duplicate = async (key: string): Promise<void> => {
@@ -206,16 +231,16 @@ if (cluster) {
           continue;
         }
         inFlight++;
-        const afterFailover = failedOver;
+        const request = { unreplicated: false };
         let res: Response;
         try {
-          res = await app.request('/charge', { method: 'POST', headers: { 'idempotency-key': key, 'content-type': 'application/json' }, body: '{}' });
+          res = await requests.run(request, () => app.request('/charge', { method: 'POST', headers: { 'idempotency-key': key, 'content-type': 'application/json' }, body: '{}' }));
         } finally {
           inFlight--;
         }
         if (res.status === 201) answered.add(key);
         else {
-          if (res.status === 503 && afterFailover && orphaned.has(key)) refused++;
+          if (res.status === 503 && request.unreplicated && orphaned.has(key)) refused++;
           statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
           if (res.status !== 409) mark(`${res.status} ${key}`);
           await sleep(50);
@@ -224,20 +249,23 @@ if (cluster) {
     };
     const killed = sleep(250)
       .then(() => running.kill(master))
-      .then(() => mark('killed'));
+      .then(() => {
+        killedYet = true;
+        mark('killed');
+      });
     // The operator's part: the killed node is started again and rejoins as the promoted replica's replica.
     // Until then that shard has no replica, and with `waitReplicas: 1` its keys answer 503; the restart
-    // waits for the first such 503 (bounded as the comment above says), so that window is seen whatever the
-    // machine's speed.
+    // waits for the first such 503 (bounded as the comment above says).
     const restarted = killed
       .then(() => running.settled())
       .then(async () => {
-        failedOver = true;
         mark('settled');
-        const until = Date.now() + 2 * 2 * orphaned.size * WAIT_TIMEOUT_MS;
-        while (waitReplicas > 0 && refused === 0 && Date.now() < until) await sleep(50);
+        while (waitReplicas > 0 && refused === 0 && Date.now() < deadline - 15_000) await sleep(50);
       })
-      .then(() => running.restart(master))
+      .then(() => {
+        restarting = true;
+        return running.restart(master);
+      })
       .then(async () => {
         mark('restarted');
         // Every holder has returned: the leases still standing belong to claims whose work never ran.
@@ -259,7 +287,7 @@ if (cluster) {
     await restarted;
     timeline.push(`answers other than 201 by status: ${JSON.stringify(Object.fromEntries(statuses))}`);
     timeline.push(`keys of the killed master (port ${master}): ${[...orphaned].join(' ')}`);
-    return { executions, answered, refused, timeline };
+    return { executions, answered, refused, acceptedAlone, timeline };
   }
 
   describe('redis store: a storm of concurrent duplicates while a master is killed', () => {
@@ -273,10 +301,12 @@ if (cluster) {
     }, 60_000);
 
     it('with waitReplicas: 1 every key is answered and runs exactly once', async () => {
-      const { executions, answered, refused, timeline } = await storm(`${FILE_PREFIX}:storm-wait`, 1);
+      const { executions, answered, refused, acceptedAlone, timeline } = await storm(`${FILE_PREFIX}:storm-wait`, 1);
       expect(answered.size).toBe(40);
       expect([...executions.values()].filter((count) => count !== 1)).toEqual([]);
       expect(executions.size).toBe(40);
+      // Fail closed: from the kill to the restart that shard had no replica, so no claim on it could stand.
+      expect(acceptedAlone, `claims accepted with no replica: ${timeline.join('; ')}`).toEqual([]);
       // The run met the window it is about: the shard that lost its master refused claims (503) until it
       // had a replica again. Checked last, so a run that missed the window still says whether a key ran twice.
       expect(refused, `no 503 from the failed-over shard: ${timeline.join('; ')}`).toBeGreaterThan(0);
