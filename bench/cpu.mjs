@@ -15,6 +15,9 @@
 // env: BENCH_REDIS_URL (redis://127.0.0.1:6379/0), BENCH_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test),
 //      BENCH_SQLITE_SYNCHRONOUS (the SQLite store's `synchronous` option: normal or full; unset: its default),
 //      BENCH_REDIS_AUTOPIPELINING=1 (the Redis client with ioredis's `enableAutoPipelining`),
+//      BENCH_REDIS_CLIENT=node-redis (the Redis store on a node-redis client, `createClient()` of `redis`,
+//      with `disableOfflineQueue`; default ioredis), BENCH_NODE_REDIS_TIMEOUT_MS (that client's
+//      `commandOptions.timeout`, 0 for none; unset: node-redis's default, 5,000 ms),
 //      BENCH_WARMUP (warm-up requests; default min(requests, 5000)), BENCH_WARM_SIGNAL (set by bench/cpu-instructions.mjs)
 // Replays cycle through 64 keys completed before the warm-up.
 import { join, resolve } from 'node:path';
@@ -48,16 +51,25 @@ if (kind === 'sqlite') {
 }
 if (kind === 'redis') {
   const { createRedisStore } = await imp('stores/redis/index.js');
-  const { Redis } = req('ioredis');
-  const client = new Redis(process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379/0', {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    lazyConnect: true,
-    enableAutoPipelining: process.env.BENCH_REDIS_AUTOPIPELINING === '1',
-  });
-  await client.connect();
+  const url = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
+  let client;
+  if (process.env.BENCH_REDIS_CLIENT === 'node-redis') {
+    const timeout = process.env.BENCH_NODE_REDIS_TIMEOUT_MS;
+    const commandOptions = timeout === undefined ? {} : { commandOptions: { timeout: Number(timeout) } };
+    client = await req('redis').createClient({ url, disableOfflineQueue: true, ...commandOptions }).connect();
+    closer = async () => client.destroy();
+  } else {
+    const { Redis } = req('ioredis');
+    client = new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      lazyConnect: true,
+      enableAutoPipelining: process.env.BENCH_REDIS_AUTOPIPELINING === '1',
+    });
+    await client.connect();
+    closer = async () => client.disconnect();
+  }
   store = createRedisStore({ client, prefix: `perf:${process.pid}` });
-  closer = async () => client.disconnect();
 }
 let pgPool;
 const backends = new Set();

@@ -5,10 +5,11 @@
 // `commands` is Redis's `INFO commandstats` over the measured operations, in calls per operation (commands
 // run inside scripts counted too).
 //
-//   node bench/redis-instructions.mjs <checkout with a built dist/> <new|replay> [measured] [warm-up] [port]
+//   node bench/redis-instructions.mjs <checkout with a built dist/> <new|replay> [measured] [warm-up] [port] [ioredis|node-redis]
 //
-// Defaults: 5,000 measured operations after 2,000, port 6390. Needs valgrind, callgrind_annotate and
-// redis-server.
+// Defaults: 5,000 measured operations after 2,000, port 6390, the store on ioredis (`node-redis`: on a
+// node-redis client, `createClient()` of `redis`; the counting and stats stay on ioredis). Needs valgrind,
+// callgrind_annotate and redis-server.
 import { execFileSync, spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -19,8 +20,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { benchResponse, storeWorkload } from './store-workload.mjs';
 
-const [rootArg = '.', phase = 'new', measuredArg = '5000', warmArg = '2000', portArg = '6390'] = process.argv.slice(2);
+const [rootArg = '.', phase = 'new', measuredArg = '5000', warmArg = '2000', portArg = '6390', driver = 'ioredis'] = process.argv.slice(2);
 if (!['new', 'replay'].includes(phase)) throw new TypeError(`unknown workload ${phase}`);
+if (!['ioredis', 'node-redis'].includes(driver)) throw new TypeError(`unknown client ${driver}`);
 const root = resolve(rootArg);
 const [measured, warm, port] = [Number(measuredArg), Number(warmArg), Number(portArg)];
 const out = join(tmpdir(), `retrysafe-redis-callgrind-${process.pid}`);
@@ -45,7 +47,8 @@ for (let attempt = 0; ; attempt++) {
     await sleep(300);
   }
 }
-const store = createRedisStore({ client, prefix: 'bench' });
+const storeClient = driver === 'ioredis' ? client : await createRequire(join(root, 'package.json'))('redis').createClient({ socket: { port } }).connect();
+const store = createRedisStore({ client: storeClient, prefix: 'bench' });
 const one = await storeWorkload(store, phase, { completedKeys: 64, response: benchResponse() });
 for (let i = 0; i < warm; i++) await one();
 await client.config('RESETSTAT');
@@ -57,10 +60,11 @@ for (const [, name, calls] of (await client.info('commandstats')).matchAll(/^cmd
   if (!name.startsWith('config') && name !== 'info') commands[name] = Math.round((Number(calls) / measured) * 100) / 100;
 }
 await store.close();
+if (storeClient !== client) storeClient.destroy();
 await client.shutdown('NOSAVE').catch(() => undefined);
 client.disconnect();
 await exited;
 const annotated = execFileSync('callgrind_annotate', ['--threshold=100', out], { encoding: 'utf8', maxBuffer: 1 << 28 });
 rmSync(out, { force: true });
 const total = Number(/([\d,]+)\s+\([^)]*\)\s+PROGRAM TOTALS/.exec(annotated)?.[1].replaceAll(',', '') ?? Number.NaN);
-process.stdout.write(`${JSON.stringify({ root, phase, measured, redisInstructions: Math.round(total / measured), commands })}\n`);
+process.stdout.write(`${JSON.stringify({ root, phase, driver, measured, redisInstructions: Math.round(total / measured), commands })}\n`);

@@ -1,14 +1,15 @@
 /**
- * The Redis session store (`ioredis`): each session is three keys under one Redis Cluster hash tag — the
+ * The Redis session store (`ioredis` or node-redis): each session is three keys under one Redis Cluster hash tag — the
  * session hash (`state`, `lease`, `lwm`), its saved responses and its executions in progress — and each
  * contract method is one Lua script on them, run with EVALSHA, so every step is atomic and touches one slot.
  *
  * @module
  */
 import { describe } from '../core/validate.js';
-import { isRedisConnection, type RedisConnection, scanKeys } from '../stores/redis/connection.js';
+import { isRedisConnection, type RedisConnection } from '../stores/redis/connection.js';
 import { parseRecordKey, recordKey, recordPattern } from '../stores/redis/keys.js';
 import { LuaScript } from '../stores/redis/script.js';
+import { type RedisTransport, scanKeys, transportOf } from '../stores/redis/transport.js';
 import { BEGIN_SESSION_LUA } from './redis-scripts/begin.lua.js';
 import { COMPLETE_SESSION_LUA } from './redis-scripts/complete.lua.js';
 import { CREATE_SESSION_LUA } from './redis-scripts/create.lua.js';
@@ -25,9 +26,10 @@ import { requireLimit, requireOptions } from '../core/validate.js';
 export interface RedisSessionStoreOptions {
   /**
    * The connection the store runs its scripts on: an ioredis `Redis` or `Cluster` (`reap` then walks every
-   * master). Caller-owned: `close()` leaves it open. Give it
-   * `enableOfflineQueue: false` (or a small `maxRetriesPerRequest`) so that, with Redis down, operations
-   * reject at once and the receiver answers `StoreUnavailableError` instead of queueing requests.
+   * master), or a node-redis client to one Redis (`createClient()` of `redis` 6, connected). Caller-owned:
+   * `close()` leaves it open. Give an ioredis connection `enableOfflineQueue: false` (or a small
+   * `maxRetriesPerRequest`), a node-redis client `disableOfflineQueue: true`, so that, with Redis down,
+   * operations reject at once and the receiver answers `StoreUnavailableError` instead of queueing requests.
    */
   readonly client: RedisConnection;
   /**
@@ -63,7 +65,7 @@ const SUMMARY = new LuaScript(SUMMARY_SESSION_LUA);
 const SESSION_SCOPE = 'session';
 
 interface RedisSessionConfig {
-  readonly client: RedisConnection;
+  readonly client: RedisTransport;
   readonly prefix: string;
 }
 
@@ -103,12 +105,12 @@ export function createRedisSessionStore(options: RedisSessionStoreOptions): Sess
   requireOptions('createRedisSessionStore', options);
   const { client, prefix = 'retrysafe-sessions' } = options;
   if (!isRedisConnection(client)) {
-    throw new TypeError(`retrysafe: option "client" must be an ioredis Redis or Cluster connection, got ${describe(client)}`);
+    throw new TypeError(`retrysafe: option "client" must be an ioredis Redis or Cluster connection, or a node-redis client (createClient), got ${describe(client)}`);
   }
   if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
     throw new TypeError(`retrysafe: option "prefix" must be a non-empty string without braces, got ${describe(prefix)}`);
   }
-  return new RedisSessionStore(Object.freeze({ client, prefix }));
+  return new RedisSessionStore(Object.freeze({ client: transportOf(client), prefix }));
 }
 
 /** A bulk-string reply as text. */

@@ -3,6 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { createRedisSessionStore, createSessionReceiver, type SessionStore } from '../../src/sessions/index.js';
 import { deleteUnder, keysUnder } from '../support/redis.js';
+import { connectNodeRedis } from '../support/redis-server.js';
 import { REDIS_URL, serviceAvailable, uniqueName } from '../support/services.js';
 import { sessionSuite } from './contract.js';
 
@@ -11,13 +12,16 @@ const FILE_PREFIX = uniqueName('rs_sessions');
 const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
 
 if (await serviceAvailable('Redis', () => client.connect())) {
+  const nodeRedis = await connectNodeRedis(REDIS_URL);
   afterAll(async () => {
     await deleteUnder(client, FILE_PREFIX);
     await client.quit();
+    await nodeRedis.close();
   });
 
   let stores = 0;
   sessionSuite('the Redis store', () => createRedisSessionStore({ client, prefix: `${FILE_PREFIX}:s${++stores}` }));
+  sessionSuite('the Redis store on node-redis', () => createRedisSessionStore({ client: nodeRedis, prefix: `${FILE_PREFIX}:s${++stores}` }));
 
   describe('Redis session store', () => {
     it('applies one request number once when two connections race on it, and shares one session state', async () => {

@@ -11,7 +11,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { freePort, serviceAvailable } from './services.js';
+
+/** The drivers the Redis store takes, for suites that run once per driver. */
+export const REDIS_DRIVERS = ['ioredis', 'node-redis'] as const;
+
+/**
+ * A node-redis client to `url`, connected, failing fast as the ioredis test clients do (no offline
+ * queue); its connection errors reach the commands that fail on them.
+ */
+export async function connectNodeRedis(url: string) {
+  const client = createClient({ url, disableOfflineQueue: true });
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+/** A node-redis client (`createClient()` of `redis`, RESP3 as its default). */
+export type NodeRedis = Awaited<ReturnType<typeof connectNodeRedis>>;
 
 const run = promisify(execFile);
 
@@ -20,6 +38,8 @@ export interface PrivateRedis {
   readonly port: number;
   /** A new connection to it (fails fast: no offline queue); closed by `stop()` too. */
   connect(): Promise<Redis>;
+  /** A new node-redis client to it (fails fast: no offline queue); closed by `stop()` too. */
+  connectNodeRedis(): Promise<NodeRedis>;
   stop(): Promise<void>;
 }
 
@@ -30,7 +50,7 @@ export async function startPrivateRedis(settings: readonly string[]): Promise<Pr
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...settings], {
     stdio: 'ignore',
   });
-  const connections: Redis[] = [];
+  const connections: { disconnect(): unknown }[] = [];
   const connect = async (): Promise<Redis> => {
     const client = new Redis(port, '127.0.0.1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1 });
     client.on('error', () => undefined);
@@ -54,6 +74,11 @@ export async function startPrivateRedis(settings: readonly string[]): Promise<Pr
   return {
     port,
     connect,
+    async connectNodeRedis() {
+      const client = await connectNodeRedis(`redis://127.0.0.1:${port}`);
+      connections.push({ disconnect: () => client.destroy() });
+      return client;
+    },
     async stop() {
       for (const client of connections) client.disconnect();
       const exited = once(child, 'exit');

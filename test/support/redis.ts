@@ -2,20 +2,26 @@
  * Helpers shared by the Redis store's test files, on one server or on a Cluster.
  */
 import { ManualClock } from '../../src/core/clock.js';
-import { scanKeys, type RedisConnection } from '../../src/stores/redis/connection.js';
+import type { RedisConnection } from '../../src/stores/redis/connection.js';
 import { createRedisStore } from '../../src/stores/redis/index.js';
+import { LuaScript } from '../../src/stores/redis/script.js';
+import { scanKeys, transportOf } from '../../src/stores/redis/transport.js';
 import type { ContractFixture } from '../stores/contract.js';
+
+/** `DEL KEYS[1]` as a script, so it runs on either driver's client (and on the key's master on Cluster). */
+const DEL = new LuaScript("return redis.call('DEL', KEYS[1])");
 
 /** Every key under `prefix` on every master, found with SCAN (never KEYS: the server is shared). */
 export async function keysUnder(client: RedisConnection, prefix: string): Promise<string[]> {
   const found: string[] = [];
-  for await (const keys of scanKeys(client, `${prefix}*`, 500)) found.push(...keys);
+  for await (const keys of scanKeys(transportOf(client), `${prefix}*`, 500)) found.push(...keys);
   return found;
 }
 
 /** Deletes every key under `prefix` on every master (one DEL per key: a multi-key DEL must stay in one slot). */
 export async function deleteUnder(client: RedisConnection, prefix: string): Promise<void> {
-  for await (const keys of scanKeys(client, `${prefix}*`, 500)) await Promise.all(keys.map((key) => client.del(key)));
+  const transport = transportOf(client);
+  for await (const keys of scanKeys(transport, `${prefix}*`, 500)) await Promise.all(keys.map((key) => DEL.run(transport, [key], [])));
 }
 
 /** The store contract's fixtures on `client`: each test a fresh prefix under `filePrefix`, deleted after it. */

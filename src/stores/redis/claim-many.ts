@@ -7,9 +7,9 @@
  */
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
 import { claimArguments, claimOn, claimResultOf, type ClaimReply } from './claim.js';
-import { isCluster, type RedisConnection } from './connection.js';
 import { LuaScript } from './script.js';
 import { CLAIM_MANY_LUA } from './scripts/claim-many.lua.js';
+import type { RedisTransport } from './transport.js';
 
 const CLAIM_MANY = new LuaScript(CLAIM_MANY_LUA);
 
@@ -18,16 +18,16 @@ const CLAIM_MANY = new LuaScript(CLAIM_MANY_LUA);
  * (ms), or at the server's `TIME` when `now` is `''`.
  */
 export async function claimManyOn(
-  client: RedisConnection,
+  transport: RedisTransport,
   keys: readonly string[],
   inputs: readonly ClaimInput[],
   now: number | '',
   tokens: readonly string[],
 ): Promise<ClaimResult[]> {
-  if (isCluster(client)) {
-    return Promise.all(inputs.map((input, at) => claimOn(client, keys[at] as string, input, now, tokens[at] as string)));
+  if (transport.cluster) {
+    return Promise.all(inputs.map((input, at) => claimOn(transport, keys[at] as string, input, now, tokens[at] as string)));
   }
   const args = inputs.flatMap((input, at) => claimArguments(input, now, tokens[at] as string));
-  const replies = (await CLAIM_MANY.run(client, keys, args)) as ClaimReply[];
+  const replies = (await CLAIM_MANY.run(transport, keys, args)) as ClaimReply[];
   return replies.map((reply, at) => claimResultOf(inputs[at] as ClaimInput, tokens[at] as string, reply));
 }

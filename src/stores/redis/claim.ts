@@ -7,14 +7,12 @@
  *
  * @module
  */
-import type { Redis } from 'ioredis';
-import type { RedisConnection } from './connection.js';
 import { claimOf, type IdempotencyRecord } from '../../core/record.js';
 import type { ClaimInput, ClaimResult } from '../../core/store.js';
-import { coalesceWrites } from './coalesce.js';
 import { decodeRecord, encodeNewHead } from './layout.js';
 import { LuaScript } from './script.js';
 import { CLAIM_LUA } from './scripts/claim.lua.js';
+import type { RedisTransport } from './transport.js';
 import { recordTtlMs } from './ttl.js';
 
 const CLAIM = new LuaScript(CLAIM_LUA);
@@ -23,8 +21,8 @@ const CLAIM = new LuaScript(CLAIM_LUA);
  * Claims `input` under the record key `key` with the fencing token `leaseToken`, at `now` (ms), or at the
  * server's `TIME` when `now` is `''`.
  */
-export async function claimOn(client: RedisConnection, key: string, input: ClaimInput, now: number | '', leaseToken: string): Promise<ClaimResult> {
-  return claimResultOf(input, leaseToken, (await CLAIM.run(client, [key], claimArguments(input, now, leaseToken))) as ClaimReply);
+export async function claimOn(transport: RedisTransport, key: string, input: ClaimInput, now: number | '', leaseToken: string): Promise<ClaimResult> {
+  return claimResultOf(input, leaseToken, (await CLAIM.run(transport, [key], claimArguments(input, now, leaseToken))) as ClaimReply);
 }
 
 // Hot path: docs/hot-path.md#redis-set-claim
@@ -37,8 +35,8 @@ export async function claimOn(client: RedisConnection, key: string, input: Claim
  *
  * - no reply value: the key was absent and now holds that record (C1 of the claim decision table);
  * - the standing record, which Redis left as it was: at `bound` it is still retained, and is either this
- *   claim's own, in progress under `leaseToken` and this fingerprint with its lease not over (C3: ioredis
- *   resent the `SET` after a dropped connection), answered won with the standing lease; or one that stands
+ *   claim's own, in progress under `leaseToken` and this fingerprint with its lease not over (C3: the
+ *   driver resent the `SET` after a dropped connection), answered won with the standing lease; or one that stands
  *   (C5 to C7: another fingerprint, completed, or another holder's lease not over), answered refused with it;
  * - anything else (a lease or retention that may be over, since `bound` leads Redis's clock and so proves
  *   nothing at or before it; a value this store cannot read), a `WRONGTYPE` refusal (a retrysafe 0.1.0
@@ -48,7 +46,7 @@ export async function claimOn(client: RedisConnection, key: string, input: Claim
  *
  * @throws the driver's error when Redis fails (after the script, when it ran)
  */
-export async function setClaimOn(client: Redis, key: string, input: ClaimInput, leaseToken: string, bound: number): Promise<ClaimResult> {
+export async function setClaimOn(transport: RedisTransport, key: string, input: ClaimInput, leaseToken: string, bound: number): Promise<ClaimResult> {
   const leaseExpiresAt = bound + input.leaseMs;
   const value = encodeNewHead({
     scope: input.scope,
@@ -59,8 +57,7 @@ export async function setClaimOn(client: Redis, key: string, input: ClaimInput, 
     createdAt: bound,
     expiresAt: bound + input.retentionMs,
   });
-  coalesceWrites(client);
-  const standing = await client.setBuffer(key, value, 'PX', recordTtlMs(Math.max(input.leaseMs, input.retentionMs)), 'NX', 'GET').catch((error: unknown) => {
+  const standing = await transport.setIfAbsent(key, value, recordTtlMs(Math.max(input.leaseMs, input.retentionMs))).catch((error: unknown) => {
     if (error instanceof Error && (error.message.startsWith('WRONGTYPE') || error.message.startsWith('OOM'))) return undefined;
     throw error;
   });
@@ -75,7 +72,7 @@ export async function setClaimOn(client: Redis, key: string, input: ClaimInput, 
     }
     if (record.leaseToken !== leaseToken && (live || record.state === 'completed' || record.fingerprint !== input.fingerprint)) return { acquired: false, record };
   }
-  return claimOn(client, key, input, '', leaseToken);
+  return claimOn(transport, key, input, '', leaseToken);
 }
 
 /** `value` decoded, or `undefined` when it is not a record value this store wrote (the script then decides). */

@@ -14,12 +14,13 @@
  *
  * This is the batching that ioredis's `enableAutoPipelining` also does (it too flushes in `setImmediate`),
  * without its per-batch pipeline object: the commands stay ordinary commands on the connection, with
- * ioredis's own queueing, replies and resend on reconnect.
+ * ioredis's own queueing, replies and resend on reconnect. node-redis batches this way by itself (it
+ * queues each command and writes the queue, corked, in `setImmediate`), so only ioredis needs it.
  *
  * @module
  */
 import type { Socket } from 'node:net';
-import { isCluster, type RedisConnection } from './connection.js';
+import type { Cluster, Redis } from 'ioredis';
 
 /**
  * Makes the commands written to `connection` for the rest of this turn of the event loop leave together:
@@ -28,12 +29,12 @@ import { isCluster, type RedisConnection } from './connection.js';
  * each master gets this turn's commands in one write. A socket closed before the uncork is left to ioredis,
  * which resends or fails the commands it had not had answered.
  */
-export function coalesceWrites(connection: RedisConnection): void {
-  if (!isCluster(connection)) {
-    corkUntilCheck(connection.stream);
+export function coalesceWrites(connection: Redis | Cluster): void {
+  if (!connection.isCluster) {
+    corkUntilCheck((connection as Redis).stream);
     return;
   }
-  for (const node of connection.nodes('master')) corkUntilCheck(node.stream);
+  for (const node of (connection as Cluster).nodes('master')) corkUntilCheck(node.stream);
 }
 
 /** Corks `stream` (absent before ioredis first connects) unless it is corked already, and uncorks it in this turn's check phase. */

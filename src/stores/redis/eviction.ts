@@ -8,8 +8,7 @@
  * @module
  */
 import { ModuleError } from '../../core/errors.js';
-import { isCluster, type RedisConnection } from './connection.js';
-import type { Redis } from 'ioredis';
+import type { RedisNode, RedisTransport } from './transport.js';
 
 /** The one `maxmemory-policy` that never drops a record. */
 const SAFE_EVICTION_POLICY = 'noeviction';
@@ -56,16 +55,16 @@ interface ServerInspection {
 }
 
 /**
- * Reads the `maxmemory-policy` and the version of `connection`'s servers (the one Redis, or every master
+ * Reads the `maxmemory-policy` and the version of `transport`'s servers (the one Redis, or every master
  * of a Cluster).
  *
  * @throws the driver's error when a server cannot be reached at all (nothing was learnt: the caller checks
  *   again on its next operation)
  */
-export async function inspectServers(connection: RedisConnection): Promise<ServerInspection> {
-  const nodes = isCluster(connection) ? connection.nodes('master') : [connection];
+export async function inspectServers(transport: RedisTransport): Promise<ServerInspection> {
+  const refusal = (error: unknown): boolean => transport.isRefusal(error);
   const servers = await Promise.all(
-    nodes.map(async (node) => ({ server: addressOf(node), major: await majorVersion(node), ...(await readPolicy(node)) })),
+    transport.masters().map(async (node) => ({ server: node.address, major: await majorVersion(node, refusal), ...(await readPolicy(node, refusal)) })),
   );
   return {
     evicting: servers.filter((s) => s.policy !== SAFE_EVICTION_POLICY).map(({ server, policy, cause }) => ({ server, policy, cause })),
@@ -74,7 +73,7 @@ export async function inspectServers(connection: RedisConnection): Promise<Serve
 }
 
 /** The major version `INFO server` reports (0 when it cannot be read). */
-async function majorVersion(node: Redis): Promise<number> {
+async function majorVersion(node: RedisNode, isRefusal: (error: unknown) => boolean): Promise<number> {
   const info = await node.info('server').catch((error: unknown) => {
     if (!isRefusal(error)) throw error;
     return '';
@@ -86,12 +85,11 @@ async function majorVersion(node: Redis): Promise<number> {
  * `CONFIG GET maxmemory-policy`, or, where `CONFIG` is refused (renamed or disabled on managed services,
  * or denied by an ACL), the `maxmemory_policy` line of `INFO memory`.
  */
-async function readPolicy(node: Redis): Promise<{ readonly policy: string | undefined; readonly cause?: unknown }> {
+async function readPolicy(node: RedisNode, isRefusal: (error: unknown) => boolean): Promise<{ readonly policy: string | undefined; readonly cause?: unknown }> {
   let refused: unknown;
   try {
-    const reply: unknown = await node.call('CONFIG', 'GET', 'maxmemory-policy');
-    const policy: unknown = Array.isArray(reply) ? reply[1] : undefined;
-    if (typeof policy === 'string') return { policy };
+    const policy = await node.configGet('maxmemory-policy');
+    if (policy !== undefined) return { policy };
   } catch (error) {
     if (!isRefusal(error)) throw error;
     refused = error;
@@ -103,13 +101,4 @@ async function readPolicy(node: Redis): Promise<{ readonly policy: string | unde
     if (!isRefusal(error)) throw error;
     return { policy: undefined, cause: error };
   }
-}
-
-/** A reply error of the server (the command is unknown, renamed or denied), as opposed to a dead connection. */
-function isRefusal(error: unknown): boolean {
-  return error instanceof Error && error.name === 'ReplyError';
-}
-
-function addressOf(node: Redis): string {
-  return `${node.options.host ?? '127.0.0.1'}:${node.options.port ?? 6379}`;
 }

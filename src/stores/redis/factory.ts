@@ -7,18 +7,22 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.js';
 import { invalidOption, requireBoolean, requireClock, requireDurationMs, requireFunction, requireGenerateId, requireOptions } from '../../core/validate.js';
 import type { IdempotencyStore } from '../../core/store.js';
-import { isRedisConnection, type RedisConnection } from './connection.js';
+import { isNodeRedisCluster, isRedisConnection, type RedisConnection } from './connection.js';
 import { RedisStore } from './redis-store.js';
+import { transportOf } from './transport.js';
 
 /** Options of {@link createRedisStore}. */
 export interface RedisStoreOptions {
   /**
-   * The connection the store runs its scripts and reads on: an ioredis `Redis`, or an ioredis `Cluster` (each
+   * The connection the store runs its scripts and reads on: an ioredis `Redis`, an ioredis `Cluster` (each
    * record is one hash tag, so each script runs on the master owning its slot, and `reap` and
-   * `listAbandoned` walk every master). Caller-owned: `close()` leaves it open. Give it
-   * `enableOfflineQueue: false` (or a small `maxRetriesPerRequest`) so that, with Redis down, operations
-   * reject at once and the engine answers `StoreUnavailableError` instead of queueing requests. The store
-   * works the same with `enableAutoPipelining: true`, but it measured slower (docs/redis.md).
+   * `listAbandoned` walk every master), or a node-redis client to one Redis (`createClient()` of the
+   * `redis` package, version 6; connect it yourself). A node-redis Cluster (`createCluster()`) is refused:
+   * on Redis Cluster use ioredis. Caller-owned: `close()` leaves it open. Give an ioredis connection
+   * `enableOfflineQueue: false` (or a small `maxRetriesPerRequest`), a node-redis client
+   * `disableOfflineQueue: true`, so that, with Redis down, operations reject at once and the engine answers
+   * `StoreUnavailableError` instead of queueing requests. The store works the same with ioredis's
+   * `enableAutoPipelining: true`, but it measured slower (docs/redis.md).
    */
   readonly client: RedisConnection;
   /**
@@ -37,8 +41,8 @@ export interface RedisStoreOptions {
   /** Fencing-token generator. @defaultValue `crypto.randomUUID` */
   readonly generateId?: () => string;
   /**
-   * A connection dedicated to `waitFor`'s pub/sub subscriptions, caller-owned (`close()` unsubscribes but
-   * leaves it open). @defaultValue a duplicate of `client`, opened on the first `waitFor` that has to wait
+   * A connection dedicated to `waitFor`'s pub/sub subscriptions, of either driver, caller-owned (`close()`
+   * unsubscribes but leaves it open). @defaultValue a duplicate of `client`, opened on the first `waitFor` that has to wait
    * and closed by `close()`
    */
   readonly subscriber?: RedisConnection;
@@ -87,6 +91,15 @@ export interface RedisStoreOptions {
 
 const DEFAULT_READY_TIMEOUT_MS = 5_000;
 
+/**
+ * @throws TypeError naming `option` unless `value` is an ioredis `Redis` or `Cluster` or a node-redis client
+ *   to one Redis (a node-redis Cluster is refused by name)
+ */
+function requireConnection(option: string, value: unknown): asserts value is RedisConnection {
+  if (isNodeRedisCluster(value)) throw invalidOption(option, 'an ioredis Cluster for Redis Cluster (the store does not run on a node-redis Cluster)', value);
+  if (!isRedisConnection(value)) throw invalidOption(option, 'an ioredis Redis or Cluster connection, or a node-redis client (createClient)', value);
+}
+
 function emitWarning(message: string): void {
   process.emitWarning(message, { code: 'RETRYSAFE_REDIS_EVICTING_POLICY' });
 }
@@ -99,8 +112,9 @@ function emitWarning(message: string): void {
  * carries a real TTL (retention plus `REDIS_TTL_GRACE_MS`) so Redis drops old records by itself;
  * `waitFor` listens on the record's pub/sub channel.
  *
- * On Redis Cluster give it an ioredis `Cluster`; `waitReplicas` closes the window in which a failover loses
- * an acknowledged claim (see the option).
+ * `client` is an ioredis `Redis` or `Cluster`, or a node-redis client (`createClient()`); on Redis Cluster
+ * give it an ioredis `Cluster`. `waitReplicas` closes the window in which a failover loses an acknowledged
+ * claim (see the option).
  *
  * Redis cannot commit together with your business database: if the process dies between the business write
  * and `complete`, the record stays `in_progress` until its lease expires, and the next retry runs the
@@ -110,7 +124,7 @@ function emitWarning(message: string): void {
  * its first operation reads the policy, and every operation rejects with `RedisEvictionPolicyError` while
  * it is refused.
  *
- * @throws TypeError naming the option when an option is invalid
+ * @throws TypeError naming the option when an option is invalid, e.g. `client` is a node-redis Cluster
  * @example
  * ```ts
  * import { Redis } from 'ioredis';
@@ -120,19 +134,25 @@ function emitWarning(message: string): void {
  * const client = new Redis('redis://127.0.0.1:6379', { enableOfflineQueue: false });
  * const receiver = createReceiver({ store: createRedisStore({ client, prefix: 'payments' }) });
  * ```
+ * @example node-redis
+ * ```ts
+ * import { createClient } from 'redis';
+ * import { createRedisStore } from 'retrysafe/redis';
+ *
+ * const client = await createClient({ url: 'redis://127.0.0.1:6379', disableOfflineQueue: true }).on('error', console.error).connect();
+ * const store = createRedisStore({ client, prefix: 'payments' });
+ * ```
  */
 export function createRedisStore(
   options: RedisStoreOptions,
 ): IdempotencyStore & Pick<Required<IdempotencyStore>, 'kind' | 'waitFor' | 'checkpoint' | 'listAbandoned' | 'ping' | 'countExpiredLeases' | 'listRecords'> {
   requireOptions('createRedisStore', options);
-  if (!isRedisConnection(options.client)) throw invalidOption('client', 'an ioredis Redis or Cluster connection', options.client);
+  requireConnection('client', options.client);
   const prefix = options.prefix ?? 'retrysafe';
   if (typeof prefix !== 'string' || prefix === '' || /[{}]/.test(prefix)) throw invalidOption('prefix', 'a non-empty string without "{" or "}"', prefix);
   const clock = options.clock === undefined ? undefined : requireClock(options.clock);
   const generateId = requireGenerateId(options.generateId ?? randomUUID);
-  if (options.subscriber !== undefined && !isRedisConnection(options.subscriber)) {
-    throw invalidOption('subscriber', 'an ioredis Redis or Cluster connection', options.subscriber);
-  }
+  if (options.subscriber !== undefined) requireConnection('subscriber', options.subscriber);
   const waitReplicas = options.waitReplicas ?? 0;
   if (!Number.isSafeInteger(waitReplicas) || waitReplicas < 0) throw invalidOption('waitReplicas', 'a non-negative integer', waitReplicas);
   const waitReplicasTimeoutMs = requireDurationMs('waitReplicasTimeoutMs', options.waitReplicasTimeoutMs ?? 1_000);
@@ -141,11 +161,11 @@ export function createRedisStore(
   const readyTimeoutMs = options.readyTimeoutMs === 0 ? 0 : requireDurationMs('readyTimeoutMs', options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
   return new RedisStore(
     Object.freeze({
-      client: options.client,
+      client: transportOf(options.client),
       prefix,
       clock,
       generateId,
-      subscriber: options.subscriber,
+      subscriber: options.subscriber === undefined ? undefined : transportOf(options.subscriber),
       readyTimeoutMs,
       waitReplicas,
       waitReplicasTimeoutMs,

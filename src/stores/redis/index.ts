@@ -1,6 +1,6 @@
 /**
- * `retrysafe/redis`: the Redis idempotency store, on the `ioredis` driver. What it guarantees and what it
- * cannot (Redis does not commit together with your business database) is in docs/redis.md.
+ * `retrysafe/redis`: the Redis idempotency store, on the `ioredis` driver or on node-redis (`redis`). What it
+ * guarantees and what it cannot (Redis does not commit together with your business database) is in docs/redis.md.
  *
  * @module
  */

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { RedisConnection } from './connection.js';
+import type { Subscriber } from './transport.js';
 
 interface Channel {
   readonly listeners: Set<() => void>;
@@ -24,26 +24,20 @@ interface Subscription {
 /**
  * Listens on per-record channels, which the complete, release and reap scripts publish to. A connection in
  * subscriber mode can run nothing else, so it is a dedicated one: the caller's `subscriber`, or a
- * duplicate of the store's client opened on first use and closed with the notifier. Listeners of one
+ * duplicate of the store's client opened on first use and closed with the notifier (`Subscriber.close`). Listeners of one
  * channel share one SUBSCRIBE; SUBSCRIBE and UNSUBSCRIBE go out on one connection in order, so the last
  * command sent decides whether the channel stays subscribed.
  */
 export class Notifier {
-  private connection: RedisConnection | undefined;
+  private connection: Subscriber | undefined;
   private readonly channels = new Map<string, Channel>();
   private closed = false;
   private readonly onMessage = (channel: string): void => {
     for (const listener of [...(this.channels.get(channel)?.listeners ?? [])]) listener();
   };
 
-  /**
-   * @param open - returns the subscriber connection (called once, on the first subscription)
-   * @param owned - whether {@link Notifier.close} disconnects that connection (`false` for a caller's)
-   */
-  constructor(
-    private readonly open: () => RedisConnection,
-    private readonly owned: boolean,
-  ) {}
+  /** @param open - returns the subscriber, delivering each message's channel to its listener (called once, on the first subscription) */
+  constructor(private readonly open: (onMessage: (channel: string) => void) => Subscriber) {}
 
   /** Subscribes to `channel`. */
   subscribe(channel: string): Subscription {
@@ -52,7 +46,7 @@ export class Notifier {
     if (this.closed) return { ready: Promise.resolve(), changed: Promise.resolve(), stop: () => undefined };
     let entry = this.channels.get(channel);
     if (!entry) {
-      const subscribed = this.connect().subscribe(channel).then(() => undefined);
+      const subscribed = this.connect().subscribe(channel);
       const created: Channel = { listeners: new Set(), subscribed };
       // A failed SUBSCRIBE must not poison the channel for later listeners: the next one subscribes anew.
       subscribed.catch(() => {
@@ -80,16 +74,11 @@ export class Notifier {
     this.channels.clear();
     const connection = this.connection;
     if (!connection) return;
-    connection.off('message', this.onMessage);
-    if (this.owned) connection.disconnect();
-    else if (channels.length > 0) await connection.unsubscribe(...channels);
+    await connection.close(channels);
   }
 
-  private connect(): RedisConnection {
-    if (!this.connection) {
-      this.connection = this.open();
-      this.connection.on('message', this.onMessage);
-    }
+  private connect(): Subscriber {
+    this.connection ??= this.open(this.onMessage);
     return this.connection;
   }
 }

@@ -4,14 +4,12 @@
  *
  * @module
  */
-import type { Redis } from 'ioredis';
 import type { Clock } from '../../core/clock.js';
 import type { Claim, IdempotencyRecord, StoredResponse } from '../../core/record.js';
 import type { ClaimInput, ClaimResult, IdempotencyStore, RecordQuery } from '../../core/store.js';
 import { requireDurationMs, requireLimit, requireNonNegativeMs } from '../../core/validate.js';
 import { claimOn, setClaimOn } from './claim.js';
 import { claimManyOn } from './claim-many.js';
-import { duplicateForSubscribe, isCluster, type RedisConnection, scanKeys, waitForReplicas } from './connection.js';
 import { inspectServers, RedisEvictionPolicyError } from './eviction.js';
 import { decodeRecord, encodeCompletionTimes, encodeIdentity, encodeTail } from './layout.js';
 import { readHead, readRecord } from './record-read.js';
@@ -20,6 +18,7 @@ import { Notifier } from './notifications.js';
 import { untilReady } from './ready.js';
 import { CHECKPOINT, CHECKPOINT_OVER_LIMIT, COMPLETE, COMPLETE_OVER_LIMIT, LISTEN, LISTEN_OVER_LIMIT, REAP, RELEASE, RENEW, RENEW_OVER_LIMIT } from './store-scripts.js';
 import { ServerClock } from './server-clock.js';
+import { type RedisTransport, scanKeys } from './transport.js';
 import { recordTtlMs, REDIS_TTL_GRACE_MS } from './ttl.js';
 
 /** Keys asked of each SCAN step of `reap` and `listAbandoned` (a hint to Redis, which bounds the work per step). */
@@ -27,12 +26,13 @@ const SCAN_COUNT = 250;
 
 /** The resolved, frozen configuration of a {@link RedisStore}. */
 interface RedisStoreConfig {
-  readonly client: RedisConnection;
+  /** The commands on the caller's client (`transport.ts`). */
+  readonly client: RedisTransport;
   readonly prefix: string;
   /** Replaces Redis's `TIME` in every decision when set (tests on a fake clock). */
   readonly clock: Clock | undefined;
   readonly generateId: () => string;
-  readonly subscriber: RedisConnection | undefined;
+  readonly subscriber: RedisTransport | undefined;
   /** Longest wait, in milliseconds, for a connection still being set up before an operation runs. */
   readonly readyTimeoutMs: number;
   /** Replicas that must acknowledge a claim, completion or checkpoint (0: none, no `WAIT`). */
@@ -65,8 +65,8 @@ export class RedisStore implements IdempotencyStore {
 
   constructor(private readonly config: RedisStoreConfig) {
     const { client, subscriber } = config;
-    this.notifier = subscriber ? new Notifier(() => subscriber, false) : new Notifier(() => duplicateForSubscribe(client), true);
-    client.on('ready', this.onReconnect);
+    this.notifier = new Notifier((onMessage) => (subscriber ?? client).subscriber(subscriber === undefined, onMessage));
+    client.events.on('ready', this.onReconnect);
   }
 
   async claim(input: ClaimInput): Promise<ClaimResult> {
@@ -120,7 +120,7 @@ export class RedisStore implements IdempotencyStore {
   private async replicated(claim: Claim, write: string): Promise<void> {
     const { waitReplicas, waitReplicasTimeoutMs } = this.config;
     if (waitReplicas === 0) return;
-    const acknowledged = await waitForReplicas(this.config.client, this.key(claim.scope, claim.key), waitReplicas, waitReplicasTimeoutMs);
+    const acknowledged = await this.config.client.waitForReplicas(this.key(claim.scope, claim.key), waitReplicas, waitReplicasTimeoutMs);
     if (acknowledged < waitReplicas) {
       throw new Error(
         `retrysafe: the ${write} reached ${acknowledged} of ${waitReplicas} replicas within ${waitReplicasTimeoutMs} ms (option "waitReplicas"); a failover could lose it`,
@@ -185,9 +185,9 @@ export class RedisStore implements IdempotencyStore {
   }
 
   /** The one Redis whose clock the store bounds: with no injected clock and not on Redis Cluster; else `undefined`. */
-  private boundedNode(): Redis | undefined {
+  private boundedNode(): RedisTransport | undefined {
     const { clock, client } = this.config;
-    return clock === undefined && !isCluster(client) ? client : undefined;
+    return clock === undefined && !client.cluster ? client : undefined;
   }
 
   /**
@@ -380,7 +380,7 @@ export class RedisStore implements IdempotencyStore {
 
   /** Wakes pending `waitFor` calls and closes the subscriber connection the store opened; the client stays open. */
   close(): Promise<void> {
-    this.config.client.off('ready', this.onReconnect);
+    this.config.client.events.off('ready', this.onReconnect);
     return this.notifier.close();
   }
 
@@ -435,7 +435,7 @@ export class RedisStore implements IdempotencyStore {
 }
 
 /** Redis's clock (`TIME`) in milliseconds since the epoch. */
-async function serverTime(client: RedisConnection): Promise<number> {
+async function serverTime(client: RedisTransport): Promise<number> {
   const [seconds, micros] = await client.time();
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 }

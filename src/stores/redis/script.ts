@@ -4,21 +4,7 @@
  * @module
  */
 import { createHash } from 'node:crypto';
-import { coalesceWrites } from './coalesce.js';
-import type { RedisConnection } from './connection.js';
-
-/** An argument of a Redis command: text, bytes or a number. */
-type RedisArgument = string | Buffer | number;
-
-/**
- * The script commands with replies as Buffers. ioredis defines a `…Buffer` variant of every command at
- * run time but types none for EVAL and EVALSHA. The store calls these named commands rather than
- * `callBuffer`, which ioredis cannot put in an automatic pipeline (`enableAutoPipelining`).
- */
-interface BufferScripting {
-  evalshaBuffer(sha: string, keyCount: number, ...keysAndArgs: RedisArgument[]): Promise<unknown>;
-  evalBuffer(source: string, keyCount: number, ...keysAndArgs: RedisArgument[]): Promise<unknown>;
-}
+import type { RedisArgument, RedisTransport } from './transport.js';
 
 /**
  * One Lua script, run with EVALSHA so a call costs one round trip and sends only the 40-character digest.
@@ -35,19 +21,14 @@ export class LuaScript {
   }
 
   /**
-   * Runs the script on `client` with replies as Buffers (bulk strings) and numbers (integers), so binary
+   * Runs the script on `transport` with replies as Buffers (bulk strings) and numbers (integers), so binary
    * fields survive untouched. The command leaves with the others sent in this turn of the event loop, in
-   * one socket write (`coalesce.ts`).
+   * one socket write (`coalesce.ts` for ioredis; node-redis batches by itself).
    *
    * @throws the driver's error when Redis fails or the script raises (after the NOSCRIPT retry)
    */
-  run(client: RedisConnection, keys: readonly string[], args: readonly RedisArgument[]): Promise<unknown> {
-    const scripting = client as unknown as BufferScripting;
-    coalesceWrites(client);
-    return scripting.evalshaBuffer(this.sha, keys.length, ...keys, ...args).catch((error: unknown) => {
-      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-      return scripting.evalBuffer(this.source, keys.length, ...keys, ...args);
-    });
+  run(transport: RedisTransport, keys: readonly string[], args: readonly RedisArgument[]): Promise<unknown> {
+    return transport.runScript(this.sha, this.source, keys, args);
   }
 }
 

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Redis } from 'ioredis';
+import type { RedisTransport } from './transport.js';
 
 /** `TIME`s sent one after another when there is no bound, the tightest kept. */
 const SAMPLES = 3;
@@ -40,7 +40,7 @@ export class ServerClock {
   private generation = 0;
 
   /** Asks `node` for its `TIME` ({@link SAMPLES} times when there is no bound) and bounds Redis's clock by it. */
-  sync(node: Redis): Promise<void> {
+  sync(node: RedisTransport): Promise<void> {
     this.syncing ??= this.read(node, Number.isNaN(this.offset) ? SAMPLES : 1).finally(() => {
       this.syncing = undefined;
     });
@@ -58,14 +58,14 @@ export class ServerClock {
    * `undefined` while there is none. When there is none, or the last reply is older than
    * {@link RESYNC_MS}, a `TIME` is sent on `node` in the background.
    */
-  latest(node: Redis): number | undefined {
+  latest(node: RedisTransport): number | undefined {
     const local = performance.now();
     if (Number.isNaN(this.offset) || local - this.checkedAt > RESYNC_MS) void this.sync(node).catch(() => undefined);
     if (Number.isNaN(this.offset)) return undefined;
     return Math.floor(local + this.offset + (local - this.syncedAt) * DRIFT);
   }
 
-  private async read(node: Redis, samples: number): Promise<void> {
+  private async read(node: RedisTransport, samples: number): Promise<void> {
     for (let i = 0; i < samples; i++) {
       const generation = this.generation;
       const sent = performance.now();

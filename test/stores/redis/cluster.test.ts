@@ -7,7 +7,7 @@ import type { Cluster } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/core/clock.js';
 import { createRedisSessionStore } from '../../../src/sessions/index.js';
-import { scanKeys } from '../../../src/stores/redis/connection.js';
+import { scanKeys, transportOf } from '../../../src/stores/redis/transport.js';
 import { createRedisStore } from '../../../src/stores/redis/index.js';
 import { recordKey } from '../../../src/stores/redis/keys.js';
 import { honoDriver } from '../../http/hono-driver.js';
@@ -86,7 +86,7 @@ if (cluster) {
         claims.push(result.claim);
       }
       const owners = new Set<number>();
-      for await (const found of scanKeys(client, `${prefix}:*`, 100)) {
+      for await (const found of scanKeys(transportOf(client), `${prefix}:*`, 100)) {
         for (const key of found) owners.add(await masterOf(client, key));
       }
       expect(owners.size).toBe(3);
@@ -108,7 +108,7 @@ if (cluster) {
       const ids = Array.from({ length: 20 }, (_, i) => `client-${i}`);
       for (const id of ids) expect(await store.create(id, 1_000, 100)).toBe(true);
       const owners = new Set<number>();
-      for await (const found of scanKeys(client, `${prefix}:*`, 100)) {
+      for await (const found of scanKeys(transportOf(client), `${prefix}:*`, 100)) {
         for (const key of found) owners.add(await masterOf(client, key));
       }
       expect(owners.size).toBe(3);

@@ -11,6 +11,7 @@ import type { StoredResponse } from '../../../src/core/record.js';
 import { claimOn } from '../../../src/stores/redis/claim.js';
 import { decodeRecord, encodeCompletionTimes, encodeIdentity, encodeTail } from '../../../src/stores/redis/layout.js';
 import { allowingOom, LuaScript } from '../../../src/stores/redis/script.js';
+import { transportOf } from '../../../src/stores/redis/transport.js';
 import { COMPLETE_LUA } from '../../../src/stores/redis/scripts/complete.lua.js';
 import { CHECKPOINT_LUA } from '../../../src/stores/redis/scripts/checkpoint.lua.js';
 import { LISTEN_LUA } from '../../../src/stores/redis/scripts/listen.lua.js';
@@ -31,14 +32,14 @@ afterAll(() => server?.stop());
 /** Claims `key` with the claim script at `now` (ms), or at Redis's `TIME` when `''`, under `token`; resolves with the record's key. */
 async function claimed(client: Redis, key: string, token: string, now: number | ''): Promise<string> {
   const redisKey = `cs:${key}`;
-  const result = await claimOn(client, redisKey, { scope: 'sc', key, fingerprint: FP, leaseMs: LEASE_MS, retentionMs: RETENTION_MS }, now, token);
+  const result = await claimOn(transportOf(client), redisKey, { scope: 'sc', key, fingerprint: FP, leaseMs: LEASE_MS, retentionMs: RETENTION_MS }, now, token);
   if (!result.acquired) throw new Error(`${key} was not claimed`);
   return redisKey;
 }
 
 /** Runs the completion script on `redisKey` for `token`, with `times` packed or `''` (Redis's `TIME`). */
 function complete(client: Redis, redisKey: string, token: string, times: Buffer | '', fingerprint = FP): Promise<unknown> {
-  return COMPLETE.run(client, [redisKey], [encodeIdentity(fingerprint, token), times, recordTtlMs(RETENTION_MS), encodeTail(OK)]);
+  return COMPLETE.run(transportOf(client), [redisKey], [encodeIdentity(fingerprint, token), times, recordTtlMs(RETENTION_MS), encodeTail(OK)]);
 }
 
 describe.runIf(server !== undefined)('redis store: the completion script', () => {
@@ -69,8 +70,8 @@ describe.runIf(server !== undefined)('redis store: the completion script', () =>
     const client = await server!.connect();
     const now = 1_900_000_000_000;
     const redisKey = await claimed(client, 'marked', 'token-m', now);
-    expect(await CHECKPOINT.run(client, [redisKey], ['token-m', 'phase-2', now + 1, LEASE_MS, REDIS_TTL_GRACE_MS])).toBeTruthy();
-    await LISTEN.run(client, [redisKey], []);
+    expect(await CHECKPOINT.run(transportOf(client), [redisKey], ['token-m', 'phase-2', now + 1, LEASE_MS, REDIS_TTL_GRACE_MS])).toBeTruthy();
+    await LISTEN.run(transportOf(client), [redisKey], []);
     await client.config('RESETSTAT');
     expect(await complete(client, redisKey, 'token-m', encodeCompletionTimes(now + 7, RETENTION_MS))).toBe(1);
     expect(await client.info('commandstats')).toMatch(/cmdstat_publish:calls=1,/);

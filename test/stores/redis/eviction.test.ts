@@ -11,7 +11,7 @@ import { StoreUnavailableError } from '../../../src/core/errors.js';
 import { createReceiver } from '../../../src/receiver.js';
 import { idempotency } from '../../../src/http/hono.js';
 import { createRedisStore, openRedisStore, RedisEvictionPolicyError } from '../../../src/stores/redis/index.js';
-import { startPrivateRedis, type PrivateRedis } from '../../support/redis-server.js';
+import { REDIS_DRIVERS, startPrivateRedis, type PrivateRedis } from '../../support/redis-server.js';
 
 const CLAIM = { scope: 's', fingerprint: 'f', leaseMs: 10_000, retentionMs: 60_000 };
 
@@ -56,14 +56,15 @@ describe.runIf(probe !== undefined)('redis store: maxmemory-policy', () => {
     await store.close();
   });
 
-  it('reads the policy from INFO memory where CONFIG is renamed away', async () => {
+  it.each(REDIS_DRIVERS)('reads the policy from INFO memory where CONFIG is renamed away (%s)', async (driver) => {
     const redis = (await server(['--maxmemory-policy', 'allkeys-lfu', '--rename-command', 'CONFIG', '']))!;
     const client = await redis.connect();
     await expect(client.call('CONFIG', 'GET', 'maxmemory-policy')).rejects.toThrow(/unknown command/i);
-    const store = createRedisStore({ client, prefix: 'ev' });
+    const store = createRedisStore({ client: driver === 'ioredis' ? client : await redis.connectNodeRedis(), prefix: 'ev' });
     const refusal = await store.claim({ ...CLAIM, key: 'k' }).catch((error: unknown) => error);
     expect(refusal).toBeInstanceOf(RedisEvictionPolicyError);
     expect((refusal as RedisEvictionPolicyError).policy).toBe('allkeys-lfu');
+    expect((refusal as RedisEvictionPolicyError).server).toBe(`127.0.0.1:${redis.port}`);
     await store.close();
   });
 

@@ -9,9 +9,11 @@ import { createRedisStore, openRedisStore, REDIS_TTL_GRACE_MS } from '../../../s
 import { recordKey } from '../../../src/stores/redis/keys.js';
 import { CLAIM_LUA } from '../../../src/stores/redis/scripts/claim.lua.js';
 import { LuaScript } from '../../../src/stores/redis/script.js';
+import { transportOf } from '../../../src/stores/redis/transport.js';
 import type { ClaimInput } from '../../../src/core/store.js';
 import { REDIS_URL, serviceAvailable, uniqueName } from '../../support/services.js';
 import { countSocketWrites, deleteUnder, keysUnder, redisContractFixtures } from '../../support/redis.js';
+import { connectNodeRedis, REDIS_DRIVERS } from '../../support/redis-server.js';
 import { storeContract } from '../contract.js';
 
 const FILE_PREFIX = uniqueName('rs_redis');
@@ -40,14 +42,18 @@ const pipelined = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: 
 
 if (await serviceAvailable('Redis', () => client.connect())) {
   await pipelined.connect();
+  /** The same server through node-redis (`createClient()` of `redis`). */
+  const nodeRedis = await connectNodeRedis(REDIS_URL);
   afterAll(async () => {
     await deleteUnder(client, FILE_PREFIX);
     await client.quit();
     await pipelined.quit();
+    await nodeRedis.close();
   });
 
   storeContract('redis', redisContractFixtures(client, FILE_PREFIX));
   storeContract('redis with enableAutoPipelining', redisContractFixtures(pipelined, `${FILE_PREFIX}:pipelined`));
+  storeContract('redis on node-redis', redisContractFixtures(nodeRedis, `${FILE_PREFIX}:node-redis`));
 
   describe('redis store', () => {
     it('keeps records under the prefix, one string key per record, with a real TTL of the retention plus the grace', async () => {
@@ -99,7 +105,7 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       const script = new LuaScript(CLAIM_LUA);
       const probe = new LuaScript(`return '${uniqueName('probe')}'`);
       expect(await client.script('EXISTS', probe.sha)).toEqual([0]);
-      expect(decoder.decode((await probe.run(client, [], [])) as Buffer)).toMatch(/^probe_/);
+      expect(decoder.decode((await probe.run(transportOf(client), [], [])) as Buffer)).toMatch(/^probe_/);
       expect(await client.script('EXISTS', probe.sha)).toEqual([1]);
       expect(script.sha).toMatch(/^[0-9a-f]{40}$/);
     });
@@ -108,15 +114,15 @@ if (await serviceAvailable('Redis', () => client.connect())) {
       const probe = new LuaScript(`return '${uniqueName('probe')}'`);
       expect(await client.script('EXISTS', probe.sha)).toEqual([0]);
       // Two runs in one tick share a pipeline: both meet NOSCRIPT and are loaded by EVAL.
-      const first = await Promise.all([probe.run(pipelined, [], []), probe.run(pipelined, [], [])]);
+      const first = await Promise.all([probe.run(transportOf(pipelined), [], []), probe.run(transportOf(pipelined), [], [])]);
       expect(first.map((reply) => decoder.decode(reply as Buffer))).toEqual([expect.stringMatching(/^probe_/), expect.stringMatching(/^probe_/)]);
       expect(await client.script('EXISTS', probe.sha)).toEqual([1]);
-      expect(decoder.decode((await probe.run(pipelined, [], [])) as Buffer)).toMatch(/^probe_/);
+      expect(decoder.decode((await probe.run(transportOf(pipelined), [], [])) as Buffer)).toMatch(/^probe_/);
     });
 
-    it('waits through pub/sub for the original on another connection, in the engine\'s wait mode', async () => {
-      const prefix = `${FILE_PREFIX}:wait`;
-      const other = await secondConnection();
+    it.each(REDIS_DRIVERS)('waits through pub/sub for the original on another connection (%s), in the engine\'s wait mode', async (driver) => {
+      const prefix = `${FILE_PREFIX}:wait-${driver}`;
+      const other = driver === 'ioredis' ? await secondConnection() : await connectNodeRedis(REDIS_URL);
       const first = createRedisStore({ client, prefix });
       const second = createRedisStore({ client: other, prefix });
       const original = createReceiver({ store: first });
