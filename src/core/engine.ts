@@ -29,7 +29,7 @@ import type { ReplayCache } from './replay-cache.js';
 import { observedCall } from './observed-call.js';
 import { resolveEngineOptions } from './engine-options.js';
 import { RequestRun } from './request-run.js';
-import { settledValue, UNSETTLED } from './settled.js';
+import { settledValue, UNSETTLED, whenSettled } from './settled.js';
 import { answerStanding } from './standing.js';
 import { claimInputOf, type ClaimedTransaction, type ClaimInput, type ClaimResult, type IdempotencyStore, type TransactionalStore, type TransactionView } from './store.js';
 
@@ -109,7 +109,8 @@ class Engine<Tx> implements Receiver<Tx> {
       throw error;
     }
     if (!(attempt instanceof Promise)) return request.answered(attempt);
-    return attempt.then(
+    return whenSettled(
+      attempt,
       (execution) => request.answered(execution),
       (error: unknown) => {
         request.ended(error);
@@ -232,8 +233,12 @@ class Engine<Tx> implements Receiver<Tx> {
     } catch (error) {
       return this.workFailed(id, request, claim, error);
     }
-    return working.then(
-      (response) => this.worked(id, claim, claimedAt, request, response),
+    // Hot path: docs/hot-path.md#fastify-same-turn-completion
+    // A response handed over synchronously (a `Pending`'s) is completed in the call that hands it over, in
+    // the request's observation as a `then` would be.
+    return whenSettled(
+      working,
+      (response) => request.observation.within(() => this.worked(id, claim, claimedAt, request, response)),
       (error: unknown) => this.workFailed(id, request, claim, error),
     );
   }

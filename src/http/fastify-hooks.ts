@@ -20,6 +20,7 @@ import type {
   preParsingHookHandler,
 } from 'fastify';
 import { BodyTooLargeError, canonicalBody, peekBodyThen, readBody, type PeekCallback } from './body.js';
+import { listen, Pending } from '../core/settled.js';
 import { isJsonType, keepJsonText } from './fastify-json.js';
 import {
   IDEMPOTENCY_KEY_HEADER,
@@ -93,11 +94,11 @@ class Call implements HttpPipelineRequest<FastifyRequest> {
   /** Set by `preParsing` when the body was over the limit; `body()` throws it, so the pipeline answers 413. */
   tooLarge: BodyTooLargeError | undefined;
   /** Hands the captured response to the receiver; set while the handler runs under a claim. */
-  deliver: ((response: CapturedResponse) => void) | undefined;
-  /** The pipeline's answer, settled once the response is saved (or released). */
-  outcome: Promise<HttpPipelineOutcome> | undefined;
+  deliver: Pending<CapturedResponse> | undefined;
+  /** The pipeline's answer (a promise of it until the response is saved or released). */
+  outcome: HttpPipelineOutcome | Promise<HttpPipelineOutcome> | undefined;
   /** Set by an `onSend` that ran before `preHandler` had the outcome (a handler that answered at once). */
-  outcomeKnown: ((outcome: Promise<HttpPipelineOutcome>) => void) | undefined;
+  outcomeKnown: ((outcome: HttpPipelineOutcome | Promise<HttpPipelineOutcome>) => void) | undefined;
   /** Whether the handler runs under the claim (so `onSend`, not `preHandler`, settles the outcome). */
   running = false;
   /** Whether the handler threw (an `onError` hook ran). */
@@ -114,6 +115,12 @@ class Call implements HttpPipelineRequest<FastifyRequest> {
     this.route = queryAt === -1 ? url : url.slice(0, queryAt);
     this.query = queryAt === -1 ? '' : url.slice(queryAt + 1);
     this.required = settings?.required;
+  }
+
+  /** Keeps the outcome of a request whose handler ran, for `onSend`, or hands it to the `onSend` waiting for it. */
+  known(outcome: HttpPipelineOutcome | Promise<HttpPipelineOutcome>): void {
+    this.outcome = outcome;
+    this.outcomeKnown?.(outcome);
   }
 
   get(name: string): string | undefined {
@@ -249,34 +256,38 @@ function preHandlerHook(calls: Calls): preHandlerHookHandler {
     // may run (and even reach `onSend`) before `handleNow` returns: `onSend` then waits for `outcome`.
     let outcome: HttpPipelineOutcome | Promise<HttpPipelineOutcome>;
     try {
-      outcome = pipeline.handleNow(current, (context) =>
-        new Promise<CapturedResponse>((deliver) => {
-          request.idempotency = context;
-          current.deliver = deliver;
-          current.running = true;
-          done();
-        }),
-      );
+      outcome = pipeline.handleNow(current, (context) => {
+        // Hot path: docs/hot-path.md#fastify-same-turn-completion
+        const delivery = new Pending<CapturedResponse>();
+        request.idempotency = context;
+        current.deliver = delivery;
+        current.running = true;
+        done();
+        return delivery.promise;
+      });
     } catch (error) {
-      if (!current.running) done(toError(error));
+      // Once the handler has run, its response waits in `onSend` for the outcome.
+      if (current.running) current.known(failedOutcome(toError(error)));
+      else done(toError(error));
       return;
     }
-    if (!(outcome instanceof Promise)) {
-      answer(outcome, reply, done);
-      return;
+    // The handler runs under the claim (or already ran): `onSend` settles the outcome.
+    if (current.running) current.known(outcome);
+    else if (!(outcome instanceof Promise)) answer(outcome, reply, done);
+    else {
+      // The handler may yet get to run under the claim (then `onSend` settles the outcome), or the pipeline
+      // answers without it.
+      current.known(outcome);
+      listen(
+        outcome,
+        (answered) => {
+          if (!current.running) answer(answered, reply, done);
+        },
+        (error: unknown) => {
+          if (!current.running) done(toError(error));
+        },
+      );
     }
-    current.outcome = outcome;
-    current.outcomeKnown?.(outcome);
-    // Either the handler gets to run under the claim (onSend then settles the outcome), or the pipeline
-    // answers without it.
-    outcome.then(
-      (answered) => {
-        if (!current.running) answer(answered, reply, done);
-      },
-      (error: unknown) => {
-        if (!current.running) done(toError(error));
-      },
-    );
   };
 }
 
@@ -335,29 +346,36 @@ function release(
   reply: FastifyReply,
   payload: unknown,
   body: Buffer,
-  deliver: (response: CapturedResponse) => void,
+  deliver: Pending<CapturedResponse>,
   done: DoneFuncWithErrOrRes,
 ): void {
-  deliver({ status: reply.statusCode, headers: snapshotHeaders(reply.getHeaders()), body, failed: call.failed });
+  // Hot path: docs/hot-path.md#fastify-same-turn-completion
+  // On the memory store the response is saved within this call, and the outcome is known when it returns.
+  deliver.resolve({ status: reply.statusCode, headers: snapshotHeaders(reply.getHeaders()), body, failed: call.failed });
   if (call.outcome === undefined) call.outcomeKnown = (outcome) => settle(reply, payload, body, outcome, done);
   else settle(reply, payload, body, call.outcome, done);
 }
 
 /** Lets the payload go once `outcome` has settled, or sends the outcome's problem in its place. */
-function settle(reply: FastifyReply, payload: unknown, body: Buffer, outcome: Promise<HttpPipelineOutcome>, done: DoneFuncWithErrOrRes): void {
-  outcome.then(
-    (answer) => {
-      if (answer.kind !== 'replay' && answer.kind !== 'problem') {
-        done(null, typeof payload === 'string' ? payload : body);
-        return;
-      }
-      // The handler ran but its result was fenced off: answer the problem instead, without its headers.
-      for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
-      reply.code(answer.response.status).headers(answer.response.headers);
-      done(null, Buffer.from(answer.response.body));
-    },
-    (error: unknown) => done(toError(error)),
-  );
+function settle(
+  reply: FastifyReply,
+  payload: unknown,
+  body: Buffer,
+  outcome: HttpPipelineOutcome | Promise<HttpPipelineOutcome>,
+  done: DoneFuncWithErrOrRes,
+): void {
+  const answered = (answer: HttpPipelineOutcome): void => {
+    if (answer.kind !== 'replay' && answer.kind !== 'problem') {
+      done(null, typeof payload === 'string' ? payload : body);
+      return;
+    }
+    // The handler ran but its result was fenced off: answer the problem instead, without its headers.
+    for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
+    reply.code(answer.response.status).headers(answer.response.headers);
+    done(null, Buffer.from(answer.response.body));
+  };
+  if (outcome instanceof Promise) listen(outcome, answered, (error: unknown) => done(toError(error)));
+  else answered(outcome);
 }
 
 function send(reply: FastifyReply, response: OutgoingResponse): FastifyReply {
@@ -371,6 +389,13 @@ function snapshotHeaders(headers: Readonly<Record<string, OutgoingHttpHeader | u
     if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
   }
   return out;
+}
+
+/** An outcome rejected with `error`, for an `onSend` that may yet come (unhandled until it does). */
+function failedOutcome(error: Error): Promise<HttpPipelineOutcome> {
+  const failed = Promise.reject(error);
+  failed.catch(noop);
+  return failed;
 }
 
 function toError(error: unknown): Error {

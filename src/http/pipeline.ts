@@ -16,6 +16,7 @@ import { parseIdempotencyKey } from '../core/key.js';
 import { describeProblem, encodeProblem, isHttpErrorCode, type ProblemShape } from '../core/problem.js';
 import { RESPONSE_NOT_KEPT_HEADER, type Claim, type StoredResponse } from '../core/record.js';
 import type { Execution, ExecutionContext, Receiver } from '../core/receiver.js';
+import { settled, whenSettled } from '../core/settled.js';
 import { describe } from '../core/validate.js';
 import { BodyTooLargeError } from './body.js';
 import { resolveOptions, type ResolvedOptions } from './pipeline-options.js';
@@ -380,14 +381,15 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
   ): HttpPipelineOutcome | Promise<HttpPipelineOutcome> {
     const id = { scope, key, fingerprint: fingerprint({ method: request.method, route, query: request.query, body }) };
     let captured: CapturedResponse | undefined;
-    // Hot path: docs/hot-path.md#engine-store-calls
-    // One `then` on the handler's promise, not an `async` wrapper (a promise and a hop more per request).
-    const work = ({ claim, tx }: ExecutionContext<Tx>): Promise<StoredResponse> =>
-      run(new IssuedContext(key, scope, claim, tx, this.options.receiver)).then((response) => {
+    // Hot path: docs/hot-path.md#fastify-same-turn-completion (a response handed over synchronously is saved in that call)
+    const work = ({ claim, tx }: ExecutionContext<Tx>): Promise<StoredResponse> => {
+      const stored = whenSettled(run(new IssuedContext(key, scope, claim, tx, this.options.receiver)), (response) => {
         captured = response;
         if (response.failed === true) throw new HandlerFailed(response);
         return this.toStored(response);
       });
+      return stored instanceof Promise ? stored : settled(stored);
+    };
     const answered = (execution: Execution): HttpPipelineOutcome => {
       if (execution.replayed) {
         const saved = execution.response;
@@ -404,8 +406,7 @@ class ReceiverPipeline<Req, Tx> implements HttpPipeline<Req, Tx> {
     } catch (error) {
       return this.refused(error);
     }
-    if (!(execution instanceof Promise)) return answered(execution);
-    return execution.then(answered, (error: unknown) => this.refused(error));
+    return execution instanceof Promise ? whenSettled(execution, answered, (error: unknown) => this.refused(error)) : answered(execution);
   }
 
   /** The outcome of an execution that ended with `error`: a failed handler's response, a problem, or the error passed on. */

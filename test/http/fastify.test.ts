@@ -166,6 +166,23 @@ describe('fastify plugin', () => {
     expect(runs).toBe(1);
   });
 
+  it('on the memory store, saves a new key and sends its response within the handler’s reply.send()', async () => {
+    const store = createMemoryStore();
+    const seen: [boolean, string | undefined][] = [];
+    app = Fastify({ logger: false });
+    await app.register(idempotency, { receiver: createReceiver({ store }) });
+    app.post('/later', async (_request, reply) => {
+      await sleep(1);
+      void reply.code(201).send({ ok: true });
+      seen.push([reply.sent, (await store.get('', 'later'))?.state]);
+      return reply;
+    });
+    client = await injectClient(app);
+    const first = await client.request(post('/later', 'later'));
+    expect([first.status, first.body.toString('utf8')]).toEqual([201, '{"ok":true}']);
+    expect(seen).toEqual([[true, 'completed']]);
+  });
+
   it('keeps a JSON parser of the application registered before the plugin, and fingerprints the bytes it reads', async () => {
     calls = 0;
     app = Fastify({ logger: false });
