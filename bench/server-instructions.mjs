@@ -6,7 +6,7 @@
 // `measured` with callgrind counting (`callgrind_control -i on`). User space only: the kernel's share of
 // a socket write is not counted.
 //
-//   node bench/server-instructions.mjs <fastify|express> <config> <no-key|new|replay> [measured] [warm] [connections]
+//   node bench/server-instructions.mjs <fastify|express|nestjs-express|nestjs-fastify> <config> <no-key|new|replay> [measured] [warm] [connections]
 //
 // Defaults: 4,000 measured requests after 6,000 warm-up requests, 16 connections. `replay` cycles through
 // 64 keys completed before the warm-up, as `npm run bench` does. Only the configs that need no server
@@ -24,8 +24,8 @@ const [framework = 'fastify', config = 'memory', scenario = 'new', measuredArg =
 const measured = Number(measuredArg);
 const warm = Number(warmArg);
 const connections = Number(connArg);
-if (!['fastify', 'express'].includes(framework) || !['no-key', 'new', 'replay'].includes(scenario)) {
-  process.stderr.write('usage: node bench/server-instructions.mjs <fastify|express> <config> <no-key|new|replay> [measured] [warm] [connections]\n');
+if (!['fastify', 'express', 'nestjs-express', 'nestjs-fastify'].includes(framework) || !['no-key', 'new', 'replay'].includes(scenario)) {
+  process.stderr.write('usage: node bench/server-instructions.mjs <fastify|express|nestjs-express|nestjs-fastify> <config> <no-key|new|replay> [measured] [warm] [connections]\n');
   process.exit(2);
 }
 const serverScript = benchServerScript();

@@ -2,7 +2,7 @@
  * The benchmark's server process: one framework and one configuration, started by bench/run.ts. Prints
  * `{"port": N}` on stdout once listening; `GET /__stats` answers its RSS and handler execution count.
  *
- * argv: <framework: express|fastify> <config>, where config is
+ * argv: <framework: express|fastify|nestjs-express|nestjs-fastify> <config>, where config is
  *   bare                       the handler alone
  *   raw-pg-N | raw-redis-N     the handler plus N sequential raw driver round trips (the floors)
  *   raw-pgw-N                  the handler plus N sequential durable PostgreSQL writes (INSERT, then UPDATEs)
@@ -33,6 +33,7 @@ import { createSqliteStore } from '../src/stores/sqlite/index.js';
 import type { BenchApp } from './servers/app.js';
 import { startExpress } from './servers/express.js';
 import { startFastify } from './servers/fastify.js';
+import { startNest } from './servers/nestjs.js';
 
 const [framework = 'fastify', config = 'bare'] = process.argv.slice(2);
 const dir = mkdtempSync(join(tmpdir(), 'retrysafe-bench-'));
@@ -136,7 +137,11 @@ function configure(name: string): BenchApp {
 }
 
 const app = configure(config);
-const port = framework === 'fastify' ? await startFastify(app) : await startExpress(app);
+const port =
+  framework === 'fastify' ? await startFastify(app)
+  : framework === 'nestjs-express' ? await startNest('express', app)
+  : framework === 'nestjs-fastify' ? await startNest('fastify', app)
+  : await startExpress(app);
 process.stdout.write(`${JSON.stringify({ port })}\n`);
 process.on('SIGTERM', () => {
   void Promise.allSettled(closers.map((close) => close())).then(() => {

@@ -38,6 +38,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Receiver } from '../core/receiver.js';
 import { checkHealth, type HealthCheck } from '../observability/health.js';
 import { nodeRequestBody, requireBodyHandedOn } from './body.js';
+import { toDictionaryMode } from './dictionary-mode.js';
 import {
   contextOf,
   createHttpPipeline,
@@ -141,24 +142,6 @@ export function idempotency<Tx = undefined>(options: IdempotencyOptions<Request,
       })
       .catch(next);
   };
-}
-
-/** The key of the property {@link toDictionaryMode} adds and deletes. */
-const SCRATCH = Symbol('retrysafe.scratch');
-
-// Hot path: docs/hot-path.md#express-dictionary-mode
-/**
- * Makes `target` keep its properties in a dictionary (V8's slow mode) by adding a property and deleting
- * it. Express sets the prototype of every request and response (`Object.setPrototypeOf`), after which V8
- * gives the object a map of its own: each property added from then on (the hold's four stand-in writers,
- * `rawBody`, `idempotency`, and the router's and the body parser's own) copies that map and moves every
- * field, and the hold's first delete turns the object into a dictionary anyway. A dictionary from the
- * start, each is a hash insert. On an object whose map is shared, the delete just undoes the add.
- */
-function toDictionaryMode(target: object): void {
-  const scratch = target as Record<symbol, unknown>;
-  scratch[SCRATCH] = undefined;
-  delete scratch[SCRATCH];
 }
 
 function joinHeader(headers: IncomingHttpHeaders, name: string): string | undefined {

@@ -47,6 +47,7 @@ import { APP_INTERCEPTOR, HttpAdapterHost, Reflector } from '@nestjs/core';
 import { Observable, tap, type Subscription } from 'rxjs';
 import { requireBoolean } from '../core/validate.js';
 import { BodyTooLargeError, nodeRequestBody } from './body.js';
+import { toDictionaryMode } from './dictionary-mode.js';
 import {
   createHttpPipeline,
   type CapturedResponse,
@@ -216,7 +217,7 @@ export class IdempotencyModule {
    */
   static forRoot<Req extends NestRequest = NestRequest, Tx = unknown>(options: IdempotencyOptions<Req, Tx>): DynamicModule {
     const pipeline = createHttpPipeline(options) as unknown as HttpPipeline<NestRequest, unknown>;
-    return { module: IdempotencyModule, providers: [{ provide: PIPELINE, useValue: pipeline }, INTERCEPTOR, PARSER_LIMIT] };
+    return { module: IdempotencyModule, providers: [{ provide: PIPELINE, useValue: pipeline }, INTERCEPTOR, PARSER_LIMIT, DICTIONARY_MODE] };
   }
 
   /**
@@ -248,6 +249,7 @@ export class IdempotencyModule {
         },
         INTERCEPTOR,
         PARSER_LIMIT,
+        DICTIONARY_MODE,
       ],
     };
   }
@@ -379,6 +381,32 @@ function answerParserLimit(host: HttpAdapterHost, pipeline: HttpPipeline<NestReq
       .then((outcome) => (outcome.kind === 'pass' ? next(error) : sendFresh(res, outcome.response)), next);
   });
 }
+
+/**
+ * On Express, a middleware added when the module's providers are created (inside `NestFactory.create`:
+ * before Nest adds its body parsers and routes at `init()`) that turns the request and the response of a
+ * method the pipeline acts on into dictionaries ({@link toDictionaryMode}) before the parsers, the router
+ * and the interceptor's hold add their properties. Under `@nestjs/testing` the providers are created
+ * before the adapter exists: the middleware is not added, and nothing else changes.
+ */
+function addDictionaryMode(host: HttpAdapterHost, pipeline: HttpPipeline<NestRequest, unknown>): void {
+  const adapter = host.httpAdapter as HttpAdapterHost['httpAdapter'] | undefined;
+  if (adapter?.getType() !== 'express') return;
+  // Hot path: docs/hot-path.md#express-dictionary-mode
+  adapter.use(function idempotencyDictionaryMode(req: IncomingMessage, res: ServerResponse, next: () => void): void {
+    if (pipeline.applies(req.method ?? '')) {
+      toDictionaryMode(req);
+      toDictionaryMode(res);
+    }
+    next();
+  });
+}
+
+const DICTIONARY_MODE: Provider = {
+  provide: Symbol('retrysafe.idempotency.dictionary-mode'),
+  useFactory: (pipeline: HttpPipeline<NestRequest, unknown>, host: HttpAdapterHost) => addDictionaryMode(host, pipeline),
+  inject: [PIPELINE, HttpAdapterHost],
+};
 
 /** Installs {@link answerParserLimit} once the application's HTTP adapter exists. */
 const PARSER_LIMIT: Provider = {
