@@ -17,7 +17,7 @@
 // without the connection's start and end. ops: 2,000. BENCH_CALLGRIND_KEEP=1 keeps the backends' files
 // (their paths on stderr) for callgrind_annotate.
 import { Buffer } from 'node:buffer';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { backendInstructions } from './pg-backends.mjs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
@@ -96,14 +96,7 @@ async function backendRun(count) {
   const after = await wal();
   await store.close();
   await pool.end();
-  const file = join(dir, `cg.${pid}`);
-  for (let waited = 0; !existsSync(file) || !/\ntotals: /.test(readFileSync(file, 'utf8')); waited++) {
-    if (waited > 600) throw new Error(`no callgrind output ${file}: is the server running under callgrind?`);
-    await sleep(100);
-  }
-  const total = Number(/\ntotals: (\d+)/.exec(readFileSync(file, 'utf8'))[1]);
-  if (process.env.BENCH_CALLGRIND_KEEP === '1') process.stderr.write(`${file}\n`);
-  else rmSync(file);
+  const total = await backendInstructions(dir, pid, process.env.BENCH_CALLGRIND_KEEP === '1');
   return { total, walRecords: after.records - before.records, walBytes: after.bytes - before.bytes };
 }
 

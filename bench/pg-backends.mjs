@@ -1,6 +1,9 @@
 // The PostgreSQL benchmarks' view of their server backends: a pool whose connections' backend pids and
 // statements are counted, and the CPU those backends used (read from /proc, so on this host only).
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import process from 'node:process';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** CPU time (µs) the backends `pids` used so far; 0 for a backend this host cannot see. */
 export function serverCpu(pids) {
@@ -33,4 +36,20 @@ export function countingPool(pg, url, max) {
     };
   });
   return { pool, pids, counter };
+}
+
+/**
+ * The instruction total callgrind wrote for the backend `pid` into `dir` (`cg.<pid>`, once the backend has
+ * exited), waiting up to 60 s for it; the file is removed unless `keep`, then its path goes to stderr.
+ */
+export async function backendInstructions(dir, pid, keep = false) {
+  const file = join(dir, `cg.${pid}`);
+  for (let waited = 0; !existsSync(file) || !/\ntotals: /.test(readFileSync(file, 'utf8')); waited++) {
+    if (waited > 600) throw new Error(`no callgrind output ${file}: is the server running under callgrind?`);
+    await sleep(100);
+  }
+  const total = Number(/\ntotals: (\d+)/.exec(readFileSync(file, 'utf8'))[1]);
+  if (keep) process.stderr.write(`${file}\n`);
+  else rmSync(file);
+  return total;
 }

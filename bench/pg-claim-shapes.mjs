@@ -18,7 +18,7 @@
 // abandoned-claim index over `recovery_point IS NOT NULL`: columns the completion leaves, so it is HOT).
 // ops: 2,000.
 import { Buffer } from 'node:buffer';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { backendInstructions } from './pg-backends.mjs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
@@ -175,13 +175,7 @@ async function backendRun(count) {
   const trips = roundTrips;
   const after = await wal();
   await pool.end();
-  const file = join(dir, `cg.${pid}`);
-  for (let waited = 0; !existsSync(file) || !/\ntotals: /.test(readFileSync(file, 'utf8')); waited++) {
-    if (waited > 600) throw new Error(`no callgrind output ${file}: is the server running under callgrind?`);
-    await sleep(100);
-  }
-  const total = Number(/\ntotals: (\d+)/.exec(readFileSync(file, 'utf8'))[1]);
-  rmSync(file);
+  const total = await backendInstructions(dir, pid);
   return { total, trips, walRecords: after.records - before.records, walBytes: after.bytes - before.bytes };
 }
 
