@@ -1,6 +1,6 @@
 /**
  * Turning an Express request or response into a dictionary before properties are added to it: shared by
- * the Express middleware and the NestJS interceptor on `@nestjs/platform-express`.
+ * the Express middleware and the NestJS module's early middleware on `@nestjs/platform-express`.
  *
  * @module
  */

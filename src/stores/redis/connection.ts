@@ -21,35 +21,22 @@ export function isRedisConnection(value: unknown): value is RedisConnection {
 
 /** Is `value` shaped like an ioredis `Redis` or `Cluster`? */
 export function isIoredisConnection(value: unknown): value is Redis | Cluster {
-  const candidate = value as Partial<Record<'callBuffer' | 'scan' | 'duplicate' | 'subscribe' | 'pipeline', unknown>> | null;
-  return (
-    typeof value === 'object' &&
-    candidate !== null &&
-    typeof candidate.callBuffer === 'function' &&
-    typeof candidate.scan === 'function' &&
-    typeof candidate.duplicate === 'function' &&
-    typeof candidate.subscribe === 'function' &&
-    typeof candidate.pipeline === 'function'
-  );
+  return hasMethods(value, ['callBuffer', 'scan', 'duplicate', 'subscribe', 'pipeline']);
 }
 
 /** Is `value` shaped like a node-redis client to one Redis (`createClient()`; not a Cluster, pool or Sentinel)? */
 function isNodeRedisClient(value: unknown): value is NodeRedisClient {
-  const candidate = value as Partial<Record<'sendCommand' | 'duplicate' | 'subscribe' | 'isReady' | 'isOpen' | 'createPool', unknown>> | null;
-  return (
-    typeof value === 'object' &&
-    candidate !== null &&
-    typeof candidate.sendCommand === 'function' &&
-    typeof candidate.duplicate === 'function' &&
-    typeof candidate.subscribe === 'function' &&
-    typeof candidate.isReady === 'boolean' &&
-    typeof candidate.isOpen === 'boolean' &&
-    typeof candidate.createPool === 'function'
-  );
+  return hasMethods(value, ['sendCommand', 'duplicate', 'subscribe', 'createPool']) && typeof value.isReady === 'boolean' && typeof value.isOpen === 'boolean';
 }
 
 /** Is `value` shaped like a node-redis Cluster (`createCluster()` of the `redis` package), which the stores do not take? */
 export function isNodeRedisCluster(value: unknown): boolean {
-  const candidate = value as Partial<Record<'sendCommand' | 'nodeClient' | 'masters', unknown>> | null;
-  return typeof value === 'object' && candidate !== null && typeof candidate.sendCommand === 'function' && typeof candidate.nodeClient === 'function' && Array.isArray(candidate.masters);
+  return hasMethods(value, ['sendCommand', 'nodeClient']) && Array.isArray(value.masters);
+}
+
+/** Is `value` an object with a function under each of `names`? */
+function hasMethods(value: unknown, names: readonly string[]): value is Readonly<Record<string, unknown>> {
+  if (typeof value !== 'object' || value === null) return false;
+  const candidate = value as Readonly<Record<string, unknown>>;
+  return names.every((name) => typeof candidate[name] === 'function');
 }
