@@ -5,13 +5,28 @@
  *
  * @module
  */
-import type { StoreCallResult } from './observer.js';
+import type { ReceiverObserver, StoreCallResult } from './observer.js';
+import type { OperationId } from './receiver.js';
 import type { IdempotencyRecord, StoredResponse } from './record.js';
 import type { ClaimInput, ClaimResult } from './store.js';
 
 /** Saves every status below 500; releases server errors. */
 export function persistBelow500(response: StoredResponse): boolean {
   return response.status < 500;
+}
+
+/**
+ * Whether the response of the work under `id`, which ran, is saved: `shouldPersist`'s answer. A
+ * `shouldPersist` that throws saves it, the choice that never runs the work twice, and its throw is
+ * reported to `observer` (`shouldPersistThrew`) instead of ending the request.
+ */
+export function persists(shouldPersist: (response: StoredResponse) => boolean, response: StoredResponse, observer: ReceiverObserver, id: OperationId): boolean {
+  try {
+    return shouldPersist(response);
+  } catch (error) {
+    observer.shouldPersistThrew(id.scope, id.key, error);
+    return true;
+  }
 }
 
 /** Thrown inside a transaction to roll it back while still answering with `response`. */

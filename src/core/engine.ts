@@ -12,7 +12,7 @@
 import { runBatch, type BatchContext, type BatchItem, type BatchOptions, type BatchOutcome } from './batch.js';
 import { IdempotencyError, LeaseLostError, RequestInProgressError, StoreUnavailableError } from './errors.js';
 import { receiverHealth, WriteProbe, type ReceiverHealth } from './health.js';
-import { claimResult, DeadlineReached, lostResult, NO_RESULT, retryFor, Rollback, TOOK_EFFECT, withDeadline, WorkFailed } from './attempt-end.js';
+import { claimResult, DeadlineReached, lostResult, NO_RESULT, persists, retryFor, Rollback, TOOK_EFFECT, withDeadline, WorkFailed } from './attempt-end.js';
 import { KeepAlive } from './keep-alive.js';
 import { waitForChange } from './wait-for-change.js';
 import { SILENT_OBSERVER, type ReceiverObserver, type StoreCallObservation, type StoreCallResult, type StoreOperation } from './observer.js';
@@ -258,7 +258,7 @@ class Engine<Tx> implements Receiver<Tx> {
   /** The plain work's response: saved (completed in place when the store decides at once), or released. */
   private worked(id: OperationId, claim: Claim, claimedAt: number, request: RequestRun<Tx>, response: StoredResponse): Execution | Promise<Execution> {
     request.workSucceeded();
-    if (!this.options.shouldPersist(response)) {
+    if (!persists(this.options.shouldPersist, response, this.observer, id)) {
       this.keepAlive.drop(claim);
       return this.release(claim).then(() => ({ response, replayed: false, saved: false }));
     }
@@ -337,7 +337,7 @@ class Engine<Tx> implements Receiver<Tx> {
           throw new WorkFailed(error);
         }
         request.workSucceeded();
-        if (!this.options.shouldPersist(response)) throw new Rollback(response);
+        if (!persists(this.options.shouldPersist, response, this.observer, id)) throw new Rollback(response);
         if (!(await this.call('complete', () => view.complete(held, response, this.options.retentionMs), TOOK_EFFECT))) {
           throw new WorkFailed(new LeaseLostError(id.scope, id.key));
         }

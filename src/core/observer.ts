@@ -85,6 +85,12 @@ export interface ReceiverObserver {
    * record stays in progress until its lease ends; a retry after that runs the work again.
    */
   completionAbandoned(scope: string, key: string): void;
+  /**
+   * The `shouldPersist` option threw `error` when asked about the response of the work under (scope, key).
+   * The work ran, so the response is saved as if `shouldPersist` had returned `true` and sent as usual;
+   * the request does not end with `error`.
+   */
+  shouldPersistThrew(scope: string, key: string, error: unknown): void;
   /** An HTTP adapter answered a request before the receiver: a missing (when required) or malformed key (400). */
   invalidKey(): void;
 }
@@ -107,5 +113,6 @@ export const SILENT_OBSERVER: ReceiverObserver = Object.freeze({
   storeCall: () => SILENT_CALL,
   takeover: () => undefined,
   completionAbandoned: () => undefined,
+  shouldPersistThrew: () => undefined,
   invalidKey: () => undefined,
 });

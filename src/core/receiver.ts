@@ -77,7 +77,11 @@ export interface ReceiverOptions {
   readonly pollIntervalMs?: number;
   /**
    * Decides whether a response is saved for replay (`true`) or the key is released so a retry runs again
-   * (`false`). @defaultValue saves every status below 500 (Stripe v2; IETF draft section 2.6); 5xx are released
+   * (`false`). Called once the work has returned its response; one that throws decides `true` (the work's
+   * effect happened, and saving never runs it twice): the response is saved, sent, and replayed to retries,
+   * and the throw goes to the observer instead of failing the request (`createReceiver`'s `logger` gets a
+   * `should_persist_threw` line, error level, with the thrown value as `err`).
+   * @defaultValue saves every status below 500 (Stripe v2; IETF draft section 2.6); 5xx are released
    */
   readonly shouldPersist?: (response: StoredResponse) => boolean;
   /**

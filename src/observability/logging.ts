@@ -24,10 +24,12 @@ export interface Logger {
  * - `store_unavailable` (error): the store failed; the request was refused with a 503;
  * - `completion_given_up` (error): plain mode's work ran, but every try of its completion for
  *   `completionRetryMs` failed; the response went out unsaved, and a retry after the lease runs the work again;
+ * - `should_persist_threw` (error): the `shouldPersist` option threw (the line's `err` is what it threw); the
+ *   work's response was saved, as if it had returned `true`, and sent;
  * - `dead_letter` (error): the inbox dead-lettered a message (fields `consumer`, `messageIdHash`,
  *   `reason`, `attempts`; see `createInbox`'s `logger`).
  */
-export type LogEvent = 'mismatch' | 'lease_lost' | 'takeover' | 'store_unavailable' | 'completion_given_up' | 'dead_letter';
+export type LogEvent = 'mismatch' | 'lease_lost' | 'takeover' | 'store_unavailable' | 'completion_given_up' | 'should_persist_threw' | 'dead_letter';
 
 /**
  * The short hash of (scope, key) that log lines carry instead of the key: 16 hex digits of SHA-256.
@@ -47,6 +49,7 @@ const LEVELS: Readonly<Record<LogEvent, 'warn' | 'error'>> = Object.freeze({
   takeover: 'warn',
   store_unavailable: 'error',
   completion_given_up: 'error',
+  should_persist_threw: 'error',
   dead_letter: 'error',
 });
 
@@ -56,6 +59,7 @@ const MESSAGES: Readonly<Record<LogEvent, string>> = Object.freeze({
   takeover: 'claim took over an expired lease',
   store_unavailable: 'idempotency store unavailable',
   completion_given_up: 'completion kept failing for completionRetryMs; response sent unsaved',
+  should_persist_threw: 'shouldPersist threw; response saved as if it returned true',
   dead_letter: 'message dead-lettered',
 });
 

@@ -20,7 +20,7 @@ import { endFailed, ReceiverTraces, RECEIVER_SPANS, type TracesOptions } from '.
 
 /** The receiver's observability options (all optional; without them metrics and spans go to the global API). */
 export interface ObservabilityOptions extends MetricsOptions, TracesOptions {
-  /** Gets one line per notable outcome (mismatch, lease lost, takeover, store unavailable, completion given up). @defaultValue none */
+  /** Gets one line per notable outcome (mismatch, lease lost, takeover, store unavailable, completion given up, shouldPersist threw). @defaultValue none */
   readonly logger?: Logger | undefined;
 }
 
@@ -76,6 +76,10 @@ export class TelemetryObserver implements ReceiverObserver {
   completionAbandoned(scope: string, key: string): void {
     this.metrics.abandoned();
     logEvent(this.logger, 'completion_given_up', { keyHash: keyHash(scope, key), store: this.metrics.storeKind });
+  }
+
+  shouldPersistThrew(scope: string, key: string, error: unknown): void {
+    logEvent(this.logger, 'should_persist_threw', { keyHash: keyHash(scope, key), store: this.metrics.storeKind, err: error });
   }
 
   invalidKey(): void {

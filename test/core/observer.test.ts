@@ -32,6 +32,7 @@ function recorder(): { observer: ReceiverObserver; lines: string[] } {
     },
     takeover: (scope, key) => lines.push(`takeover ${scope}/${key}`),
     completionAbandoned: (scope, key) => lines.push(`completion abandoned ${scope}/${key}`),
+    shouldPersistThrew: (scope, key, error) => lines.push(`shouldPersist threw ${scope}/${key} ${describe(error)}`),
     invalidKey: () => lines.push('invalid key'),
   };
   return { observer, lines };
@@ -101,6 +102,16 @@ describe('the engine reports to its observer', () => {
       'claim failed Error',
       'end store_unavailable StoreUnavailableError',
     ]);
+  });
+
+  it('a shouldPersist that throws: reported, then the response saved and the request ended executed', async () => {
+    const { observer, lines } = recorder();
+    const shouldPersist = (): boolean => {
+      throw new SyntaxError('bug');
+    };
+    const engine = createEngine({ store: createMemoryStore(), shouldPersist }, () => observer);
+    await engine.run(id('p'), () => Promise.resolve(1));
+    expect(lines).toEqual(['request s/p', 'claim → acquired', 'work started', 'work ended', 'shouldPersist threw s/p SyntaxError', 'complete → true', 'end executed']);
   });
 
   it('reports nothing, and runs as usual, without an observer', async () => {

@@ -368,6 +368,23 @@ export function httpScenarios(driver: Driver, stores: ScenarioStore = memoryScen
       expect(calls).toHaveLength(1);
     });
 
+    it("sends and saves the handler's response when shouldPersist throws; a retry replays it", async () => {
+      const { client, store, calls } = await start(created, {
+        shouldPersist: () => {
+          throw new Error('shouldPersist bug');
+        },
+      });
+      const first = await client.request(post('p'));
+      expect(first.status).toBe(201);
+      expect(first.header('set-cookie')).toBeDefined();
+      expect((await store.get('', 'p'))?.state).toBe('completed');
+      const retry = await client.request(post('p'));
+      expect(retry.status).toBe(201);
+      expect(retry.header('idempotent-replayed')).toBe('true');
+      expect(retry.body.equals(first.body)).toBe(true);
+      expect(calls).toHaveLength(1);
+    });
+
     if (driver.detectsThrows) {
       it('releases the key of a throwing handler even when shouldPersist keeps 5xx', async () => {
         const { client, calls } = await start(
