@@ -7,12 +7,15 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import { coalesceWrites } from './coalesce.js';
+import { framedSender, type FramedSend } from './ioredis-framing.js';
 import type { ConnectionEvents, RedisArgument, RedisNode, RedisTransport, Subscriber } from './transport.js';
 
 /**
  * The script and claim commands with replies as Buffers. ioredis defines a `…Buffer` variant of every
- * command at run time but types none for EVAL and EVALSHA. The store calls these named commands rather
- * than `callBuffer`, which ioredis cannot put in an automatic pipeline (`enableAutoPipelining`).
+ * command at run time but types none for EVAL and EVALSHA. The store sends the claim and the scripts framed
+ * (`ioredis-framing.ts`), and these named commands where it cannot: with `enableAutoPipelining` (whose
+ * pipelines only the named commands feed; `callBuffer` cannot join them either), and for the EVAL of a
+ * script Redis did not know.
  */
 interface BufferCommands {
   evalshaBuffer(sha: string, keyCount: number, ...keysAndArgs: RedisArgument[]): Promise<unknown>;
@@ -26,10 +29,12 @@ const SETTING_UP: ReadonlySet<string> = new Set(['connecting', 'connect']);
 export class IoredisTransport implements RedisTransport {
   readonly cluster: boolean;
   readonly events: ConnectionEvents;
+  private readonly framed: FramedSend | undefined;
 
   constructor(private readonly connection: Redis | Cluster) {
     this.cluster = connection.isCluster;
     this.events = connection;
+    this.framed = framedSender(connection);
   }
 
   settingUp(): boolean {
@@ -39,7 +44,8 @@ export class IoredisTransport implements RedisTransport {
   runScript(sha: string, source: string, keys: readonly string[], args: readonly RedisArgument[]): Promise<unknown> {
     const scripting = this.connection as unknown as BufferCommands;
     coalesceWrites(this.connection);
-    return scripting.evalshaBuffer(sha, keys.length, ...keys, ...args).catch((error: unknown) => {
+    const sent = this.framed?.('evalsha', [sha, keys.length, ...keys, ...args]) ?? scripting.evalshaBuffer(sha, keys.length, ...keys, ...args);
+    return sent.catch((error: unknown) => {
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
       return scripting.evalBuffer(source, keys.length, ...keys, ...args);
     });
@@ -47,7 +53,8 @@ export class IoredisTransport implements RedisTransport {
 
   setIfAbsent(key: string, value: Buffer, ttlMs: number): Promise<Buffer | null> {
     coalesceWrites(this.connection);
-    return (this.connection as Redis).setBuffer(key, value, 'PX', ttlMs, 'NX', 'GET');
+    const { framed } = this;
+    return framed === undefined ? (this.connection as Redis).setBuffer(key, value, 'PX', ttlMs, 'NX', 'GET') : (framed('set', [key, value, 'PX', ttlMs, 'NX', 'GET']) as Promise<Buffer | null>);
   }
 
   get(key: string): Promise<Buffer | null> {
