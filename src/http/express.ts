@@ -29,7 +29,12 @@
  * Errors: an exception in the handler (thrown, or passed to `next(err)`) reaches the app's error handler
  * as usual; the error handler's response is what is sent, and as a 5xx it releases the key (the default
  * `shouldPersist`), so a retry runs the handler again. Express does not tell middleware that a later
- * handler failed, so with a `shouldPersist` that keeps 5xx, the error handler's 5xx is saved too.
+ * handler failed, so with a `shouldPersist` that keeps 5xx, the error handler's 5xx is saved too. A failure
+ * of the middleware's own after the handler ran (a `problem` shape that throws on the 409 of a fenced-off
+ * holder, an OpenTelemetry span processor that throws as the request's span ends) reaches the error handler
+ * as well: the held response is let go first, without the handler's status and headers, so the error
+ * handler's answer is what is sent (Express's default: a 500), and a handler still running writes nowhere
+ * once that answer has ended. A retry replays a response saved before the failure.
  *
  * @module
  */
@@ -46,7 +51,7 @@ import {
   type IdempotencyContext,
   type IdempotencyOptions,
 } from './pipeline.js';
-import { holdResponse, sendFresh, sendHeld } from './held-response.js';
+import { holdResponse, releaseHeld, sendFresh, sendHeld } from './held-response.js';
 
 export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './pipeline.js';
 
@@ -97,6 +102,8 @@ export function idempotencyOf<Tx>(
  * Statuses the middleware itself answers, as `application/problem+json` (RFC 9457): 400 missing or
  * invalid key, 413 body over `maxBodyBytes`, 422 key reused with another request, 409 request in progress
  * (with `Retry-After`), 410 response not kept (over `maxResponseBytes`), 503 store unavailable. A replay carries `Idempotent-Replayed: true`.
+ * Any other error, before the handler or after it (see the module's Errors), goes to `next(error)`: the
+ * app's error handler answers it.
  *
  * @throws TypeError at creation, naming the option, when an option is invalid (see `createHttpPipeline`)
  * @example
@@ -140,7 +147,11 @@ export function idempotency<Tx = undefined>(options: IdempotencyOptions<Request,
         else if (outcome.kind === 'handler') sendHeld(res, outcome.response);
         else sendFresh(res, outcome.response);
       })
-      .catch(next);
+      .catch((error: unknown) => {
+        // A failure after the handler ran finds its response held: let go, or the error answer never leaves.
+        releaseHeld(res);
+        next(error);
+      });
   };
 }
 

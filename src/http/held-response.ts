@@ -139,7 +139,36 @@ export function sendFresh(res: ServerResponse, response: OutgoingResponse): void
   res.statusCode = response.status;
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
   finish(res, response.body);
-  if (replaced === undefined || replaced.ended) return;
+  if (replaced !== undefined && !replaced.ended) dropLateWrites(res);
+}
+
+/**
+ * Lets go of the hold on `res` when the outcome failed after the handler ran (the pipeline rejected), so
+ * the error answer written next (by the app's error handler) leaves: the real writers are back, and the
+ * status (back to 200) and every header set so far (the handler's among them) are gone, so nothing of the
+ * handler's response leaks into the error answer. A handler that has not ended its response yet may still write: the first response
+ * ended from then on is the one sent, and whatever is written after it is dropped, as after
+ * {@link sendFresh}. Nothing when `res` is not held.
+ */
+export function releaseHeld(res: ServerResponse): void {
+  const replaced = heldWriters.get(res);
+  if (replaced === undefined) return;
+  heldWriters.delete(res);
+  restoreWriters(res, replaced);
+  for (const name of res.getHeaderNames()) res.removeHeader(name);
+  res.statusCode = 200;
+  if (replaced.ended) return;
+  const target = res as unknown as Writer;
+  const end = target.end;
+  target.end = function endOnce(this: ServerResponse, ...args: unknown[]): ServerResponse {
+    end.apply(this, args);
+    dropLateWrites(this);
+    return this;
+  };
+}
+
+/** Replaces the writers and header setters of `res`, which has been sent, by ones that drop what they are given. */
+function dropLateWrites(res: ServerResponse): void {
   const target = res as unknown as Record<string, unknown>;
   for (const name of LATE_WRITERS) target[name] = name === 'write' ? dropWrite : returnThis;
 }

@@ -57,6 +57,7 @@ import {
   type OutgoingResponse,
 } from './pipeline.js';
 import { holdResponse, sendFresh, sendHeld } from './held-response.js';
+import { answerLateFailure } from './nestjs-late-failure.js';
 
 export { DEFAULT_METHODS, DEFAULT_REPLAY_HEADERS, type IdempotencyContext, type IdempotencyOptions } from './pipeline.js';
 
@@ -185,7 +186,12 @@ export const Idempotency: () => ParameterDecorator = createParamDecorator(
  * in the handler (an `HttpException` too) goes through the exception filters as usual; their response
  * is sent, the key is released whatever `shouldPersist` says, and in transactional mode the transaction
  * rolls back. A 4xx the handler returns (e.g. through `@HttpCode()` or `@Res({ passthrough: true })`) is
- * saved and replayed.
+ * saved and replayed. A failure of the module's own after the handler ran (a `problem` shape that throws
+ * on the 409 of a fenced-off holder, an OpenTelemetry span processor that throws as the request's span
+ * ends) is out of the exception filters' reach (Nest has written the handler's result already, or will): it is
+ * logged through Nest's `Logger` (context `IdempotencyModule`) and answered with Nest's own 500 for an
+ * unknown exception (`{"statusCode":500,"message":"Internal server error"}`), without the handler's
+ * headers; a handler still running writes nowhere. A retry replays a response saved before the failure.
  *
  * @example
  * ```ts
@@ -301,7 +307,10 @@ class IdempotencyInterceptor implements NestInterceptor {
             else if (ran) sendFresh(res, outcome.response);
             else answerInstead(context, res, outcome.response, subscriber);
           },
-          (error: unknown) => subscriber.error(error),
+          (error: unknown) => {
+            if (ran) answerLateFailure(res, error);
+            else subscriber.error(error);
+          },
         );
       return () => inner?.unsubscribe();
     });

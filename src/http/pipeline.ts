@@ -65,7 +65,7 @@ export interface IdempotencyOptions<Req, Tx> {
   /**
    * Status, headers and body of every problem answered (400, 409, 410, 413, 422, 503), for clients that
    * expect their API's own error shape (`stripeErrorShape`: Stripe's, with `Stripe-Should-Retry`); a shape
-   * that throws or answers a status outside 400–599 reaches the framework's error handler.
+   * that throws or answers a status outside 400–599 reaches the framework's error handler (NestJS, after the handler ran: Nest's 500, logged).
    * @defaultValue `problemDetailsShape` (RFC 9457 `application/problem+json`) */
   readonly problem?: ProblemShape;
   /**

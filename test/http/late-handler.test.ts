@@ -2,7 +2,9 @@
  * A handler that outruns its `maxExecutionMs`, in transactional mode: the middleware answers the 409
  * `idempotency-lease-lost` while the handler still runs, and the handler's late `res.setHeader()` /
  * `res.json()` (Express) or returned value (NestJS on Express) must neither throw into the app's error
- * handler nor reach the client, which has its answer already. Real SQLite store, real sockets.
+ * handler nor reach the client, which has its answer already; nor when a `problem` shape that throws turns
+ * that 409 into a late failure, which the app's error handler answers (Express) or Nest's 500 (NestJS).
+ * Real SQLite store, real sockets.
  */
 import 'reflect-metadata';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,10 +13,11 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Post, Res, type ArgumentsHost, type INestApplication } from '@nestjs/common';
+import { Logger, Post, Res, type ArgumentsHost, type INestApplication } from '@nestjs/common';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { problemDetailsShape, type ProblemShape } from '../../src/core/problem.js';
 import { idempotency } from '../../src/http/express.js';
 import { createReceiver } from '../../src/receiver.js';
 import { createSqliteStore, type SqliteStore } from '../../src/stores/sqlite/index.js';
@@ -22,6 +25,12 @@ import { express4Factory, type ExpressFactory } from './express-driver.js';
 import { controller, startNest } from './nestjs-driver.js';
 
 const LEASE_MS = 150;
+
+/** A problem shape with a bug: it has no answer for `idempotency-lease-lost`. */
+const throwsOnLeaseLost: ProblemShape = (problem) => {
+  if (problem.code === 'idempotency-lease-lost') throw new Error('problem shape bug');
+  return problemDetailsShape(problem);
+};
 
 let dir: string;
 let store: SqliteStore;
@@ -96,6 +105,46 @@ describe.each<[string, ExpressFactory]>([
     expect(lateThrew).toBeUndefined();
     expect(errors).toEqual([]);
   });
+
+  it('with a problem shape that throws on that 409: the error handler answers, once, and the late res.json() goes nowhere', async () => {
+    const answered = gate();
+    const lateWrite = gate();
+    const errors: unknown[] = [];
+    let lateThrew: unknown;
+    const problem = throwsOnLeaseLost;
+    const app = factory();
+    app.post('/x', idempotency({ receiver: createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS }), problem }), factory.json(), (_req: Request, res: Response, next: NextFunction) => {
+      answered.promise.then(() => {
+        try {
+          res.setHeader('x-late', '1');
+          res.status(201).json({ late: true });
+        } catch (error) {
+          lateThrew = error;
+          next(error);
+        }
+        lateWrite.open();
+      }, next);
+    });
+    app.use((error: Error, _req: Request, res: Response, _next: NextFunction) => {
+      errors.push(error);
+      res.status(500).json({ error: error.message });
+    });
+    server = createServer(app).listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    const first = await fetch(`${base}/x`, { ...pay('k'), signal: AbortSignal.timeout(5_000) });
+    const firstBody = (await first.json()) as { error?: string };
+    answered.open();
+    await lateWrite.promise;
+    await new Promise((resolve) => setImmediate(resolve));
+
+    expect(first.status).toBe(500);
+    expect(firstBody.error).toBe('problem shape bug');
+    expect(first.headers.get('x-late')).toBeNull();
+    expect(lateThrew).toBeUndefined();
+    expect(errors).toHaveLength(1);
+  });
 });
 
 describe('nestjs (express): a handler still running after the interceptor answered', () => {
@@ -140,5 +189,45 @@ describe('nestjs (express): a handler still running after the interceptor answer
     expect((JSON.parse(first.body.toString('utf8')) as { code?: string }).code).toBe('idempotency-lease-lost');
     expect(first.header('x-late')).toBeUndefined();
     expect(errors).toEqual([]);
+  });
+
+  it("with a problem shape that throws on that 409: Nest's 500, and the late reply throws nothing into the exception filters", async () => {
+    const answered = gate();
+    const lateWrite = gate();
+    const errors: unknown[] = [];
+    class LateController {
+      async pay(res: ServerResponse): Promise<unknown> {
+        await answered.promise;
+        try {
+          res.setHeader('x-late', '1');
+        } finally {
+          lateWrite.open();
+        }
+        return { late: true };
+      }
+    }
+    controller(LateController, { pay: { decorators: [Post('x')], params: [Res({ passthrough: true })] } });
+    const logged = vi.spyOn(Logger.prototype, 'error');
+    const receiver = createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS });
+    const started = await startNest('express', { receiver, problem: throwsOnLeaseLost }, [LateController], (nest) => {
+      nest.useGlobalFilters({
+        catch(exception: unknown, host: ArgumentsHost) {
+          errors.push(exception);
+          host.switchToHttp().getResponse<Response>().status(500).json({});
+        },
+      });
+    });
+    app = started.app;
+    const first = await started.client.request({ method: 'POST', path: '/x', headers: { 'idempotency-key': 'k', 'content-type': 'application/json' }, body: '{"amount":100}', timeoutMs: 5_000 });
+    answered.open();
+    await lateWrite.promise;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+
+    expect(first.status).toBe(500);
+    expect(JSON.parse(first.body.toString('utf8'))).toEqual({ statusCode: 500, message: 'Internal server error' });
+    expect(first.header('x-late')).toBeUndefined();
+    expect(errors).toEqual([]);
+    expect(logged).toHaveBeenCalledWith('a failure after the handler ran: problem shape bug', expect.stringContaining('problem shape bug'));
+    logged.mockRestore();
   });
 });

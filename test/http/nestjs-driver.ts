@@ -94,6 +94,7 @@ function socketClient(base: string, close: () => Promise<void>): TestClient {
         method: req.method,
         headers: req.headers ?? {},
         ...(req.body !== undefined && { body: req.body }),
+        ...(req.timeoutMs !== undefined && { signal: AbortSignal.timeout(req.timeoutMs) }),
       });
       const body = Buffer.from(await res.arrayBuffer());
       return { status: res.status, header: (name) => res.headers.get(name) ?? undefined, cookies: res.headers.getSetCookie(), body };

@@ -32,6 +32,12 @@ export interface TestRequest {
   readonly path: string;
   readonly headers?: Readonly<Record<string, string>>;
   readonly body?: string | Uint8Array;
+  /**
+   * Milliseconds after which a client over a socket gives up on the answer and closes its connection (the
+   * request then rejects), so a server that never answers fails a test quickly. The in-process clients
+   * (Fastify's `inject`, Hono's `app.request`) ignore it. @defaultValue no limit
+   */
+  readonly timeoutMs?: number;
 }
 
 export interface TestResponse {
@@ -123,6 +129,7 @@ export function serverClient(server: Server, close: () => Promise<void>): TestCl
       let test = method(req.path);
       for (const [name, value] of Object.entries(req.headers ?? {})) test = test.set(name, value);
       if (req.body !== undefined) test = test.send(typeof req.body === 'string' ? req.body : Buffer.from(req.body));
+      if (req.timeoutMs !== undefined) test = test.timeout(req.timeoutMs);
       const res = await test.buffer(true).parse((incoming, callback) => {
         const chunks: Buffer[] = [];
         incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
