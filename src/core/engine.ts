@@ -224,8 +224,9 @@ class Engine<Tx> implements Receiver<Tx> {
     if (!result.acquired) return this.lost(id, request, result.record);
     const claim = result.claim;
     if (claim.takeover) this.observer.takeover(id.scope, id.key);
-    this.keepAlive.hold(claim);
+    // Reported before the lease is held: an observer that throws here leaves the claim to its lease's end.
     request.workStarted();
+    this.keepAlive.hold(claim);
     let working: Promise<StoredResponse>;
     try {
       const context: ExecutionContext<Tx> = { claim, tx: undefined as Tx };
@@ -255,32 +256,42 @@ class Engine<Tx> implements Receiver<Tx> {
     throw error;
   }
 
-  /** The plain work's response: saved (completed in place when the store decides at once), or released. */
+  /**
+   * The plain work's response: saved (completed in place when the store decides at once), or released. An
+   * observer that throws on the way (breaking its contract) ends the request with its throw and lets go of
+   * the lease, which runs out as a crashed holder's would: the work ran, so the key is not released for a
+   * retry to run it again at once.
+   */
   private worked(id: OperationId, claim: Claim, claimedAt: number, request: RequestRun<Tx>, response: StoredResponse): Execution | Promise<Execution> {
-    request.workSucceeded();
-    if (!persists(this.options.shouldPersist, response, this.observer, id)) {
-      this.keepAlive.drop(claim);
-      return this.release(claim).then(() => ({ response, replayed: false, saved: false }));
-    }
-    const completing = this.observer.storeCall('complete');
-    let pending: Promise<boolean>;
     try {
-      pending = this.store.complete(claim, response, this.options.retentionMs);
+      request.workSucceeded();
+      if (!persists(this.options.shouldPersist, response, this.observer, id)) {
+        this.keepAlive.drop(claim);
+        return this.release(claim).then(() => ({ response, replayed: false, saved: false }));
+      }
+      const completing = this.observer.storeCall('complete');
+      let pending: Promise<boolean>;
+      try {
+        pending = this.store.complete(claim, response, this.options.retentionMs);
+      } catch (error) {
+        return this.completeAgain(id, claim, claimedAt, response, completing, error);
+      }
+      const saved = settledValue(pending);
+      if (saved !== UNSETTLED) return this.completed(id, claim, claimedAt, response, completing, saved);
+      return pending.then(
+        (value) => this.completed(id, claim, claimedAt, response, completing, value),
+        (error: unknown) => this.completeAgain(id, claim, claimedAt, response, completing, error),
+      );
     } catch (error) {
-      return this.completeAgain(id, claim, claimedAt, response, completing, error);
+      this.keepAlive.drop(claim);
+      throw error;
     }
-    const saved = settledValue(pending);
-    if (saved !== UNSETTLED) return this.completed(id, claim, claimedAt, response, completing, saved);
-    return pending.then(
-      (value) => this.completed(id, claim, claimedAt, response, completing, value),
-      (error: unknown) => this.completeAgain(id, claim, claimedAt, response, completing, error),
-    );
   }
 
   /** The completion's answer: the execution, or a {@link LeaseLostError} when it was fenced off. */
   private completed(id: OperationId, claim: Claim, claimedAt: number, response: StoredResponse, completing: StoreCallObservation, saved: boolean): Execution {
-    completing.end(saved);
     this.keepAlive.drop(claim);
+    completing.end(saved);
     if (!saved) throw new LeaseLostError(id.scope, id.key);
     this.rememberCompleted(claim, response, claimedAt);
     return { response, replayed: false, saved: true };
@@ -295,9 +306,14 @@ class Engine<Tx> implements Receiver<Tx> {
     completing: StoreCallObservation,
     error: unknown,
   ): Promise<Execution> {
-    completing.fail(error);
-    const retried = await this.retryCompletion(claim, response);
-    this.keepAlive.drop(claim);
+    let retried: boolean | undefined;
+    try {
+      completing.fail(error);
+      retried = await this.retryCompletion(claim, response);
+    } finally {
+      // Also when the observer threw (see Engine.worked): the lease runs out as a crashed holder's would.
+      this.keepAlive.drop(claim);
+    }
     if (retried === undefined) return { response, replayed: false, saved: false };
     if (!retried) throw new LeaseLostError(id.scope, id.key);
     this.rememberCompleted(claim, response, claimedAt);

@@ -70,7 +70,10 @@ export interface StoreCallObservation {
 
 /**
  * Where the receiver reports. Implementations must not throw: an observer never changes a request's
- * outcome.
+ * outcome (the OpenTelemetry observer of `createReceiver` catches what the user's tracer provider, meter
+ * provider and logger throw). One that throws anyway while plain mode holds a won claim ends the request
+ * with its throw, and its lease is no longer kept alive nor released: it runs out as a crashed holder's
+ * would, and a retry after `leaseMs` takes the key over (and runs the work again, unless it was saved).
  */
 export interface ReceiverObserver {
   /** A request starts through `Receiver.execute` (or `run`) under (scope, key). */

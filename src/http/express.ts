@@ -31,10 +31,10 @@
  * `shouldPersist`), so a retry runs the handler again. Express does not tell middleware that a later
  * handler failed, so with a `shouldPersist` that keeps 5xx, the error handler's 5xx is saved too. A failure
  * of the middleware's own after the handler ran (a `problem` shape that throws on the 409 of a fenced-off
- * holder, an OpenTelemetry span processor that throws as the request's span ends) reaches the error handler
- * as well: the held response is let go first, without the handler's status and headers, so the error
- * handler's answer is what is sent (Express's default: a 500), and a handler still running writes nowhere
- * once that answer has ended. A retry replays a response saved before the failure.
+ * holder, a receiver observer that throws as the request ends) reaches the error handler as well: the
+ * held response is let go first, without the handler's status and headers, so the error handler's answer
+ * is what is sent (Express's default: a 500), and a handler still running writes nowhere once that answer
+ * has ended. A retry replays a response saved before the failure.
  *
  * @module
  */

@@ -1,7 +1,7 @@
 /**
  * The NestJS module's answer to its pipeline failing after the handler ran (`pipeline.handle` rejecting
- * while the Node response is held: a `problem` shape that throws on the 409 of a fenced-off holder, an
- * OpenTelemetry span processor that throws as the request's span ends).
+ * while the Node response is held: a `problem` shape that throws on the 409 of a fenced-off holder, a
+ * receiver observer that throws as the request ends).
  *
  * @module
  */

@@ -187,8 +187,8 @@ export const Idempotency: () => ParameterDecorator = createParamDecorator(
  * is sent, the key is released whatever `shouldPersist` says, and in transactional mode the transaction
  * rolls back. A 4xx the handler returns (e.g. through `@HttpCode()` or `@Res({ passthrough: true })`) is
  * saved and replayed. A failure of the module's own after the handler ran (a `problem` shape that throws
- * on the 409 of a fenced-off holder, an OpenTelemetry span processor that throws as the request's span
- * ends) is out of the exception filters' reach (Nest has written the handler's result already, or will): it is
+ * on the 409 of a fenced-off holder, a receiver observer that throws as the request ends) is out of the
+ * exception filters' reach (Nest has written the handler's result already, or will): it is
  * logged through Nest's `Logger` (context `IdempotencyModule`) and answered with Nest's own 500 for an
  * unknown exception (`{"statusCode":500,"message":"Internal server error"}`), without the handler's
  * headers; a handler still running writes nowhere. A retry replays a response saved before the failure.

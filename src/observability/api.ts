@@ -20,6 +20,19 @@ export const traceApi: typeof Api.trace | undefined = otel?.trace;
 /** See {@link traceApi}. */
 export const metricsApi: typeof Api.metrics | undefined = otel?.metrics;
 
+/**
+ * Reports a throw from the user's telemetry (a span processor's `onStart` or `onEnd`, a meter's instrument)
+ * to the API's diagnostic logger (`diag.error`, silent unless one is set with `diag.setLogger`), and
+ * otherwise ignores it: telemetry never changes a request's outcome.
+ */
+export function telemetryThrew(error: unknown): void {
+  try {
+    otel?.diag.error('retrysafe: telemetry threw; ignored', error);
+  } catch {
+    return;
+  }
+}
+
 function load(): typeof Api | undefined {
   try {
     return createRequire(import.meta.url)('@opentelemetry/api') as typeof Api;

@@ -50,6 +50,8 @@ export const RECEIVER_INSTRUMENTS = Object.freeze({
 /** Where the receiver's instruments come from, and which scopes may be attributes. */
 export interface MetricsOptions {
   /**
+   * Where the instruments are made. A throw from its meter or instruments never changes a request's outcome:
+   * it goes to the API's `diag.error`, and that recording is lost.
    * @defaultValue the global provider (`metrics.getMeterProvider()`), read again as each request starts:
    * an SDK registered after the receiver served traffic is recorded to from the next request on
    */

@@ -14,13 +14,18 @@ import type {
   StoreCallResult,
   StoreOperation,
 } from '../core/observer.js';
+import { telemetryThrew } from './api.js';
 import { keyHash, logEvent, type Logger } from './logging.js';
 import { ReceiverMetrics, type MetricsOptions } from './metrics.js';
 import { endFailed, ReceiverTraces, RECEIVER_SPANS, type TracesOptions } from './traces.js';
 
 /** The receiver's observability options (all optional; without them metrics and spans go to the global API). */
 export interface ObservabilityOptions extends MetricsOptions, TracesOptions {
-  /** Gets one line per notable outcome (mismatch, lease lost, takeover, store unavailable, completion given up, shouldPersist threw). @defaultValue none */
+  /**
+   * Gets one line per notable outcome (mismatch, lease lost, takeover, store unavailable, completion given up,
+   * shouldPersist threw). A logger that throws is ignored: the line is lost, the request goes on as without it.
+   * @defaultValue none
+   */
   readonly logger?: Logger | undefined;
 }
 
@@ -39,7 +44,12 @@ const STORE_SPANS: Readonly<Record<StoreOperation, string | undefined>> = Object
 /** A store call with no span and no timing. */
 const UNREPORTED_CALL: StoreCallObservation = Object.freeze({ end: () => undefined, fail: () => undefined });
 
-/** Reports a receiver's requests as OpenTelemetry metrics and spans, and its notable outcomes to a logger. */
+/**
+ * Reports a receiver's requests as OpenTelemetry metrics and spans, and its notable outcomes to a logger.
+ * Never throws (the `ReceiverObserver` contract): a throw from the user's telemetry — a span processor's
+ * `onStart` or `onEnd`, a meter provider's instruments — goes to the API's `diag.error` and is otherwise
+ * ignored (that span or recording is lost), and a throwing logger is ignored.
+ */
 export class TelemetryObserver implements ReceiverObserver {
   /** @internal */
   readonly metrics: ReceiverMetrics;
@@ -55,26 +65,45 @@ export class TelemetryObserver implements ReceiverObserver {
   }
 
   request(scope: string, key: string): Observation {
-    this.metrics.begin();
-    return new RequestObservation(this, scope, key, this.traces.start(RECEIVER_SPANS.execute));
+    let span: Span | undefined;
+    try {
+      this.metrics.begin();
+      span = this.traces.start(RECEIVER_SPANS.execute);
+    } catch (error) {
+      telemetryThrew(error);
+    }
+    return new RequestObservation(this, scope, key, span);
   }
 
   storeCall(operation: StoreOperation): StoreCallObservation {
-    const spanName = STORE_SPANS[operation];
-    const span = spanName === undefined ? undefined : this.traces.start(spanName);
-    // Hot path: docs/hot-path.md#observation-that-allocates-nothing
-    // Neither timed (the memory store's calls are not) nor traced: nothing to report, nothing to allocate.
-    if (span === undefined && !this.metrics.timesStore) return UNREPORTED_CALL;
-    return new StoreCallReport(this.metrics.timesStore ? this.metrics : undefined, operation, span);
+    try {
+      const spanName = STORE_SPANS[operation];
+      const span = spanName === undefined ? undefined : this.traces.start(spanName);
+      // Hot path: docs/hot-path.md#observation-that-allocates-nothing
+      // Neither timed (the memory store's calls are not) nor traced: nothing to report, nothing to allocate.
+      if (span === undefined && !this.metrics.timesStore) return UNREPORTED_CALL;
+      return new StoreCallReport(this.metrics.timesStore ? this.metrics : undefined, operation, span);
+    } catch (error) {
+      telemetryThrew(error);
+      return UNREPORTED_CALL;
+    }
   }
 
   takeover(scope: string, key: string): void {
-    this.metrics.takeover();
+    try {
+      this.metrics.takeover();
+    } catch (error) {
+      telemetryThrew(error);
+    }
     logEvent(this.logger, 'takeover', { keyHash: keyHash(scope, key), store: this.metrics.storeKind });
   }
 
   completionAbandoned(scope: string, key: string): void {
-    this.metrics.abandoned();
+    try {
+      this.metrics.abandoned();
+    } catch (error) {
+      telemetryThrew(error);
+    }
     logEvent(this.logger, 'completion_given_up', { keyHash: keyHash(scope, key), store: this.metrics.storeKind });
   }
 
@@ -83,7 +112,11 @@ export class TelemetryObserver implements ReceiverObserver {
   }
 
   invalidKey(): void {
-    this.metrics.begin();
+    try {
+      this.metrics.begin();
+    } catch (error) {
+      telemetryThrew(error);
+    }
     this.metrics.request('invalid_key', '');
   }
 
@@ -117,17 +150,25 @@ class RequestObservation implements Observation {
 
   workEnded(threw: boolean): void {
     const metrics = this.observer.metrics;
-    metrics.handler(threw ? 'released_after_error' : 'executed', (performance.now() - this.workStartedAt) / 1000, this.scope);
     metrics.inFlight(-1);
+    try {
+      metrics.handler(threw ? 'released_after_error' : 'executed', (performance.now() - this.workStartedAt) / 1000, this.scope);
+    } catch (failure) {
+      telemetryThrew(failure);
+    }
   }
 
   end(outcome: RequestOutcome, error?: unknown): void {
     this.observer.ended(outcome, this.scope, this.key);
     const span = this.span;
     if (span === undefined) return;
-    span.setAttribute('retrysafe.outcome', outcome);
-    if (outcome === 'released_after_error' || outcome === 'store_unavailable') endFailed(span, error);
-    else span.end();
+    try {
+      span.setAttribute('retrysafe.outcome', outcome);
+      if (outcome === 'released_after_error' || outcome === 'store_unavailable') endFailed(span, error);
+      else span.end();
+    } catch (failure) {
+      telemetryThrew(failure);
+    }
   }
 }
 
@@ -145,21 +186,29 @@ class StoreCallReport implements StoreCallObservation {
   }
 
   end(result: StoreCallResult): void {
-    this.metrics?.store(this.operation, (performance.now() - this.started) / 1000, false);
-    const span = this.span;
-    if (span === undefined) return;
-    if (typeof result === 'string') {
-      const acquired = result === 'acquired' || result === 'takeover';
-      span.setAttribute('retrysafe.claim.result', acquired ? 'acquired' : result);
-      if (acquired) span.setAttribute('retrysafe.takeover', result === 'takeover');
-    } else if (typeof result === 'boolean') {
-      span.setAttribute(this.operation === 'complete' ? 'retrysafe.saved' : 'retrysafe.released', result);
+    try {
+      this.metrics?.store(this.operation, (performance.now() - this.started) / 1000, false);
+      const span = this.span;
+      if (span === undefined) return;
+      if (typeof result === 'string') {
+        const acquired = result === 'acquired' || result === 'takeover';
+        span.setAttribute('retrysafe.claim.result', acquired ? 'acquired' : result);
+        if (acquired) span.setAttribute('retrysafe.takeover', result === 'takeover');
+      } else if (typeof result === 'boolean') {
+        span.setAttribute(this.operation === 'complete' ? 'retrysafe.saved' : 'retrysafe.released', result);
+      }
+      span.end();
+    } catch (failure) {
+      telemetryThrew(failure);
     }
-    span.end();
   }
 
   fail(error: unknown): void {
-    this.metrics?.store(this.operation, (performance.now() - this.started) / 1000, true);
-    endFailed(this.span, error);
+    try {
+      this.metrics?.store(this.operation, (performance.now() - this.started) / 1000, true);
+      endFailed(this.span, error);
+    } catch (failure) {
+      telemetryThrew(failure);
+    }
   }
 }

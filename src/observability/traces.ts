@@ -27,7 +27,11 @@ export const RECEIVER_SPANS = Object.freeze({
 
 /** Where the receiver's spans go. */
 export interface TracesOptions {
-  /** @defaultValue the global provider (`trace.getTracerProvider()`), read on first use */
+  /**
+   * Where the spans are started. A throw from it (e.g. a span processor's `onStart` or `onEnd`) never
+   * changes a request's outcome: it goes to the API's `diag.error`, and that span is lost.
+   * @defaultValue the global provider (`trace.getTracerProvider()`), read on first use
+   */
   readonly tracerProvider?: TracerProvider | undefined;
 }
 

@@ -3,14 +3,14 @@
  * captured), run against every framework driver. Express and NestJS hold the handler's response on the
  * Node `ServerResponse` until the outcome is known; before the fix, the error answer was written into that
  * held response and never left: the client waited until its own timeout. Fastify and Hono answered. Two
- * causes, through public options only: an OpenTelemetry span processor that throws as the request's span
- * ends (the response is saved by then), and a `problem` shape that throws on the 409 of a holder fenced
- * off by a takeover. Each request gives up after {@link ANSWER_WITHIN_MS}, so a hang fails fast.
+ * causes: an observer that throws as the request ends (the response is saved by then; the receiver's own
+ * OpenTelemetry observer catches what a span processor throws, so the engine with a bare observer is used),
+ * and a `problem` shape that throws on the 409 of a holder fenced off by a takeover. Each request gives up after {@link ANSWER_WITHIN_MS}, so a hang fails fast.
  */
-import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
+import { createEngine } from '../../src/core/engine.js';
+import { SILENT_OBSERVER, type Observation, type ReceiverObserver } from '../../src/core/observer.js';
 import { problemDetailsShape, type ProblemShape } from '../../src/core/problem.js';
 import type { ReceiverOptions } from '../../src/core/receiver.js';
 import { createReceiver } from '../../src/receiver.js';
@@ -23,19 +23,20 @@ import { waitUntil } from './scenarios.js';
 /** How long a client waits for an answer, in ms: a hang shows as a rejected request, not a test timeout. */
 const ANSWER_WITHIN_MS = 5_000;
 
-/** A span processor with a bug: it throws when the first `retrysafe.execute` span ends. */
-function throwingOnce(): SpanProcessor {
+/** An observer with a bug (it breaks the contract): it throws when the first request ends. */
+function throwingOnce(): ReceiverObserver {
   let thrown = false;
-  return {
-    onStart: () => undefined,
-    onEnd: (span: ReadableSpan) => {
-      if (thrown || span.name !== 'retrysafe.execute') return;
+  const request: Observation = {
+    within: (fn) => fn(),
+    workStarted: () => undefined,
+    workEnded: () => undefined,
+    end: () => {
+      if (thrown) return;
       thrown = true;
-      throw new Error('span processor bug');
+      throw new Error('observer bug');
     },
-    forceFlush: () => Promise.resolve(),
-    shutdown: () => Promise.resolve(),
   };
+  return { ...SILENT_OBSERVER, request: () => request };
 }
 
 /** A problem shape with a bug: it has no answer for `idempotency-lease-lost`. */
@@ -88,9 +89,10 @@ export function lateFailureScenarios(driver: Driver, held: boolean): void {
       reply: (input: HandlerInput) => Promise<HandlerReply> | HandlerReply,
       receiverOptions: Omit<ReceiverOptions, 'store'> & ObservabilityOptions,
       options: Omit<ScenarioOptions, 'receiver'> = {},
+      observer?: ReceiverObserver,
     ): Promise<{ client: TestClient; store: IdempotencyStore; calls: HandlerInput[] }> {
       const store = createMemoryStore(receiverOptions.clock === undefined ? {} : { clock: receiverOptions.clock });
-      const receiver = createReceiver({ store, ...receiverOptions });
+      const receiver = observer === undefined ? createReceiver({ store, ...receiverOptions }) : createEngine({ store, ...receiverOptions }, () => observer);
       const calls: HandlerInput[] = [];
       const client = await driver.start({ receiver, ...options }, async (input) => {
         calls.push(input);
@@ -100,9 +102,8 @@ export function lateFailureScenarios(driver: Driver, held: boolean): void {
       return { client, store, calls };
     }
 
-    it("a span processor that throws once the response is saved: a 500 without the handler's headers; a retry replays", async () => {
-      const tracerProvider = new BasicTracerProvider({ spanProcessors: [throwingOnce()] });
-      const { client, store, calls } = await start(created, { tracerProvider });
+    it("an observer that throws once the response is saved: a 500 without the handler's headers; a retry replays", async () => {
+      const { client, store, calls } = await start(created, {}, {}, throwingOnce());
       expectErrorAnswer(await client.request(post('traced')));
       expect((await store.get('', 'traced'))?.state).toBe('completed');
       const retry = await client.request(post('traced'));
