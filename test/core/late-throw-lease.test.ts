@@ -11,8 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { createEngine } from '../../src/core/engine.js';
 import type { Observation, ReceiverObserver, StoreCallObservation, StoreOperation } from '../../src/core/observer.js';
 import type { StoredResponse } from '../../src/core/record.js';
-import type { IdempotencyStore } from '../../src/core/store.js';
-import { createMemoryStore } from '../../src/stores/memory.js';
+import { renewalCountingStore, sleep } from '../support/renewal-counting-store.js';
 
 const FP = 'e'.repeat(64);
 const LEASE_MS = 300;
@@ -55,33 +54,6 @@ function throwingAt(spot: Spot): ReceiverObserver {
   };
 }
 
-/** The memory store, its renewals counted; its `complete` fails (a store error) while `failing` says so. */
-function storeUnderTest(failing: { completes: number }): { store: IdempotencyStore; renewals: () => number } {
-  const store = createMemoryStore();
-  let renewals = 0;
-  return {
-    renewals: () => renewals,
-    store: {
-      claim: (input) => store.claim(input),
-      complete: (claim, saved, retentionMs) => {
-        if (failing.completes === 0) return store.complete(claim, saved, retentionMs);
-        failing.completes--;
-        return Promise.reject(new Error('store down'));
-      },
-      release: (claim) => store.release(claim),
-      renew: (claim, leaseMs) => {
-        renewals++;
-        return store.renew(claim, leaseMs);
-      },
-      get: (scope, key) => store.get(scope, key),
-      reap: (limit) => store.reap(limit),
-      close: () => store.close(),
-    },
-  };
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Each spot, with what the first attempt left: the record completed (replayed) or in progress (taken over after its lease). */
 const SPOTS: readonly (readonly [Spot, 'completed' | 'in_progress'])[] = [
   ['workStarted', 'in_progress'],
@@ -100,7 +72,7 @@ describe('an observer that throws after the claim is won (plain mode, memory sto
   ])('the work answering %s', (_when, workMs) => {
     it.each(SPOTS)('at %s: the keep-alive lets go, the request ends with the throw, the key is left as by a crash', async (spot, left) => {
       const failing = { completes: spot === 'completeFailed' ? 1 : spot === 'completionAbandoned' ? Number.POSITIVE_INFINITY : 0 };
-      const { store, renewals } = storeUnderTest(failing);
+      const { store, renewals } = renewalCountingStore(failing);
       const receiver = createEngine({
         store,
         leaseMs: LEASE_MS,

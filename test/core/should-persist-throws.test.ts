@@ -9,10 +9,10 @@ import { randomUUID } from 'node:crypto';
 import type { Database } from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import type { StoredResponse } from '../../src/core/record.js';
-import type { IdempotencyStore } from '../../src/core/store.js';
 import { keyHash } from '../../src/index.js';
 import { createReceiver } from '../../src/receiver.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
+import { renewalCountingStore, sleep } from '../support/renewal-counting-store.js';
 import { createSqliteStore } from '../../src/stores/sqlite/index.js';
 import { capturingLogger } from '../support/telemetry.js';
 
@@ -26,29 +26,6 @@ function throwingRule(): boolean {
 
 const response = (byte: number): StoredResponse => ({ status: 201, headers: { 'content-type': 'application/octet-stream' }, body: Uint8Array.of(byte) });
 
-/** The memory store, its lease renewals counted. */
-function countingRenewals(): { store: IdempotencyStore; renewals: () => number } {
-  const store = createMemoryStore();
-  let renewals = 0;
-  return {
-    renewals: () => renewals,
-    store: {
-      claim: (input) => store.claim(input),
-      complete: (claim, saved, retentionMs) => store.complete(claim, saved, retentionMs),
-      release: (claim) => store.release(claim),
-      renew: (claim, leaseMs) => {
-        renewals++;
-        return store.renew(claim, leaseMs);
-      },
-      get: (scope, key) => store.get(scope, key),
-      reap: (limit) => store.reap(limit),
-      close: () => store.close(),
-    },
-  };
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 describe('a shouldPersist that throws', () => {
   // 'later' outlasts two keep-alive ticks (a third of the lease each), so its lease is renewed while it runs.
   it.each([
@@ -56,7 +33,7 @@ describe('a shouldPersist that throws', () => {
     ['later', LEASE_MS],
   ])('plain mode, the work answering %s: saved, sent, replayed to a retry, logged; no lease left', async (_when, workMs) => {
     const { logger, lines } = capturingLogger();
-    const { store, renewals } = countingRenewals();
+    const { store, renewals } = renewalCountingStore();
     const receiver = createReceiver({ store, leaseMs: LEASE_MS, shouldPersist: throwingRule, logger });
     const id = { scope: 'persist', key: randomUUID(), fingerprint: FP };
     let runs = 0;

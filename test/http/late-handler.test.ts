@@ -67,13 +67,18 @@ describe.each<[string, ExpressFactory]>([
     if (closing) await new Promise((resolve) => closing.close(resolve));
   });
 
-  it('answers 409 lease-lost, and the late res.setHeader()/res.json() throws nothing into the error handler', async () => {
+  /**
+   * An app whose handler writes only once the test opens `answered`, after the middleware answered (its
+   * lease of LEASE_MS over, `maxExecutionMs` reached); its error handler records what reaches it.
+   */
+  async function lateWriter(problem?: typeof throwsOnLeaseLost): Promise<{ first: globalThis.Response; answer: () => Promise<void>; errors: unknown[]; lateThrew: () => unknown }> {
     const answered = gate();
     const lateWrite = gate();
     const errors: unknown[] = [];
     let lateThrew: unknown;
     const app = factory();
-    app.post('/x', idempotency({ receiver: createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS }) }), factory.json(), (_req: Request, res: Response, next: NextFunction) => {
+    const receiver = createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS });
+    app.post('/x', idempotency(problem === undefined ? { receiver } : { receiver, problem }), factory.json(), (_req: Request, res: Response, next: NextFunction) => {
       answered.promise.then(() => {
         try {
           res.setHeader('x-late', '1');
@@ -92,57 +97,36 @@ describe.each<[string, ExpressFactory]>([
     server = createServer(app).listen(0, '127.0.0.1');
     await once(server, 'listening');
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const first = await fetch(`${base}/x`, { ...pay('k'), signal: AbortSignal.timeout(5_000) });
+    const answer = async (): Promise<void> => {
+      answered.open();
+      await lateWrite.promise;
+      await new Promise((resolve) => setImmediate(resolve));
+    };
+    return { first, answer, errors, lateThrew: () => lateThrew };
+  }
 
-    const first = await fetch(`${base}/x`, pay('k'));
+  it('answers 409 lease-lost, and the late res.setHeader()/res.json() throws nothing into the error handler', async () => {
+    const { first, answer, errors, lateThrew } = await lateWriter();
     const firstBody = (await first.json()) as { code?: string };
-    answered.open();
-    await lateWrite.promise;
-    await new Promise((resolve) => setImmediate(resolve));
+    await answer();
 
     expect(first.status).toBe(409);
     expect(firstBody.code).toBe('idempotency-lease-lost');
     expect(first.headers.get('x-late')).toBeNull();
-    expect(lateThrew).toBeUndefined();
+    expect(lateThrew()).toBeUndefined();
     expect(errors).toEqual([]);
   });
 
   it('with a problem shape that throws on that 409: the error handler answers, once, and the late res.json() goes nowhere', async () => {
-    const answered = gate();
-    const lateWrite = gate();
-    const errors: unknown[] = [];
-    let lateThrew: unknown;
-    const problem = throwsOnLeaseLost;
-    const app = factory();
-    app.post('/x', idempotency({ receiver: createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS }), problem }), factory.json(), (_req: Request, res: Response, next: NextFunction) => {
-      answered.promise.then(() => {
-        try {
-          res.setHeader('x-late', '1');
-          res.status(201).json({ late: true });
-        } catch (error) {
-          lateThrew = error;
-          next(error);
-        }
-        lateWrite.open();
-      }, next);
-    });
-    app.use((error: Error, _req: Request, res: Response, _next: NextFunction) => {
-      errors.push(error);
-      res.status(500).json({ error: error.message });
-    });
-    server = createServer(app).listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-
-    const first = await fetch(`${base}/x`, { ...pay('k'), signal: AbortSignal.timeout(5_000) });
+    const { first, answer, errors, lateThrew } = await lateWriter(throwsOnLeaseLost);
     const firstBody = (await first.json()) as { error?: string };
-    answered.open();
-    await lateWrite.promise;
-    await new Promise((resolve) => setImmediate(resolve));
+    await answer();
 
     expect(first.status).toBe(500);
     expect(firstBody.error).toBe('problem shape bug');
     expect(first.headers.get('x-late')).toBeNull();
-    expect(lateThrew).toBeUndefined();
+    expect(lateThrew()).toBeUndefined();
     expect(errors).toHaveLength(1);
   });
 });

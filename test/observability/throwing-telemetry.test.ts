@@ -9,10 +9,10 @@ import { diag, type DiagLogger, type MeterProvider } from '@opentelemetry/api';
 import { BasicTracerProvider, type ReadableSpan, type Span, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { describe, expect, it } from 'vitest';
 import type { StoredResponse } from '../../src/core/record.js';
-import type { IdempotencyStore } from '../../src/core/store.js';
 import type { ObservabilityOptions } from '../../src/observability/observer.js';
 import { createReceiver } from '../../src/receiver.js';
 import { createMemoryStore } from '../../src/stores/memory.js';
+import { renewalCountingStore, sleep } from '../support/renewal-counting-store.js';
 
 const FP = 'a'.repeat(64);
 const LEASE_MS = 300;
@@ -65,29 +65,6 @@ const throwingLogger = {
   },
 };
 
-/** The memory store, its renewals counted. */
-function countingRenewals(): { store: IdempotencyStore; renewals: () => number } {
-  const store = createMemoryStore();
-  let renewals = 0;
-  return {
-    renewals: () => renewals,
-    store: {
-      claim: (input) => store.claim(input),
-      complete: (claim, saved, retentionMs) => store.complete(claim, saved, retentionMs),
-      release: (claim) => store.release(claim),
-      renew: (claim, leaseMs) => {
-        renewals++;
-        return store.renew(claim, leaseMs);
-      },
-      get: (scope, key) => store.get(scope, key),
-      reap: (limit) => store.reap(limit),
-      close: () => store.close(),
-    },
-  };
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 const CASES: readonly (readonly [string, () => ObservabilityOptions])[] = [
   ['a span processor throwing as retrysafe.complete starts', () => ({ tracerProvider: new BasicTracerProvider({ spanProcessors: [throwingProcessor('onStart', 'retrysafe.complete')] }) })],
   ['a span processor throwing as retrysafe.complete ends', () => ({ tracerProvider: new BasicTracerProvider({ spanProcessors: [throwingProcessor('onEnd', 'retrysafe.complete')] }) })],
@@ -104,7 +81,7 @@ describe('telemetry that throws (plain mode, memory store)', () => {
     ['later', LEASE_MS],
   ])('the work answering %s', (_when, workMs) => {
     it.each(CASES)('%s: answered as without it; the keep-alive lets go', async (name, observability) => {
-      const { store, renewals } = countingRenewals();
+      const { store, renewals } = renewalCountingStore();
       const receiver = createReceiver({ store, leaseMs: LEASE_MS, ...(name.startsWith('a logger') && { shouldPersist: throwingRule }), ...observability() });
       const id = { scope: 'throwing-telemetry', key: randomUUID(), fingerprint: FP };
       let runs = 0;
