@@ -23,6 +23,7 @@ import { createReceiver } from '../../src/receiver.js';
 import { createSqliteStore, type SqliteStore } from '../../src/stores/sqlite/index.js';
 import { express4Factory, type ExpressFactory } from './express-driver.js';
 import { controller, startNest } from './nestjs-driver.js';
+import type { TestResponse } from '../support/http.js';
 
 const LEASE_MS = 150;
 
@@ -138,7 +139,11 @@ describe('nestjs (express): a handler still running after the interceptor answer
     app = undefined;
   });
 
-  it('answers 409 lease-lost, and the late reply throws nothing into the exception filters', async () => {
+  /**
+   * A Nest app whose handler writes only once the test opens `answered`, after the interceptor answered;
+   * its global exception filter records what reaches it.
+   */
+  async function lateWriter(problem?: typeof throwsOnLeaseLost): Promise<{ first: TestResponse; errors: unknown[] }> {
     const answered = gate();
     const lateWrite = gate();
     const errors: unknown[] = [];
@@ -154,46 +159,8 @@ describe('nestjs (express): a handler still running after the interceptor answer
       }
     }
     controller(LateController, { pay: { decorators: [Post('x')], params: [Res({ passthrough: true })] } });
-    const started = await startNest('express', { receiver: createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS }) }, [LateController], (nest) => {
-      nest.useGlobalFilters({
-        catch(exception: unknown, host: ArgumentsHost) {
-          errors.push(exception);
-          host.switchToHttp().getResponse<Response>().status(500).json({});
-        },
-      });
-    });
-    app = started.app;
-    const first = await started.client.request({ method: 'POST', path: '/x', headers: { 'idempotency-key': 'k', 'content-type': 'application/json' }, body: '{"amount":100}' });
-    answered.open();
-    await lateWrite.promise;
-    // Nest writes the returned value a few turns later.
-    await new Promise((resolve) => setTimeout(resolve, 20));
-
-    expect(first.status).toBe(409);
-    expect((JSON.parse(first.body.toString('utf8')) as { code?: string }).code).toBe('idempotency-lease-lost');
-    expect(first.header('x-late')).toBeUndefined();
-    expect(errors).toEqual([]);
-  });
-
-  it("with a problem shape that throws on that 409: Nest's 500, and the late reply throws nothing into the exception filters", async () => {
-    const answered = gate();
-    const lateWrite = gate();
-    const errors: unknown[] = [];
-    class LateController {
-      async pay(res: ServerResponse): Promise<unknown> {
-        await answered.promise;
-        try {
-          res.setHeader('x-late', '1');
-        } finally {
-          lateWrite.open();
-        }
-        return { late: true };
-      }
-    }
-    controller(LateController, { pay: { decorators: [Post('x')], params: [Res({ passthrough: true })] } });
-    const logged = vi.spyOn(Logger.prototype, 'error');
     const receiver = createReceiver({ store, transactional: true, leaseMs: LEASE_MS, maxExecutionMs: LEASE_MS });
-    const started = await startNest('express', { receiver, problem: throwsOnLeaseLost }, [LateController], (nest) => {
+    const started = await startNest('express', problem === undefined ? { receiver } : { receiver, problem }, [LateController], (nest) => {
       nest.useGlobalFilters({
         catch(exception: unknown, host: ArgumentsHost) {
           errors.push(exception);
@@ -205,8 +172,22 @@ describe('nestjs (express): a handler still running after the interceptor answer
     const first = await started.client.request({ method: 'POST', path: '/x', headers: { 'idempotency-key': 'k', 'content-type': 'application/json' }, body: '{"amount":100}', timeoutMs: 5_000 });
     answered.open();
     await lateWrite.promise;
+    // Nest writes the returned value a few turns later.
     await new Promise((resolve) => setTimeout(resolve, 20));
+    return { first, errors };
+  }
 
+  it('answers 409 lease-lost, and the late reply throws nothing into the exception filters', async () => {
+    const { first, errors } = await lateWriter();
+    expect(first.status).toBe(409);
+    expect((JSON.parse(first.body.toString('utf8')) as { code?: string }).code).toBe('idempotency-lease-lost');
+    expect(first.header('x-late')).toBeUndefined();
+    expect(errors).toEqual([]);
+  });
+
+  it("with a problem shape that throws on that 409: Nest's 500, and the late reply throws nothing into the exception filters", async () => {
+    const logged = vi.spyOn(Logger.prototype, 'error');
+    const { first, errors } = await lateWriter(throwsOnLeaseLost);
     expect(first.status).toBe(500);
     expect(JSON.parse(first.body.toString('utf8'))).toEqual({ statusCode: 500, message: 'Internal server error' });
     expect(first.header('x-late')).toBeUndefined();
