@@ -146,9 +146,9 @@ export function sendFresh(res: ServerResponse, response: OutgoingResponse): void
  * Lets go of the hold on `res` when the outcome failed after the handler ran (the pipeline rejected), so
  * the error answer written next (by the app's error handler) leaves: the real writers are back, and the
  * status (back to 200) and every header set so far (the handler's among them) are gone, so nothing of the
- * handler's response leaks into the error answer. A handler that has not ended its response yet may still write: the first response
- * ended from then on is the one sent, and whatever is written after it is dropped, as after
- * {@link sendFresh}. Nothing when `res` is not held.
+ * handler's response leaks into the error answer. A handler that has not ended its response yet may still
+ * write: the first response ended from then on is the one sent, and whatever is written after it is
+ * dropped, as after {@link sendFresh}. Nothing when `res` is not held.
  */
 export function releaseHeld(res: ServerResponse): void {
   const replaced = heldWriters.get(res);

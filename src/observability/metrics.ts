@@ -13,6 +13,7 @@
  */
 import type { Attributes, Counter, Histogram, Meter, MeterProvider, ObservableCallback } from '@opentelemetry/api';
 import type { RequestOutcome, StoreOperation } from '../core/observer.js';
+import { telemetryThrew } from './api.js';
 import { MeterSource } from './meter-source.js';
 
 /** Instrument names of the receiver. */
@@ -136,7 +137,13 @@ export class ReceiverMetrics {
    * reads go to the instruments of the first.
    */
   begin(): void {
-    this.instruments = this.source.instruments();
+    try {
+      this.instruments = this.source.instruments();
+    } catch (error) {
+      // A provider whose meter or instruments throw records nothing: the request goes on without them.
+      this.instruments = undefined;
+      telemetryThrew(error);
+    }
   }
 
   request(outcome: RequestOutcome, scope: string): void {
@@ -144,7 +151,11 @@ export class ReceiverMetrics {
   }
 
   handler(outcome: RequestOutcome, seconds: number, scope: string): void {
-    this.instruments?.handlerDuration.record(seconds, this.outcome(outcome, scope).attributes);
+    try {
+      this.instruments?.handlerDuration.record(seconds, this.outcome(outcome, scope).attributes);
+    } catch (error) {
+      telemetryThrew(error);
+    }
   }
 
   /** Records one store call's duration; called only when {@link ReceiverMetrics.timesStore}. */
@@ -155,7 +166,11 @@ export class ReceiverMetrics {
       attributes = Object.freeze({ operation, store: this.storeKind, ...(failed && { error: true }) });
       this.storeAttributes.set(name, attributes);
     }
-    this.instruments?.storeDuration.record(seconds, attributes);
+    try {
+      this.instruments?.storeDuration.record(seconds, attributes);
+    } catch (error) {
+      telemetryThrew(error);
+    }
   }
 
   inFlight(delta: 1 | -1): void {
@@ -163,16 +178,28 @@ export class ReceiverMetrics {
   }
 
   takeover(): void {
-    this.instruments?.takeovers.add(1);
+    try {
+      this.instruments?.takeovers.add(1);
+    } catch (error) {
+      telemetryThrew(error);
+    }
   }
 
   abandoned(): void {
-    this.instruments?.abandoned.add(1, { store: this.storeKind });
+    try {
+      this.instruments?.abandoned.add(1, { store: this.storeKind });
+    } catch (error) {
+      telemetryThrew(error);
+    }
   }
 
   reaped(count: number): void {
     this.begin();
-    this.instruments?.reaped.add(count, { store: this.storeKind });
+    try {
+      this.instruments?.reaped.add(count, { store: this.storeKind });
+    } catch (error) {
+      telemetryThrew(error);
+    }
   }
 
   /** The tally's entry of an outcome (and of the scope, when allow-listed); made on first use. */

@@ -48,7 +48,8 @@ const UNREPORTED_CALL: StoreCallObservation = Object.freeze({ end: () => undefin
  * Reports a receiver's requests as OpenTelemetry metrics and spans, and its notable outcomes to a logger.
  * Never throws (the `ReceiverObserver` contract): a throw from the user's telemetry — a span processor's
  * `onStart` or `onEnd`, a meter provider's instruments — goes to the API's `diag.error` and is otherwise
- * ignored (that span or recording is lost), and a throwing logger is ignored.
+ * ignored (that span or recording is lost: `ReceiverMetrics` and `ReceiverTraces.start` catch what they
+ * call, this class what ending a span calls), and a throwing logger is ignored.
  */
 export class TelemetryObserver implements ReceiverObserver {
   /** @internal */
@@ -65,45 +66,26 @@ export class TelemetryObserver implements ReceiverObserver {
   }
 
   request(scope: string, key: string): Observation {
-    let span: Span | undefined;
-    try {
-      this.metrics.begin();
-      span = this.traces.start(RECEIVER_SPANS.execute);
-    } catch (error) {
-      telemetryThrew(error);
-    }
-    return new RequestObservation(this, scope, key, span);
+    this.metrics.begin();
+    return new RequestObservation(this, scope, key, this.traces.start(RECEIVER_SPANS.execute));
   }
 
   storeCall(operation: StoreOperation): StoreCallObservation {
-    try {
-      const spanName = STORE_SPANS[operation];
-      const span = spanName === undefined ? undefined : this.traces.start(spanName);
-      // Hot path: docs/hot-path.md#observation-that-allocates-nothing
-      // Neither timed (the memory store's calls are not) nor traced: nothing to report, nothing to allocate.
-      if (span === undefined && !this.metrics.timesStore) return UNREPORTED_CALL;
-      return new StoreCallReport(this.metrics.timesStore ? this.metrics : undefined, operation, span);
-    } catch (error) {
-      telemetryThrew(error);
-      return UNREPORTED_CALL;
-    }
+    const spanName = STORE_SPANS[operation];
+    const span = spanName === undefined ? undefined : this.traces.start(spanName);
+    // Hot path: docs/hot-path.md#observation-that-allocates-nothing
+    // Neither timed (the memory store's calls are not) nor traced: nothing to report, nothing to allocate.
+    if (span === undefined && !this.metrics.timesStore) return UNREPORTED_CALL;
+    return new StoreCallReport(this.metrics.timesStore ? this.metrics : undefined, operation, span);
   }
 
   takeover(scope: string, key: string): void {
-    try {
-      this.metrics.takeover();
-    } catch (error) {
-      telemetryThrew(error);
-    }
+    this.metrics.takeover();
     logEvent(this.logger, 'takeover', { keyHash: keyHash(scope, key), store: this.metrics.storeKind });
   }
 
   completionAbandoned(scope: string, key: string): void {
-    try {
-      this.metrics.abandoned();
-    } catch (error) {
-      telemetryThrew(error);
-    }
+    this.metrics.abandoned();
     logEvent(this.logger, 'completion_given_up', { keyHash: keyHash(scope, key), store: this.metrics.storeKind });
   }
 
@@ -112,11 +94,7 @@ export class TelemetryObserver implements ReceiverObserver {
   }
 
   invalidKey(): void {
-    try {
-      this.metrics.begin();
-    } catch (error) {
-      telemetryThrew(error);
-    }
+    this.metrics.begin();
     this.metrics.request('invalid_key', '');
   }
 
@@ -150,12 +128,8 @@ class RequestObservation implements Observation {
 
   workEnded(threw: boolean): void {
     const metrics = this.observer.metrics;
+    metrics.handler(threw ? 'released_after_error' : 'executed', (performance.now() - this.workStartedAt) / 1000, this.scope);
     metrics.inFlight(-1);
-    try {
-      metrics.handler(threw ? 'released_after_error' : 'executed', (performance.now() - this.workStartedAt) / 1000, this.scope);
-    } catch (failure) {
-      telemetryThrew(failure);
-    }
   }
 
   end(outcome: RequestOutcome, error?: unknown): void {
@@ -186,10 +160,10 @@ class StoreCallReport implements StoreCallObservation {
   }
 
   end(result: StoreCallResult): void {
+    this.metrics?.store(this.operation, (performance.now() - this.started) / 1000, false);
+    const span = this.span;
+    if (span === undefined) return;
     try {
-      this.metrics?.store(this.operation, (performance.now() - this.started) / 1000, false);
-      const span = this.span;
-      if (span === undefined) return;
       if (typeof result === 'string') {
         const acquired = result === 'acquired' || result === 'takeover';
         span.setAttribute('retrysafe.claim.result', acquired ? 'acquired' : result);
@@ -204,8 +178,8 @@ class StoreCallReport implements StoreCallObservation {
   }
 
   fail(error: unknown): void {
+    this.metrics?.store(this.operation, (performance.now() - this.started) / 1000, true);
     try {
-      this.metrics?.store(this.operation, (performance.now() - this.started) / 1000, true);
       endFailed(this.span, error);
     } catch (failure) {
       telemetryThrew(failure);

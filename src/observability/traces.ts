@@ -8,7 +8,7 @@
  * @module
  */
 import type { Context, Span, SpanOptions, Tracer, TracerProvider } from '@opentelemetry/api';
-import { otel, traceApi } from './api.js';
+import { otel, telemetryThrew, traceApi } from './api.js';
 import { INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION } from './scope.js';
 
 /** Span names of the receiver. */
@@ -45,23 +45,29 @@ export class ReceiverTraces {
   constructor(private readonly options: TracesOptions) {}
 
   /**
-   * Starts a span under the active one (or `parent`); `undefined` when the API is not installed, or when
-   * the span does not record (no SDK registered, or sampled out): such a span would carry nothing, so
-   * nothing is set on it, ended or made active. The global provider is asked at each call (the API's
+   * Starts a span under the active one (or `parent`); `undefined` when the API is not installed, when the
+   * provider throws (reported to `diag.error`), or when the span does not record (no SDK registered, or
+   * sampled out): such a span would carry nothing, so nothing is set on it, ended or made active. The global provider is asked at each call (the API's
    * proxy), so an SDK registered after the receiver was created is used from then on; while that proxy has
    * no SDK's provider behind it, no span is started at all.
    */
   start(name: string, parent?: Context): Span | undefined {
     if (otel === undefined || traceApi === undefined) return undefined;
-    if (this.tracer === undefined) {
-      const provider = this.options.tracerProvider ?? traceApi.getTracerProvider();
-      // Hot path: docs/hot-path.md#fastify-memory-path
-      // The API's global proxy without a delegate (no SDK registered) makes only non-recording spans.
-      if (this.options.tracerProvider === undefined && !delegates(provider)) return undefined;
-      this.tracer = provider.getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+    try {
+      if (this.tracer === undefined) {
+        const provider = this.options.tracerProvider ?? traceApi.getTracerProvider();
+        // Hot path: docs/hot-path.md#fastify-memory-path
+        // The API's global proxy without a delegate (no SDK registered) makes only non-recording spans.
+        if (this.options.tracerProvider === undefined && !delegates(provider)) return undefined;
+        this.tracer = provider.getTracer(INSTRUMENTATION_SCOPE, INSTRUMENTATION_VERSION);
+      }
+      const span = this.tracer.startSpan(name, SPAN_OPTIONS, parent ?? otel.context.active());
+      return span.isRecording() ? span : undefined;
+    } catch (error) {
+      // A provider that throws (a span processor's onStart, say) starts no span: the request goes on without it.
+      telemetryThrew(error);
+      return undefined;
     }
-    const span = this.tracer.startSpan(name, SPAN_OPTIONS, parent ?? otel.context.active());
-    return span.isRecording() ? span : undefined;
   }
 
   /** Runs `fn` with `span` as the active span, so spans started inside are its children. */

@@ -28,7 +28,13 @@ type CommandClass = new (name: string, args: RedisArgument[], options: { replyEn
 /** Sends `name args` with its reply as Buffers (bulk strings) and numbers, as ioredis's `…Buffer` commands do. */
 export type FramedSend = (name: string, args: RedisArgument[]) => Promise<unknown>;
 
-const framedClasses = new WeakMap<CommandClass, CommandClass>();
+/** The ioredis copy retrysafe resolves, with its `Command` subclass; `null` when none resolves. */
+interface Framing {
+  readonly Redis: abstract new (...args: never[]) => unknown;
+  readonly Cluster: abstract new (...args: never[]) => unknown;
+  readonly Framed: CommandClass;
+}
+let framing: Framing | null | undefined;
 
 /**
  * The framed sender for `connection`, or `undefined` when the store keeps ioredis's named commands: a
@@ -38,9 +44,9 @@ const framedClasses = new WeakMap<CommandClass, CommandClass>();
  */
 export function framedSender(connection: Redis | Cluster): FramedSend | undefined {
   if (connection.options.enableAutoPipelining === true) return undefined;
-  const Command = commandClassOf(connection);
-  if (Command === undefined) return undefined;
-  const Framed = framedClassOf(Command);
+  framing ??= resolveFraming();
+  if (framing === null || !(connection instanceof framing.Redis || connection instanceof framing.Cluster)) return undefined;
+  const { Framed } = framing;
   const { keyPrefix } = connection.options;
   const options = keyPrefix === undefined ? { replyEncoding: null } : { replyEncoding: null, keyPrefix };
   return (name, args) => {
@@ -50,22 +56,15 @@ export function framedSender(connection: Redis | Cluster): FramedSend | undefine
   };
 }
 
-/** ioredis's `Command` class when `connection` is a `Redis` or `Cluster` of the ioredis copy resolved from here. */
-function commandClassOf(connection: Redis | Cluster): CommandClass | undefined {
-  let ioredis: { Redis: abstract new (...args: never[]) => unknown; Cluster: abstract new (...args: never[]) => unknown; Command: CommandClass };
+/** ioredis as resolved from this module, and its `Command` with `toWritable` framing a Buffer-carrying command in one pass. */
+function resolveFraming(): Framing | null {
+  let ioredis: Omit<Framing, 'Framed'> & { Command: CommandClass };
   try {
     ioredis = createRequire(import.meta.url)('ioredis') as typeof ioredis;
   } catch {
-    return undefined;
+    return null;
   }
-  return connection instanceof ioredis.Redis || connection instanceof ioredis.Cluster ? ioredis.Command : undefined;
-}
-
-/** `Command` with `toWritable` framing a Buffer-carrying command in one pass (one subclass per ioredis copy). */
-function framedClassOf(Command: CommandClass): CommandClass {
-  const known = framedClasses.get(Command);
-  if (known !== undefined) return known;
-  class Framed extends Command {
+  class Framed extends ioredis.Command {
     override toWritable(socket: object): string | Buffer {
       const { args } = this;
       // Without a Buffer, ioredis's own framing is one string already.
@@ -73,8 +72,7 @@ function framedClassOf(Command: CommandClass): CommandClass {
       return frame(this.name, args);
     }
   }
-  framedClasses.set(Command, Framed);
-  return Framed;
+  return { Redis: ioredis.Redis, Cluster: ioredis.Cluster, Framed };
 }
 
 /**
